@@ -1,0 +1,80 @@
+"""Command line: ``python -m app serve | openapi`` (and the offline tools as they land)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from app.config import ConfigError, load_config
+
+
+def _serve(ns: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.logs import configure_logging
+    from app.server import create_app
+
+    config = load_config(ns.config)
+    server = config.server.model_copy(
+        update={k: v for k, v in (("host", ns.host), ("port", ns.port)) if v is not None}
+    )
+    config = config.model_copy(update={"server": server})
+    configure_logging(config.logging)
+    uvicorn.run(
+        create_app(config),
+        host=server.host,
+        port=server.port,
+        workers=1,
+        log_level="warning",
+        access_log=False,
+        # Fail the header read quickly but never cut a 50 MB NodeList body short.
+        timeout_keep_alive=30,
+    )
+    return 0
+
+
+def _openapi(ns: argparse.Namespace) -> int:
+    from app.server import create_app
+
+    doc = create_app().openapi()
+    text = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    if ns.output:
+        with open(ns.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The CLI's argument parser."""
+    parser = argparse.ArgumentParser(prog="runway", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the extender (embedded default without --config)")
+    serve.add_argument("--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1, or server.host)")
+    serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
+    serve.set_defaults(func=_serve)
+
+    openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")
+    openapi.add_argument("--output", "-o", help="write to this file instead of stdout")
+    openapi.set_defaults(func=_openapi)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m app`` and the ``runway`` console script."""
+    ns = build_parser().parse_args(argv)
+    try:
+        code: int = ns.func(ns)
+    except ConfigError as exc:
+        print(f"runway: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

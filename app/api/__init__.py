@@ -1,0 +1,1 @@
+"""HTTP only: parse, call policy, serialise. No decisions are made here."""

@@ -1,0 +1,155 @@
+"""``POST <urlPrefix>/{filter,prioritize,preempt}``: the kube-scheduler extender verbs.
+
+Each verb is two layers: ``handle_*`` turns request bytes into reply bytes (decode → policy →
+encode, no HTTP; the in-process benchmark calls it directly) and a route of a few lines adds
+the body cap, metrics, logging and the mapping of bad input to 4xx. A normal rejection is a 200
+with reasons inside: kube-scheduler throws away the body of any other status.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from app import metrics
+from app.api.body import BodyTooLarge, read_body
+from app.logs import get_logger
+from app.policy import admission, scoring, victims
+from app.runtime import Runtime
+from app.wire import (
+    WireError,
+    decode_extender_args,
+    decode_preemption_args,
+    encode_filter_result,
+    encode_host_priorities,
+    encode_preemption_result,
+)
+from app.wire import schema
+
+log = get_logger("extender")
+
+VERBS = ("filter", "prioritize", "preempt")
+
+
+def handle_filter(runtime: Runtime, body: bytes) -> bytes:
+    """``ExtenderArgs`` → ``ExtenderFilterResult``."""
+    args = decode_extender_args(body)
+    verdict = admission.admit(args.pod)
+    if verdict.allowed and verdict.only_nodes is None:
+        # The common case never needs node names: in NodeList mode the nodes go back unparsed.
+        return encode_filter_result(args, None, {}, {})
+    split = admission.split_nodes(verdict, args.names())
+    return encode_filter_result(args, split.passed, {}, split.unresolvable)
+
+
+def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
+    """``ExtenderArgs`` → ``HostPriorityList``."""
+    args = decode_extender_args(body)
+    if args.nodes is not None:
+        facts = [scoring.NodeFacts(n, lab) for n, lab in
+                 zip(args.nodes.names(), args.nodes.labels(), strict=True)]
+    else:
+        facts = [scoring.NodeFacts(n) for n in args.names()]
+    scores = scoring.score_nodes(args.pod, facts)
+    return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
+
+
+def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
+    """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always ``NodeNameToMetaVictims``)."""
+    args = decode_preemption_args(body)
+    offers = {
+        node: victims.Offer(uids=[c.uid for c in cands], pdb_violations=args.pdb_violations[node])
+        for node, cands in args.victims.items()
+    }
+    decision = victims.choose_victims(args.pod, offers)
+    return encode_preemption_result(decision.nodes)
+
+
+Handler = Callable[[Runtime, bytes], bytes]
+_HANDLERS: dict[str, Handler] = {
+    "filter": handle_filter,
+    "prioritize": handle_prioritize,
+    "preempt": handle_preempt,
+}
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    """The one error body shape of the API: ``{"error": message}``."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+async def serve_verb(request: Request, verb: str) -> Response:
+    """Read, dispatch, account. Bad input is a 4xx with a message; a bug is a logged 500."""
+    runtime: Runtime = request.app.state.runtime
+    start = time.perf_counter()
+    outcome = "ok"
+    try:
+        body = await read_body(request, runtime.config.server.max_body_bytes)
+        reply = _HANDLERS[verb](runtime, body)
+        return Response(reply, media_type="application/json")
+    except BodyTooLarge as exc:
+        outcome = "too_large"
+        return error_response(413, str(exc))
+    except WireError as exc:
+        outcome = "bad_request"
+        return error_response(400, f"{verb}: {exc}")
+    except Exception:
+        outcome = "error"
+        log.exception("extender verb failed", verb=verb)
+        return error_response(500, f"{verb}: internal error (see runway's log)")
+    finally:
+        elapsed = time.perf_counter() - start
+        metrics.EXTENDER_REQUESTS.labels(verb, outcome).inc()
+        metrics.EXTENDER_DURATION.labels(verb).observe(elapsed)
+        log.debug("extender call", verb=verb, outcome=outcome, seconds=round(elapsed, 6))
+
+
+def build_router(prefix: str) -> APIRouter:
+    """The verb routes under ``prefix`` (``server.urlPrefix``)."""
+    router = APIRouter(prefix=prefix, tags=["extender"])
+
+    def _body(model: str) -> dict[str, object]:
+        ref = {"$ref": f"#/components/schemas/{model}"}
+        return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+
+    @router.post(
+        "/filter",
+        response_model=schema.ExtenderFilterResult,
+        openapi_extra=_body("ExtenderArgs"),
+        summary="Filter the offered nodes for a pod",
+        responses={400: {"model": schema.ErrorBody}, 413: {"model": schema.ErrorBody}},
+    )
+    async def filter_(request: Request) -> Response:
+        return await serve_verb(request, "filter")
+
+    @router.post(
+        "/prioritize",
+        response_model=list[schema.HostPriority],
+        openapi_extra=_body("ExtenderArgs"),
+        summary="Score the offered nodes 0..10",
+        responses={400: {"model": schema.ErrorBody}, 413: {"model": schema.ErrorBody}},
+    )
+    async def prioritize(request: Request) -> Response:
+        return await serve_verb(request, "prioritize")
+
+    @router.post(
+        "/preempt",
+        response_model=schema.ExtenderPreemptionResult,
+        openapi_extra=_body("ExtenderPreemptionArgs"),
+        summary="Choose the victims of a preemption (one node)",
+        responses={400: {"model": schema.ErrorBody}, 413: {"model": schema.ErrorBody}},
+    )
+    async def preempt(request: Request) -> Response:
+        return await serve_verb(request, "preempt")
+
+    @router.post("/{verb}", include_in_schema=False)
+    async def unknown(verb: str) -> Response:
+        metrics.EXTENDER_REQUESTS.labels("unknown", "not_found").inc()
+        return error_response(
+            404, f"unknown extender verb {verb!r}: expected one of {', '.join(VERBS)}"
+        )
+
+    return router

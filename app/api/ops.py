@@ -1,0 +1,38 @@
+"""``/healthz``, ``/readyz`` and ``/metrics`` for kubelet probes and Prometheus."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from app import metrics
+from app.runtime import Runtime
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_class=PlainTextResponse, summary="The process is up")
+async def healthz() -> str:
+    """Liveness: answers as long as the event loop does."""
+    return "ok"
+
+
+@router.get(
+    "/readyz",
+    response_class=PlainTextResponse,
+    summary="Caches are synced",
+    responses={503: {"description": "Not ready yet"}},
+)
+async def readyz(request: Request) -> Response:
+    """Readiness: 200 once pods and nodes are listed (at once on the embedded default)."""
+    runtime: Runtime = request.app.state.runtime
+    if runtime.ready:
+        return PlainTextResponse("ok")
+    return PlainTextResponse("caches not synced", status_code=503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")
+async def metrics_endpoint() -> Response:
+    """Prometheus text exposition, served from a plain route (a mounted app would 307)."""
+    return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,19 @@
+"""Configuration: the pydantic model of the YAML file, its loader and the duration type."""
+
+from app.config.durations import Duration, format_duration, parse_duration
+from app.config.loader import ENV_VAR, ConfigError, load_config, parse_config
+from app.config.model import LoggingConfig, RunwayConfig, Section, ServerConfig
+
+__all__ = [
+    "ENV_VAR",
+    "ConfigError",
+    "Duration",
+    "LoggingConfig",
+    "RunwayConfig",
+    "Section",
+    "ServerConfig",
+    "format_duration",
+    "load_config",
+    "parse_config",
+    "parse_duration",
+]

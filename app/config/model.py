@@ -1,0 +1,57 @@
+"""The runway configuration file. Every field has a default; the embedded default is ``{}``.
+
+Keys are camelCase as in Kubernetes configuration files; unknown keys are errors, so a typo
+does not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+
+class Section(BaseModel):
+    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class ServerConfig(Section):
+    """Where and how the HTTP server listens."""
+
+    host: str = Field("127.0.0.1", description="Address to bind. Use 0.0.0.0 in a pod.")
+    port: int = Field(8888, ge=1, le=65535, description="TCP port to listen on.")
+    url_prefix: str = Field(
+        "/scheduler",
+        pattern=r"^(/[A-Za-z0-9._~-]+)+$",
+        description="Path prefix of the extender verbs; kube-scheduler's `urlPrefix` is "
+        "`http://HOST:PORT` + this prefix.",
+    )
+    max_body_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body accepted; larger bodies get 413. A 5,000-node "
+        "NodeList of production nodes is about 55 MB.",
+    )
+
+
+class LoggingConfig(Section):
+    """Structured logging."""
+
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        "info", description="Minimum level. `debug` logs one line per extender call."
+    )
+    format: Literal["text", "json"] = Field(
+        "text", description="`json` writes one JSON object per line (for log pipelines)."
+    )
+
+
+class RunwayConfig(Section):
+    """The whole configuration file."""
+
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)

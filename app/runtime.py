@@ -1,0 +1,21 @@
+"""What a running runway holds: config, clock and (as they land) cache, gate and tasks.
+
+Built once by ``app.server`` and reached by handlers through ``request.app.state.runtime``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.clock import Clock, SystemClock
+from app.config import RunwayConfig
+
+
+@dataclass
+class Runtime:
+    """The service's long-lived parts, shared by every request."""
+
+    config: RunwayConfig
+    clock: Clock = field(default_factory=SystemClock)
+    ready: bool = True
+    """False until the caches are synced (always true on the embedded default)."""

@@ -1,0 +1,74 @@
+"""The FastAPI application: builds the runtime and wires the routers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic.json_schema import models_json_schema
+
+import app as package
+from app.api import extender, ops
+from app.clock import Clock, SystemClock
+from app.config import RunwayConfig
+from app.logs import get_logger
+from app.runtime import Runtime
+from app.wire import schema
+
+log = get_logger("server")
+
+
+def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -> FastAPI:
+    """Build the service for ``config`` (the embedded default when None)."""
+    config = config or RunwayConfig()
+    runtime = Runtime(config=config, clock=clock or SystemClock())
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        log.info(
+            "runway started",
+            version=package.__version__,
+            url_prefix=config.server.url_prefix,
+            max_body_bytes=config.server.max_body_bytes,
+            mode="embedded default (no cluster)",
+        )
+        yield
+        log.info("runway stopped")
+
+    app = FastAPI(
+        title="runway",
+        version=package.__version__,
+        description="kube-scheduler extender: minimum runtime before preemption, requeue "
+        "ordering with backoff, asynchronous preemption.",
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    app.include_router(extender.build_router(config.server.url_prefix))
+    app.include_router(ops.router)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        return extender.error_response(400, f"invalid request: {problems}")
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(title=app.title, version=app.version,
+                              description=app.description, routes=app.routes)
+            _, defs = models_json_schema(
+                [(m, "validation") for m in schema.REQUEST_MODELS],
+                ref_template="#/components/schemas/{model}",
+            )
+            doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

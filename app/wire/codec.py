@@ -1,0 +1,181 @@
+"""Decode extender requests, encode replies. Every decode error becomes a ``WireError``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import msgspec
+
+from app.model import Pod
+from app.wire.errors import WireError
+from app.wire.types import ExtenderArgs, NodeItems, PreemptionArgs, VictimCandidate
+
+_NULL = b"null"
+
+
+class _ArgsBody(msgspec.Struct, rename={"pod": "Pod", "nodes": "Nodes", "node_names": "NodeNames"}):
+    pod: Pod | None = None
+    nodes: msgspec.Raw = msgspec.Raw(_NULL)
+    node_names: list[str] | None = None
+
+
+class _MetaPod(msgspec.Struct, rename={"uid": "UID"}):
+    uid: str = ""
+
+
+class _MetaVictims(msgspec.Struct, rename={"pods": "Pods", "pdb": "NumPDBViolations"}):
+    pods: list[_MetaPod] | None = None
+    pdb: int = 0
+
+
+class _Victims(msgspec.Struct, rename={"pods": "Pods", "pdb": "NumPDBViolations"}):
+    pods: list[Pod] | None = None
+    pdb: int = 0
+
+
+class _PreemptionBody(
+    msgspec.Struct,
+    rename={"pod": "Pod", "victims": "NodeNameToVictims", "meta": "NodeNameToMetaVictims"},
+):
+    pod: Pod | None = None
+    victims: dict[str, _Victims | None] | None = None
+    meta: dict[str, _MetaVictims | None] | None = None
+
+
+_args_decoder = msgspec.json.Decoder(_ArgsBody)
+_preemption_decoder = msgspec.json.Decoder(_PreemptionBody)
+_encoder = msgspec.json.Encoder()
+
+
+def _is_null(raw: msgspec.Raw) -> bool:
+    return len(raw) == len(_NULL) and bytes(raw) == _NULL
+
+
+def _decode(decoder: msgspec.json.Decoder[_ArgsBody] | msgspec.json.Decoder[_PreemptionBody],
+            body: bytes) -> object:
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        raise WireError(f"invalid request: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise WireError(f"request body is not valid JSON: {exc}") from exc
+
+
+def decode_extender_args(body: bytes) -> ExtenderArgs:
+    """Decode an ``ExtenderArgs`` body (filter, prioritize).
+
+    Exactly one of ``Nodes`` and ``NodeNames`` must be non-null: which one tells the mode the
+    extender was registered with.
+    """
+    decoded = _decode(_args_decoder, body)
+    assert isinstance(decoded, _ArgsBody)
+    if decoded.pod is None:
+        raise WireError("invalid request: missing required field `Pod`")
+    has_nodes = not _is_null(decoded.nodes)
+    if has_nodes and decoded.node_names is not None:
+        raise WireError("invalid request: send either `Nodes` or `NodeNames`, not both")
+    if not has_nodes and decoded.node_names is None:
+        raise WireError(
+            "invalid request: one of `Nodes` (NodeList) or `NodeNames` (nodeCacheCapable) is required"
+        )
+    nodes = None
+    if has_nodes:
+        try:
+            nodes = NodeItems.decode(decoded.nodes)
+        except ValueError as exc:
+            raise WireError(f"invalid request: {exc}") from exc
+    return ExtenderArgs(pod=decoded.pod, node_names=decoded.node_names, nodes=nodes)
+
+
+def decode_preemption_args(body: bytes) -> PreemptionArgs:
+    """Decode an ``ExtenderPreemptionArgs`` body in either mode (full pods or UIDs only)."""
+    decoded = _decode(_preemption_decoder, body)
+    assert isinstance(decoded, _PreemptionBody)
+    if decoded.pod is None:
+        raise WireError("invalid request: missing required field `Pod`")
+    if decoded.victims is not None and decoded.meta is not None:
+        raise WireError(
+            "invalid request: send either `NodeNameToVictims` or `NodeNameToMetaVictims`, not both"
+        )
+    victims: dict[str, list[VictimCandidate]] = {}
+    pdb: dict[str, int] = {}
+    if decoded.meta is not None:
+        for node, meta in decoded.meta.items():
+            victims[node] = [VictimCandidate(uid=p.uid) for p in (meta.pods or ())] if meta else []
+            pdb[node] = meta.pdb if meta else 0
+    elif decoded.victims is not None:
+        for node, full in decoded.victims.items():
+            victims[node] = (
+                [VictimCandidate(uid=p.metadata.uid, pod=p) for p in (full.pods or ())] if full else []
+            )
+            pdb[node] = full.pdb if full else 0
+    else:
+        raise WireError(
+            "invalid request: one of `NodeNameToVictims` or `NodeNameToMetaVictims` is required"
+        )
+    for node, cands in victims.items():
+        for i, cand in enumerate(cands):
+            if not cand.uid:
+                raise WireError(f"invalid request: victim {i} on node {node!r} has no UID")
+    return PreemptionArgs(
+        pod=decoded.pod, victims=victims, pdb_violations=pdb, meta=decoded.meta is not None
+    )
+
+
+def encode_filter_result(
+    args: ExtenderArgs,
+    passed: Sequence[str] | None,
+    failed: Mapping[str, str],
+    unresolvable: Mapping[str, str],
+) -> bytes:
+    """Encode ``ExtenderFilterResult``.
+
+    ``passed`` None means every offered node passed: in NodeList mode the offered ``Nodes`` are
+    then sent back byte for byte, without being decoded or re-encoded.
+    """
+    tail = b"".join(
+        (
+            b',"FailedNodes":', _encoder.encode(dict(failed)),
+            b',"FailedAndUnresolvableNodes":', _encoder.encode(dict(unresolvable)),
+            b',"Error":""}',
+        )
+    )
+    if args.nodes is None:
+        names = args.node_names if passed is None else list(passed)
+        return b'{"Nodes":null,"NodeNames":' + _encoder.encode(names) + tail
+    if passed is None:
+        return b'{"Nodes":' + bytes(args.nodes.raw) + b',"NodeNames":null' + tail
+    keep = set(passed)
+    items = [item for item, name in zip(args.nodes.items, args.nodes.names(), strict=True)
+             if name in keep]
+    return b"".join(
+        (
+            b'{"Nodes":{"metadata":{},"items":[',
+            b",".join(bytes(i) for i in items),
+            b']},"NodeNames":null',
+            tail,
+        )
+    )
+
+
+class _HostPriority(msgspec.Struct, rename={"host": "Host", "score": "Score"}):
+    host: str
+    score: int
+
+
+def encode_host_priorities(scores: Iterable[tuple[str, int]]) -> bytes:
+    """Encode ``HostPriorityList``: ``[{"Host": ..., "Score": ...}]``."""
+    return _encoder.encode([_HostPriority(host, score) for host, score in scores])
+
+
+def encode_preemption_result(chosen: Mapping[str, tuple[Sequence[str], int]]) -> bytes:
+    """Encode ``ExtenderPreemptionResult``, always as ``NodeNameToMetaVictims``.
+
+    ``chosen`` maps a node to (victim UIDs, NumPDBViolations); an empty mapping is ``{}``-like
+    and vetoes preemption for this cycle.
+    """
+    meta = {
+        node: _MetaVictims(pods=[_MetaPod(uid) for uid in uids], pdb=pdb)
+        for node, (uids, pdb) in chosen.items()
+    }
+    return _encoder.encode({"NodeNameToMetaVictims": meta})
