@@ -9,8 +9,12 @@ import structlog
 
 from app.config import LoggingConfig
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def configure_logging(config: LoggingConfig) -> None:
@@ -34,8 +38,9 @@ def configure_logging(config: LoggingConfig) -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(level=max(level, logging.INFO), stream=sys.stderr, format="%(message)s",
-                        force=True)
+    logging.basicConfig(
+        level=max(level, logging.INFO), stream=sys.stderr, format="%(message)s", force=True
+    )
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

@@ -8,7 +8,21 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 # From 100 µs: a filter on node names takes well under a millisecond.
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
 )
 
 EXTENDER_REQUESTS = Counter(

@@ -60,8 +60,9 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            doc = get_openapi(title=app.title, version=app.version,
-                              description=app.description, routes=app.routes)
+            doc = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
             _, defs = models_json_schema(
                 [(m, "validation") for m in schema.REQUEST_MODELS],
                 ref_template="#/components/schemas/{model}",

@@ -58,8 +58,13 @@ def node(i: int) -> dict[str, Any]:
         }
         for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable", "Ready")
     ]
-    resources = {"cpu": "32", "memory": "131900000Ki", "pods": "110",
-                 "ephemeral-storage": "98831908Ki", "hugepages-2Mi": "0"}
+    resources = {
+        "cpu": "32",
+        "memory": "131900000Ki",
+        "pods": "110",
+        "ephemeral-storage": "98831908Ki",
+        "hugepages-2Mi": "0",
+    }
     return {
         "metadata": {
             "name": name,
@@ -72,8 +77,10 @@ def node(i: int) -> dict[str, Any]:
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
             },
         },
-        "spec": {"podCIDR": f"10.{i // 250}.{i % 250}.0/24",
-                 "providerID": f"gce://project/europe-west4-a/{name}"},
+        "spec": {
+            "podCIDR": f"10.{i // 250}.{i % 250}.0/24",
+            "providerID": f"gce://project/europe-west4-a/{name}",
+        },
         "status": {
             "capacity": resources,
             "allocatable": resources,
@@ -85,10 +92,16 @@ def node(i: int) -> dict[str, Any]:
             ],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
             "nodeInfo": {
-                "machineID": f"{i:032x}", "systemUUID": f"{i:032x}", "bootID": f"{i:032x}",
-                "kernelVersion": "5.15.0-1049-gke", "osImage": "Container-Optimized OS",
-                "containerRuntimeVersion": "containerd://1.7.10", "kubeletVersion": "v1.20.2",
-                "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux", "architecture": "amd64",
+                "machineID": f"{i:032x}",
+                "systemUUID": f"{i:032x}",
+                "bootID": f"{i:032x}",
+                "kernelVersion": "5.15.0-1049-gke",
+                "osImage": "Container-Optimized OS",
+                "containerRuntimeVersion": "containerd://1.7.10",
+                "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
             },
             "images": images,
         },
@@ -98,12 +111,20 @@ def node(i: int) -> dict[str, Any]:
 def pod() -> dict[str, Any]:
     """The pod being scheduled."""
     return {
-        "metadata": {"name": "high-0", "namespace": "default", "uid": "pod-uid-high-0",
-                     "creationTimestamp": _TS,
-                     "labels": {"runway.dev/queue": "team-b", "runway.dev/workload": "serve"}},
-        "spec": {"containers": [{"name": "c", "image": "busybox",
-                                 "resources": {"requests": {"cpu": "2"}}}],
-                 "priority": 1000, "schedulerName": "default-scheduler"},
+        "metadata": {
+            "name": "high-0",
+            "namespace": "default",
+            "uid": "pod-uid-high-0",
+            "creationTimestamp": _TS,
+            "labels": {"runway.dev/queue": "team-b", "runway.dev/workload": "serve"},
+        },
+        "spec": {
+            "containers": [
+                {"name": "c", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}
+            ],
+            "priority": 1000,
+            "schedulerName": "default-scheduler",
+        },
         "status": {"phase": "Pending"},
     }
 
@@ -113,6 +134,9 @@ def extender_args(n: int, mode: str) -> bytes:
     if mode == "names":
         body = {"Pod": pod(), "Nodes": None, "NodeNames": [f"node-{i:05d}" for i in range(n)]}
     else:
-        body = {"Pod": pod(), "Nodes": {"metadata": {}, "items": [node(i) for i in range(n)]},
-                "NodeNames": None}
+        body = {
+            "Pod": pod(),
+            "Nodes": {"metadata": {}, "items": [node(i) for i in range(n)]},
+            "NodeNames": None,
+        }
     return json.dumps(body, separators=(",", ":")).encode()

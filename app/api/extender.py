@@ -26,8 +26,8 @@ from app.wire import (
     encode_filter_result,
     encode_host_priorities,
     encode_preemption_result,
+    schema,
 )
-from app.wire import schema
 
 log = get_logger("extender")
 
@@ -49,8 +49,10 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``HostPriorityList``."""
     args = decode_extender_args(body)
     if args.nodes is not None:
-        facts = [scoring.NodeFacts(n, lab) for n, lab in
-                 zip(args.nodes.names(), args.nodes.labels(), strict=True)]
+        facts = [
+            scoring.NodeFacts(n, lab)
+            for n, lab in zip(args.nodes.names(), args.nodes.labels(), strict=True)
+        ]
     else:
         facts = [scoring.NodeFacts(n) for n in args.names()]
     scores = scoring.score_nodes(args.pod, facts)
@@ -58,7 +60,7 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
 
 
 def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
-    """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always ``NodeNameToMetaVictims``)."""
+    """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always by UID)."""
     args = decode_preemption_args(body)
     offers = {
         node: victims.Offer(uids=[c.uid for c in cands], pdb_violations=args.pdb_violations[node])

@@ -1,4 +1,4 @@
-"""Durations written the Go way: ``"90s"``, ``"10m"``, ``"1h30m"``, ``"1.5s"``, plus ``d`` and ``w``.
+"""Durations written the Go way (``"90s"``, ``"1h30m"``, ``"1.5s"``), plus ``d`` and ``w``.
 
 KAI's plugin arguments use go-str2duration (Go's ``time.ParseDuration`` with days and weeks), so
 runway accepts the same strings. Unlike KAI, a bad or negative value is a config error, not a
@@ -14,8 +14,16 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _UNITS = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3,
-    "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+    "w": 604800.0,
 }
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w)")
 
@@ -29,7 +37,7 @@ def parse_duration(text: str) -> float:
     if s in ("0", "+0"):
         return 0.0
     if s.startswith("-"):
-        raise ValueError(f"duration {text!r} is negative; use a positive value or \"0s\"")
+        raise ValueError(f'duration {text!r} is negative; use a positive value or "0s"')
     body = s[1:] if s.startswith("+") else s
     if not body:
         raise ValueError(f"invalid duration {text!r}: empty")
@@ -39,7 +47,7 @@ def parse_duration(text: str) -> float:
         if not m:
             raise ValueError(
                 f"invalid duration {text!r}: expected <number><unit> with unit one of "
-                "ns, us, ms, s, m, h, d, w (e.g. \"90s\", \"1h30m\", \"2d\")"
+                'ns, us, ms, s, m, h, d, w (e.g. "90s", "1h30m", "2d")'
             )
         total += float(m.group(1)) * _UNITS[m.group(2)]
         pos = m.end()
@@ -63,7 +71,7 @@ def format_duration(seconds: float) -> str:
 
 def _coerce(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"expected a duration string such as \"90s\", got {value!r}")
+        raise ValueError(f'expected a duration string such as "90s", got {value!r}')
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError(f"duration {value!r} is negative")
@@ -72,7 +80,7 @@ def _coerce(value: Any) -> float:
         return value.total_seconds()
     if isinstance(value, str):
         return parse_duration(value)
-    raise ValueError(f"expected a duration string such as \"90s\", got {value!r}")
+    raise ValueError(f'expected a duration string such as "90s", got {value!r}')
 
 
 Duration = Annotated[

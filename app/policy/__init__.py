@@ -1,1 +1,1 @@
-"""Pure policy: plain data in, decisions out. No I/O, no asyncio, no globals; time is a parameter."""
+"""Pure policy: plain data in, decisions out. No I/O, no asyncio, time is an argument."""

@@ -57,5 +57,6 @@ def split_nodes(admission: Admission, offered: Sequence[str]) -> NodeSplit:
     keep = admission.only_nodes if admission.allowed else frozenset()
     assert keep is not None
     passed = [n for n in offered if n in keep]
-    return NodeSplit(passed=passed, unresolvable={n: admission.reason for n in offered
-                                                  if n not in keep})
+    return NodeSplit(
+        passed=passed, unresolvable={n: admission.reason for n in offered if n not in keep}
+    )

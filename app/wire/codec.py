@@ -51,8 +51,9 @@ def _is_null(raw: msgspec.Raw) -> bool:
     return len(raw) == len(_NULL) and bytes(raw) == _NULL
 
 
-def _decode(decoder: msgspec.json.Decoder[_ArgsBody] | msgspec.json.Decoder[_PreemptionBody],
-            body: bytes) -> object:
+def _decode(
+    decoder: msgspec.json.Decoder[_ArgsBody] | msgspec.json.Decoder[_PreemptionBody], body: bytes
+) -> object:
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as exc:
@@ -75,9 +76,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     if has_nodes and decoded.node_names is not None:
         raise WireError("invalid request: send either `Nodes` or `NodeNames`, not both")
     if not has_nodes and decoded.node_names is None:
-        raise WireError(
-            "invalid request: one of `Nodes` (NodeList) or `NodeNames` (nodeCacheCapable) is required"
-        )
+        raise WireError("invalid request: one of `Nodes` (a NodeList) or `NodeNames` is required")
     nodes = None
     if has_nodes:
         try:
@@ -106,7 +105,9 @@ def decode_preemption_args(body: bytes) -> PreemptionArgs:
     elif decoded.victims is not None:
         for node, full in decoded.victims.items():
             victims[node] = (
-                [VictimCandidate(uid=p.metadata.uid, pod=p) for p in (full.pods or ())] if full else []
+                [VictimCandidate(uid=p.metadata.uid, pod=p) for p in (full.pods or ())]
+                if full
+                else []
             )
             pdb[node] = full.pdb if full else 0
     else:
@@ -135,8 +136,10 @@ def encode_filter_result(
     """
     tail = b"".join(
         (
-            b',"FailedNodes":', _encoder.encode(dict(failed)),
-            b',"FailedAndUnresolvableNodes":', _encoder.encode(dict(unresolvable)),
+            b',"FailedNodes":',
+            _encoder.encode(dict(failed)),
+            b',"FailedAndUnresolvableNodes":',
+            _encoder.encode(dict(unresolvable)),
             b',"Error":""}',
         )
     )
@@ -146,8 +149,11 @@ def encode_filter_result(
     if passed is None:
         return b'{"Nodes":' + bytes(args.nodes.raw) + b',"NodeNames":null' + tail
     keep = set(passed)
-    items = [item for item, name in zip(args.nodes.items, args.nodes.names(), strict=True)
-             if name in keep]
+    items = [
+        item
+        for item, name in zip(args.nodes.items, args.nodes.names(), strict=True)
+        if name in keep
+    ]
     return b"".join(
         (
             b'{"Nodes":{"metadata":{},"items":[',

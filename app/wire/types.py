@@ -101,4 +101,3 @@ class PreemptionArgs:
     victims: dict[str, list[VictimCandidate]]
     pdb_violations: dict[str, int]
     meta: bool  # True when sent as NodeNameToMetaVictims (nodeCacheCapable)
-

@@ -1,0 +1,118 @@
+"""Which queue and which workload a pod belongs to, and the workload facts derived from its pods.
+
+SPEC §2: a pod names its leaf queue by label; a workload is the set of pods admitted and evicted
+together, identified (first match wins) by label ``runway.dev/workload``, label
+``scheduling.x-k8s.io/pod-group``, the controller ownerReference, else the pod alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from app.model import Pod
+from app.model.timestamps import parse_time
+
+QUEUE_LABELS: tuple[str, ...] = (
+    "runway.dev/queue",
+    "kai.scheduler/queue",
+    "kueue.x-k8s.io/queue-name",
+)
+DEFAULT_QUEUE = "default"
+WORKLOAD_LABEL = "runway.dev/workload"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
+
+
+def queue_of(pod: Pod, label_keys: Sequence[str] = QUEUE_LABELS) -> str:
+    """The pod's leaf queue: the first label of ``label_keys`` that is set, else ``default``."""
+    for key in label_keys:
+        value = pod.label(key)
+        if value:
+            return value
+    return DEFAULT_QUEUE
+
+
+@dataclass(frozen=True, order=True)
+class WorkloadKey:
+    """A workload's identity: namespace, name and where the name came from."""
+
+    namespace: str
+    name: str
+    source: str
+    """``label`` (runway.dev/workload), ``pod-group``, ``owner:<Kind>`` or ``pod``."""
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def workload_of(pod: Pod) -> WorkloadKey:
+    """The workload ``pod`` belongs to (SPEC §2 identity rules, first match wins)."""
+    ns = pod.metadata.namespace
+    name = pod.label(WORKLOAD_LABEL)
+    if name:
+        return WorkloadKey(ns, name, "label")
+    name = pod.label(POD_GROUP_LABEL)
+    if name:
+        return WorkloadKey(ns, name, "pod-group")
+    for ref in pod.metadata.ownerReferences or ():
+        if ref.controller and ref.name:
+            return WorkloadKey(ns, ref.name, f"owner:{ref.kind}")
+    return WorkloadKey(ns, pod.metadata.name, "pod")
+
+
+def declared_min_available(pods: Iterable[Pod]) -> int | None:
+    """The ``runway.dev/min-available`` annotation of the first pod that has a valid one."""
+    for pod in pods:
+        raw = pod.annotation(MIN_AVAILABLE_ANNOTATION)
+        if raw is not None and raw.strip().isdigit() and int(raw) > 0:
+            return int(raw)
+    return None
+
+
+def min_available(pods: Sequence[Pod]) -> int:
+    """minAvailable of a workload: the annotation, capped at the pod count; else all its pods."""
+    declared = declared_min_available(pods)
+    count = len(pods)
+    return count if declared is None else min(declared, count) if count else declared
+
+
+def is_elastic(pods: Sequence[Pod]) -> bool:
+    """A workload is elastic when minAvailable is below its pod count."""
+    return min_available(pods) < len(pods)
+
+
+def bind_time(pod: Pod) -> float | None:
+    """When the pod was bound: the PodScheduled=True transition (None if not bound)."""
+    cond = pod.condition("PodScheduled")
+    if cond is None or cond.status != "True" or not pod.spec.nodeName:
+        return None
+    return parse_time(cond.lastTransitionTime)
+
+
+def start_time(pods: Sequence[Pod]) -> float | None:
+    """When the workload became admitted: the bind time of its minAvailable-th bound pod.
+
+    Scaling an elastic workload up adds later binds after the minAvailable-th, so the start stays;
+    a full eviction replaces every pod, so the start moves. Terminating pods do not count.
+    """
+    live = [p for p in pods if p.metadata.deletionTimestamp is None]
+    needed = declared_min_available(pods) or len(live)
+    binds = sorted(t for t in (bind_time(p) for p in live) if t is not None)
+    if needed <= 0 or len(binds) < needed:
+        return None
+    return binds[needed - 1]
+
+
+def is_ready(pod: Pod) -> bool:
+    """Ready=True."""
+    cond = pod.condition("Ready")
+    return cond is not None and cond.status == "True"
+
+
+def pods_ready(pods: Sequence[Pod]) -> bool:
+    """PodsReady (SPEC §5): ready + succeeded pods ≥ minAvailable."""
+    if not pods:
+        return False
+    good = sum(1 for p in pods if p.status.phase == "Succeeded" or is_ready(p))
+    return good >= min_available(pods)
