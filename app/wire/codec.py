@@ -79,10 +79,7 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         raise WireError("invalid request: one of `Nodes` (a NodeList) or `NodeNames` is required")
     nodes = None
     if has_nodes:
-        try:
-            nodes = NodeItems.decode(decoded.nodes)
-        except ValueError as exc:
-            raise WireError(f"invalid request: {exc}") from exc
+        nodes = NodeItems.decode(decoded.nodes)
     return ExtenderArgs(pod=decoded.pod, node_names=decoded.node_names, nodes=nodes)
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from app.model import NodeName, Pod
+from app.wire.errors import WireError
 
 
 class _ItemsRaw(msgspec.Struct):
@@ -30,15 +31,17 @@ class NodeItems:
 
     @classmethod
     def decode(cls, raw: msgspec.Raw) -> NodeItems:
-        """Split a raw NodeList into raw items, checking only its shape."""
+        """Split a raw NodeList into raw items, checking only its shape (``WireError`` if wrong)."""
         try:
             decoded = _items_decoder.decode(raw)
         except msgspec.ValidationError as exc:
-            raise ValueError(f"`Nodes` must be a NodeList object with `items`: {exc}") from exc
+            raise WireError(
+                f"invalid request: `Nodes` must be a NodeList object with `items`: {exc}"
+            ) from exc
         items = decoded.items or []
         for i, item in enumerate(items):
             if bytes(memoryview(item)[:1]) != b"{":
-                raise ValueError(f"`Nodes.items[{i}]` must be a Node object")
+                raise WireError(f"invalid request: `Nodes.items[{i}]` must be a Node object")
         return cls(raw=raw, items=items)
 
     def names(self) -> list[str]:
@@ -56,10 +59,12 @@ class NodeItems:
         return self._labels
 
     def _decode_meta(self) -> None:
-        try:
-            nodes = [_node_decoder.decode(item) for item in self.items]
-        except msgspec.ValidationError as exc:
-            raise ValueError(f"`Nodes.items[]`: {exc}") from exc
+        nodes = []
+        for i, item in enumerate(self.items):
+            try:
+                nodes.append(_node_decoder.decode(item))
+            except msgspec.ValidationError as exc:
+                raise WireError(f"invalid request: `Nodes.items[{i}]`: {exc}") from exc
         self._names = [n.metadata.name for n in nodes]
         self._labels = [n.metadata.labels or {} for n in nodes]
 

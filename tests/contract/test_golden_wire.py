@@ -1,0 +1,155 @@
+"""Replay every golden kube-scheduler payload and check what the Go client requires of a reply.
+
+kube-scheduler's extender client (k8s.io/kubernetes/pkg/scheduler/framework/extender.go) fails the
+call when a reply names a node it did not send, and for preempt when a node was not offered or a
+UID is not a victim on that node. Keys are decoded case-insensitively by Go, but runway replies with
+the exact capitalised names.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from app.api.extender import handle_filter, handle_preempt, handle_prioritize
+from app.config import RunwayConfig
+from app.runtime import Runtime
+from app.server import create_app
+from tests.reference import wire_cases
+
+CASES = wire_cases()
+HANDLERS = {"filter": handle_filter, "prioritize": handle_prioritize, "preempt": handle_preempt}
+
+
+def sent_node_names(request: dict[str, Any]) -> list[str]:
+    if request.get("NodeNames") is not None:
+        return list(request["NodeNames"])
+    return [n["metadata"]["name"] for n in request["Nodes"]["items"]]
+
+
+def check_filter(request: dict[str, Any], reply: dict[str, Any], node_cache: bool) -> None:
+    assert set(reply) >= {
+        "Nodes",
+        "NodeNames",
+        "FailedNodes",
+        "FailedAndUnresolvableNodes",
+        "Error",
+    }
+    assert reply["Error"] == ""
+    sent = sent_node_names(request)
+    if node_cache:
+        assert reply["Nodes"] is None
+        returned = reply["NodeNames"]
+        assert isinstance(returned, list)
+    else:
+        assert reply["NodeNames"] is None
+        returned = [n["metadata"]["name"] for n in reply["Nodes"]["items"]]
+        # Accepted nodes go back as the very objects that were sent.
+        by_name = {n["metadata"]["name"]: n for n in request["Nodes"]["items"]}
+        for item in reply["Nodes"]["items"]:
+            assert item == by_name[item["metadata"]["name"]]
+    assert set(returned) <= set(sent)
+    assert set(reply["FailedNodes"]) <= set(sent)
+    assert set(reply["FailedAndUnresolvableNodes"]) <= set(sent)
+
+
+def check_prioritize(request: dict[str, Any], reply: list[dict[str, Any]]) -> None:
+    sent = set(sent_node_names(request))
+    assert isinstance(reply, list)
+    hosts = [entry["Host"] for entry in reply]
+    assert len(hosts) == len(set(hosts))
+    assert set(hosts) <= sent
+    for entry in reply:
+        assert set(entry) == {"Host", "Score"}
+        assert isinstance(entry["Score"], int) and not isinstance(entry["Score"], bool)
+        assert 0 <= entry["Score"] <= 10
+
+
+def offered_victims(request: dict[str, Any]) -> dict[str, set[str]]:
+    if request.get("NodeNameToMetaVictims") is not None:
+        return {
+            node: {p["UID"] for p in (v["Pods"] or [])}
+            for node, v in request["NodeNameToMetaVictims"].items()
+        }
+    return {
+        node: {p["metadata"]["uid"] for p in (v["Pods"] or [])}
+        for node, v in request["NodeNameToVictims"].items()
+    }
+
+
+def check_preempt(request: dict[str, Any], reply: dict[str, Any]) -> None:
+    assert set(reply) == {"NodeNameToMetaVictims"}
+    offered = offered_victims(request)
+    for node, victims in reply["NodeNameToMetaVictims"].items():
+        assert node in offered, f"node {node} was not offered"
+        assert set(victims) == {"Pods", "NumPDBViolations"}
+        assert isinstance(victims["NumPDBViolations"], int)
+        for pod in victims["Pods"]:
+            assert set(pod) == {"UID"}
+            assert pod["UID"] in offered[node], f"UID {pod['UID']} not offered on {node}"
+
+
+def check(case: dict[str, Any], reply: Any) -> None:
+    request = case["request"]
+    if case["verb"] == "filter":
+        check_filter(request, reply, case["nodeCacheCapable"])
+    elif case["verb"] == "prioritize":
+        check_prioritize(request, reply)
+    else:
+        check_preempt(request, reply)
+
+
+def test_every_verb_and_mode_is_covered() -> None:
+    seen = {(c["verb"], c["nodeCacheCapable"]) for c in CASES}
+    assert seen == {(v, m) for v in HANDLERS for m in (True, False)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_reply_satisfies_the_go_client(case: dict[str, Any]) -> None:
+    body = json.dumps(case["request"]).encode()
+    reply = json.loads(HANDLERS[case["verb"]](Runtime(config=RunwayConfig()), body))
+    check(case, reply)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_accepted_response_shape_matches(case: dict[str, Any]) -> None:
+    """With no policy configured, runway's reply carries what the captured reply carried."""
+    body = json.dumps(case["request"]).encode()
+    reply = json.loads(HANDLERS[case["verb"]](Runtime(config=RunwayConfig()), body))
+    accepted = case["accepted_response"]
+    if case["verb"] == "filter":
+        key = "NodeNames" if case["nodeCacheCapable"] else "Nodes"
+        names = (
+            reply[key]
+            if case["nodeCacheCapable"]
+            else [n["metadata"]["name"] for n in reply["Nodes"]["items"]]
+        )
+        want = (
+            accepted[key]
+            if case["nodeCacheCapable"]
+            else [n["metadata"]["name"] for n in accepted["Nodes"]["items"]]
+        )
+        assert names == want
+    elif case["verb"] == "prioritize":
+        assert [e["Host"] for e in reply] == [e["Host"] for e in accepted]
+    else:
+        # Accepted replies are pass-through; runway returns at most one of these nodes.
+        assert set(reply["NodeNameToMetaVictims"]) <= set(accepted["NodeNameToMetaVictims"])
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+async def test_over_http_with_the_schedulers_headers(case: dict[str, Any]) -> None:
+    app = create_app(RunwayConfig())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as client:
+        resp = await client.post(
+            f"/scheduler/{case['verb']}",
+            content=json.dumps(case["request"]).encode(),
+            headers={"Content-Type": "application/json", "User-Agent": "Go-http-client/1.1"},
+        )
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/json"
+    check(case, resp.json())

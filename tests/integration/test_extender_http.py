@@ -1,0 +1,146 @@
+"""The extender over real HTTP: uvicorn on loopback, bad input, size cap, metrics, logging."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.reference import wire_cases
+from tests.runway_process import RunwayProcess, run_runway
+
+FILTER = next(c for c in wire_cases() if c["name"] == "nodecache-filter")["request"]
+PREEMPT = next(c for c in wire_cases() if c["name"] == "nodecache-preempt")["request"]
+
+
+@pytest.fixture(scope="module")
+def runway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunwayProcess]:
+    tmp = tmp_path_factory.mktemp("runway")
+    config = tmp / "config.yaml"
+    config.write_text("server:\n  maxBodyBytes: 100000\nlogging:\n  level: debug\n  format: json\n")
+    with run_runway(tmp, ["--config", str(config)]) as proc:
+        yield proc
+
+
+def post(runway: RunwayProcess, verb: str, body: bytes | str) -> httpx.Response:
+    content = body.encode() if isinstance(body, str) else body
+    return httpx.post(
+        f"{runway.url}/scheduler/{verb}",
+        content=content,
+        headers={"Content-Type": "application/json"},
+        timeout=10,
+    )
+
+
+def test_filter_round_trip(runway: RunwayProcess) -> None:
+    resp = post(runway, "filter", json.dumps(FILTER))
+    assert resp.status_code == 200
+    assert resp.json()["NodeNames"] == FILTER["NodeNames"]
+
+
+BAD_REQUESTS = [
+    ("filter", "{not json", "not valid JSON"),
+    ("filter", "[]", "Expected `object`"),
+    ("filter", '{"NodeNames": ["a"]}', "missing required field `Pod`"),
+    ("filter", '{"Pod": null, "NodeNames": ["a"]}', "missing required field `Pod`"),
+    ("filter", '{"Pod": {}, "Nodes": null, "NodeNames": null}', "one of `Nodes`"),
+    ("filter", '{"Pod": {}, "Nodes": {"items": []}, "NodeNames": []}', "not both"),
+    ("filter", '{"Pod": {}, "NodeNames": "node-0"}', "$.NodeNames"),
+    ("filter", '{"Pod": {}, "NodeNames": [1, 2]}', "$.NodeNames[0]"),
+    ("filter", '{"Pod": {}, "Nodes": 5}', "`Nodes` must be a NodeList"),
+    ("filter", '{"Pod": {}, "Nodes": {"items": [1]}}', "`Nodes.items[0]` must be a Node"),
+    ("filter", '{"Pod": {"spec": {"priority": "high"}}, "NodeNames": []}', "$.Pod.spec.priority"),
+    ("filter", '{"Pod": "pod-a", "NodeNames": []}', "$.Pod"),
+    ("prioritize", '{"Pod": {}}', "one of `Nodes`"),
+    ("prioritize", '{"Pod": {}, "Nodes": {"items": [{"metadata": {"name": 3}}]}}', "name"),
+    ("preempt", '{"Pod": {}}', "one of `NodeNameToVictims`"),
+    ("preempt", '{"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": [{}]}}}', "has no UID"),
+    ("preempt", '{"Pod": {}, "NodeNameToMetaVictims": {"n": {"Pods": 3}}}', "Pods"),
+    ("preempt", '{"Pod": {}, "NodeNameToMetaVictims": {}, "NodeNameToVictims": {}}', "not both"),
+    ("preempt", "", "not valid JSON"),
+]
+
+
+@pytest.mark.parametrize(
+    ("verb", "body", "message"), BAD_REQUESTS, ids=[f"{v}:{b[:40]}" for v, b, _ in BAD_REQUESTS]
+)
+def test_bad_input_is_a_400_that_says_what_is_wrong(
+    runway: RunwayProcess, verb: str, body: str, message: str
+) -> None:
+    resp = post(runway, verb, body)
+    assert resp.status_code == 400, resp.text
+    assert message in resp.json()["error"]
+    assert resp.json()["error"].startswith(f"{verb}: ")
+
+
+def test_unknown_fields_are_ignored(runway: RunwayProcess) -> None:
+    body = {**FILTER, "SomethingNew": {"x": 1}, "Pod": {**FILTER["Pod"], "newField": [1]}}
+    assert post(runway, "filter", json.dumps(body)).status_code == 200
+
+
+def test_unknown_verb_is_a_404_naming_the_verbs(runway: RunwayProcess) -> None:
+    resp = post(runway, "bind", "{}")
+    assert resp.status_code == 404
+    assert "unknown extender verb 'bind'" in resp.json()["error"]
+
+
+def test_body_over_the_cap_is_a_413(runway: RunwayProcess) -> None:
+    big = json.dumps({**FILTER, "NodeNames": [f"node-{i}" for i in range(20000)]})
+    resp = post(runway, "filter", big)
+    assert resp.status_code == 413
+    assert "maxBodyBytes" in resp.json()["error"]
+
+
+def test_body_over_the_cap_without_content_length_is_a_413(runway: RunwayProcess) -> None:
+    chunk = b" " * 50_000
+
+    def chunks() -> Iterator[bytes]:
+        yield from (chunk for _ in range(4))
+
+    resp = httpx.post(f"{runway.url}/scheduler/filter", content=chunks(), timeout=10)
+    assert resp.status_code == 413
+
+
+def test_process_survives_bad_input(runway: RunwayProcess) -> None:
+    for verb, body, _ in BAD_REQUESTS:
+        post(runway, verb, body)
+    assert runway.proc.poll() is None
+    assert httpx.get(f"{runway.url}/healthz").text == "ok"
+    assert "Traceback" not in runway.logs()
+
+
+def test_metrics_are_a_plain_route_with_verb_counts(runway: RunwayProcess) -> None:
+    post(runway, "filter", json.dumps(FILTER))
+    post(runway, "filter", "{bad")
+    resp = httpx.get(f"{runway.url}/metrics", follow_redirects=False)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/plain")
+    text = resp.text
+    assert 'runway_extender_requests_total{outcome="ok",verb="filter"}' in text
+    assert 'runway_extender_requests_total{outcome="bad_request",verb="filter"}' in text
+    assert 'runway_extender_request_duration_seconds_bucket{le="0.0001",verb="filter"}' in text
+
+
+def test_probes(runway: RunwayProcess) -> None:
+    assert httpx.get(f"{runway.url}/healthz").status_code == 200
+    assert httpx.get(f"{runway.url}/readyz").status_code == 200
+
+
+def test_json_logs_one_line_per_verb_call_at_debug(runway: RunwayProcess) -> None:
+    post(runway, "preempt", json.dumps(PREEMPT))
+    lines = [json.loads(line) for line in runway.logs().splitlines() if line.startswith("{")]
+    assert any(e.get("event") == "runway started" and e.get("level") == "info" for e in lines)
+    calls = [e for e in lines if e.get("event") == "extender call" and e.get("verb") == "preempt"]
+    assert calls and calls[-1]["outcome"] == "ok" and calls[-1]["level"] == "debug"
+
+
+def test_url_prefix_is_configurable(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("server:\n  urlPrefix: /ext/v1\n")
+    with run_runway(tmp_path, ["--config", str(config)]) as proc:
+        resp = httpx.post(f"{proc.url}/ext/v1/filter", content=json.dumps(FILTER))
+        assert resp.status_code == 200
+        assert httpx.post(f"{proc.url}/scheduler/filter", content="{}").status_code == 404
