@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 
@@ -36,6 +36,31 @@ EXTENDER_DURATION = Histogram(
     "Time to answer an extender call, from the first body byte read to the reply built.",
     ["verb"],
     buckets=LATENCY_BUCKETS,
+    registry=REGISTRY,
+)
+
+# Asynchronous preemption (named as kube-scheduler names its own preemption metrics).
+PREEMPTION_EXECUTIONS = Counter(
+    "runway_preemption_goroutines_execution_total",
+    "Preemption tasks finished, by result (success, error, cancelled).",
+    ["result"],
+    registry=REGISTRY,
+)
+PREEMPTION_DURATION = Histogram(
+    "runway_preemption_goroutines_duration_seconds",
+    "Wall time of a preemption task's API calls, by result.",
+    ["result"],
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    registry=REGISTRY,
+)
+PREEMPTION_IN_FLIGHT = Gauge(
+    "runway_preemption_tasks_in_flight",
+    "Preemption tasks currently running.",
+    registry=REGISTRY,
+)
+GATE_PODS = Gauge(
+    "runway_gate_pods",
+    "Preemptors held in the gate while their preemption is in flight.",
     registry=REGISTRY,
 )
 
