@@ -1,0 +1,100 @@
+"""The preemption gate (KEP-4832 in the extender): when a held preemptor may be placed again.
+
+While its preemption is in flight, a preemptor P is held: ``filter`` passes only its nominated
+node and ``preempt`` vetoes. The gate opens when every victim is gone or terminating, when the
+task fails, or when a bound passes — whichever comes first.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from app.model.timestamps import format_time
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """A pod named the ways the API needs: UID for preconditions, namespace/name for paths."""
+
+    uid: str
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class GateEntry:
+    """One held preemptor."""
+
+    preemptor: PodRef
+    node: str
+    victims: tuple[PodRef, ...]
+    since: float
+    deadline: float
+    rule: str = ""
+    """The queue rule that made the victims eligible (for messages)."""
+    holder: str = ""
+    """Identity of the runway replica running the task."""
+
+
+class VictimState(enum.Enum):
+    """What the cache knows of a victim."""
+
+    PRESENT = "present"
+    TERMINATING = "terminating"
+    GONE = "gone"
+    UNKNOWN = "unknown"
+    """No cache (embedded default): only the task's own result can tell."""
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """Whether a held preemptor may go, and why."""
+
+    open: bool
+    why: str
+    outstanding: tuple[PodRef, ...] = ()
+
+
+def check_gate(
+    entry: GateEntry,
+    state_of: Callable[[str], VictimState],
+    now: float,
+    task_done: bool = False,
+) -> GateCheck:
+    """Decide whether ``entry`` still holds.
+
+    ``task_done`` means the API calls finished successfully; it only opens the gate when the
+    victims cannot be observed (no cache), since a deleted pod may still be running until the
+    watch shows it terminating.
+    """
+    states = {v.uid: state_of(v.uid) for v in entry.victims}
+    outstanding = tuple(
+        v for v in entry.victims if states[v.uid] in (VictimState.PRESENT, VictimState.UNKNOWN)
+    )
+    if not outstanding:
+        return GateCheck(True, "every victim is gone or terminating")
+    if task_done and all(states[v.uid] is VictimState.UNKNOWN for v in outstanding):
+        return GateCheck(True, "preemption calls completed (victims not observable)")
+    if now >= entry.deadline:
+        return GateCheck(True, f"gate bound passed at {format_time(entry.deadline)}", outstanding)
+    return GateCheck(False, "preemption in flight", outstanding)
+
+
+def held_reason(entry: GateEntry, outstanding: Sequence[PodRef], now: float) -> str:
+    """The filter reason for every node but the nominated one: what, until when, what to do."""
+    names = ", ".join(v.key for v in outstanding[:5])
+    more = f" and {len(outstanding) - 5} more" if len(outstanding) > 5 else ""
+    left = max(0, int(entry.deadline - now))
+    return (
+        f"preemption in flight: pod {entry.preemptor.key} is nominated to node {entry.node} and "
+        f"waits for its victims to terminate ({names}{more}); the gate opens when they are gone "
+        f"or at {format_time(entry.deadline)} (in {left}s). Nothing to do: the pod is retried "
+        "automatically; `GET /v1/gate` shows the victims still outstanding."
+    )

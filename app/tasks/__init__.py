@@ -1,0 +1,1 @@
+"""Background asyncio work: preemption tasks and (leader only) PodsReady evictions."""

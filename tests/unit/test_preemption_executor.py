@@ -1,0 +1,188 @@
+"""The preemption executor with a fake API: latency, faults, the gate, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from app import metrics
+from app.clock import ManualClock
+from app.model import ObjectMeta, Pod
+from app.policy.gate import GateEntry, PodRef, VictimState, check_gate, held_reason
+from app.state.gate import GATE_ANNOTATION, GateBook, decode_entry, encode_entry
+from app.tasks.preemption import PreemptionExecutor, PreemptionPlan
+
+P = PodRef("uid-p", "default", "high-0")
+VICTIMS = tuple(PodRef(f"uid-v{i}", "default", f"low-{i}") for i in range(3))
+PLAN = PreemptionPlan(
+    preemptor=P,
+    node="node-0",
+    victims=VICTIMS,
+    message="preempted by default/high-0",
+    rule="reclaim: team-a reclaimMinRuntime 0s",
+)
+
+
+class FakeApi:
+    """Records calls; each call waits ``latency`` and may be made to fail."""
+
+    def __init__(self, latency: float = 0.0) -> None:
+        self.latency = latency
+        self.calls: list[tuple[str, str, object]] = []
+        self.fail: Callable[[str, PodRef], BaseException | None] = lambda op, pod: None
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.release.set()
+
+    async def _call(self, op: str, pod: PodRef, arg: object = None) -> None:
+        self.started.set()
+        await self.release.wait()
+        if self.latency:
+            await asyncio.sleep(self.latency)  # injected API latency, not a wait for a condition
+        error = self.fail(op, pod)
+        if error is not None:
+            raise error
+        self.calls.append((op, pod.key, arg))
+
+    async def mirror_gate(self, preemptor: PodRef, entry: GateEntry | None) -> None:
+        await self._call("mirror", preemptor, entry is not None)
+
+    async def mark_disruption(self, victim: PodRef, message: str) -> None:
+        await self._call("condition", victim, message)
+
+    async def record_eviction(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
+        await self._call("record", victim, preemptor.uid)
+
+    async def delete_pod(self, victim: PodRef) -> None:
+        await self._call("delete", victim)
+
+    async def nominate(self, preemptor: PodRef, node: str | None) -> None:
+        await self._call("nominate", preemptor, node)
+
+
+def executor(api: FakeApi, clock: ManualClock | None = None) -> tuple[PreemptionExecutor, GateBook]:
+    gate = GateBook()
+    return PreemptionExecutor(
+        api, gate, clock or ManualClock(), gate_bound_s=60, revert_timeout_s=0.1
+    ), gate
+
+
+async def test_submit_returns_before_any_call_completes() -> None:
+    api = FakeApi()
+    api.release.clear()
+    ex, gate = executor(api)
+    record = ex.submit(PLAN)
+    assert record.result == "running"
+    assert gate.get(P.uid) is not None
+    await api.started.wait()
+    assert api.calls == []
+    api.release.set()
+    await ex.drain(5)
+    assert record.result == "success"
+
+
+async def test_calls_per_victim_in_order_then_nomination() -> None:
+    api = FakeApi()
+    ex, gate = executor(api)
+    record = await ex.run_inline(PLAN)
+    assert record.result == "success", record.error
+    ops = [(op, key) for op, key, _ in api.calls]
+    assert ops[0] == ("mirror", P.key)
+    assert ops[-1] == ("nominate", P.key)
+    for v in VICTIMS:
+        mine = [op for op, key in ops if key == v.key]
+        assert mine == ["condition", "record", "delete"]
+    assert ("nominate", P.key, "node-0") in api.calls
+    # Success keeps the gate: it opens when the cache shows the victims gone.
+    assert gate.get(P.uid) is not None
+    await ex.drain(1)
+
+
+async def test_failure_clears_nomination_and_opens_the_gate() -> None:
+    api = FakeApi()
+    api.fail = lambda op, pod: (
+        RuntimeError("500 from API") if op == "delete" and pod == VICTIMS[1] else None
+    )
+    ex, gate = executor(api)
+    before = metrics.PREEMPTION_EXECUTIONS.labels("error")._value.get()
+    record = await ex.run_inline(PLAN)
+    assert record.result == "error"
+    assert "500 from API" in record.error
+    assert ("nominate", P.key, None) in api.calls
+    assert ("mirror", P.key, False) in api.calls
+    assert gate.get(P.uid) is None
+    assert metrics.PREEMPTION_EXECUTIONS.labels("error")._value.get() == before + 1
+    assert ex.recent()[0] is record
+    await ex.drain(1)
+
+
+async def test_drain_cancels_stuck_tasks_and_leaves_none_pending() -> None:
+    api = FakeApi()
+    api.release.clear()
+    ex, gate = executor(api)
+    record = ex.submit(PLAN)
+    await api.started.wait()
+    await ex.drain(0.05)
+    assert ex.pending_tasks() == 0
+    assert record.result == "cancelled"
+    assert gate.get(P.uid) is None
+    with pytest.raises(RuntimeError, match="shutting down"):
+        ex.submit(PLAN)
+
+
+async def test_many_concurrent_tasks_are_bounded_and_all_finish() -> None:
+    api = FakeApi(latency=0.001)
+    gate = GateBook()
+    ex = PreemptionExecutor(api, gate, ManualClock(), concurrency=4)
+    plans = [PreemptionPlan(PodRef(f"p{i}", "ns", f"p{i}"), "n", VICTIMS, "m") for i in range(40)]
+    records = [ex.submit(p) for p in plans]
+    assert len(gate) == 40
+    await ex.drain(10)
+    assert all(r.result == "success" for r in records)
+    assert len(ex.in_flight()) == 0
+
+
+def test_gate_opens_when_victims_gone_or_terminating() -> None:
+    entry = GateEntry(P, "node-0", VICTIMS, since=100, deadline=160)
+    states = {
+        VICTIMS[0].uid: VictimState.GONE,
+        VICTIMS[1].uid: VictimState.TERMINATING,
+        VICTIMS[2].uid: VictimState.PRESENT,
+    }
+    check = check_gate(entry, states.__getitem__, now=120)
+    assert not check.open and check.outstanding == (VICTIMS[2],)
+    reason = held_reason(entry, check.outstanding, now=120)
+    assert "node-0" in reason and "default/low-2" in reason and "in 40s" in reason
+    states[VICTIMS[2].uid] = VictimState.GONE
+    assert check_gate(entry, states.__getitem__, now=120).open
+
+
+def test_gate_opens_at_its_bound() -> None:
+    entry = GateEntry(P, "node-0", VICTIMS, since=100, deadline=160)
+    check = check_gate(entry, lambda uid: VictimState.PRESENT, now=160)
+    assert check.open and "bound passed" in check.why
+
+
+def test_without_a_cache_only_task_completion_opens() -> None:
+    entry = GateEntry(P, "node-0", VICTIMS, since=100, deadline=160)
+    assert not check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110).open
+    assert check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110, task_done=True).open
+
+
+def test_annotation_mirror_round_trips_and_ignores_garbage() -> None:
+    entry = GateEntry(P, "node-0", VICTIMS, since=100.5, deadline=160.5, rule="r", holder="a")
+    pod = Pod(
+        metadata=ObjectMeta(
+            name=P.name,
+            namespace=P.namespace,
+            uid=P.uid,
+            annotations={GATE_ANNOTATION: encode_entry(entry)},
+        )
+    )
+    assert decode_entry(pod) == entry
+    assert GateBook().lookup(pod) == entry
+    for garbage in ("", "{", "[]", '{"node": 1}', '{"victims": [[1]], "node": "n"}'):
+        bad = Pod(metadata=ObjectMeta(uid="x", annotations={GATE_ANNOTATION: garbage}))
+        assert decode_entry(bad) is None
