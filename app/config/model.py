@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -18,6 +18,14 @@ class Section(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
     )
+
+
+# The sections in other modules subclass Section, so they are imported after it.
+from app.config.requeue import (  # noqa: E402
+    RequeueStrategyConfig,
+    WaitForPodsReadyConfig,
+    check_timestamps_agree,
+)
 
 
 class ServerConfig(Section):
@@ -55,3 +63,16 @@ class RunwayConfig(Section):
 
     server: ServerConfig = Field(default_factory=ServerConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    wait_for_pods_ready: WaitForPodsReadyConfig = Field(
+        default_factory=WaitForPodsReadyConfig,
+        description="All-or-nothing PodsReady timeouts and the requeue backoff (SPEC §5).",
+    )
+    requeue_strategy: RequeueStrategyConfig = Field(
+        default_factory=RequeueStrategyConfig,
+        description="Queue-order timestamp per eviction reason (SPEC §5).",
+    )
+
+    @model_validator(mode="after")
+    def _requeue_timestamps_agree(self) -> RunwayConfig:
+        check_timestamps_agree(self.wait_for_pods_ready, self.requeue_strategy)
+        return self
