@@ -26,6 +26,9 @@ def _serve(ns: argparse.Namespace) -> int:
         create_app(config),
         host=server.host,
         port=server.port,
+        # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled)
+        ssl_certfile=ns.tls_cert_file,
+        ssl_keyfile=ns.tls_key_file,
         workers=1,
         log_level="warning",
         access_log=False,
@@ -57,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, or server.host)")
     serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
+    serve.add_argument("--tls-cert-file", help="serve HTTPS with this PEM certificate (chain)")
+    serve.add_argument("--tls-key-file", help="private key of --tls-cert-file (PEM)")
     serve.set_defaults(func=_serve)
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")
