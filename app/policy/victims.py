@@ -1,19 +1,913 @@
-"""The preempt verb's decision: which offered victims, on which single node."""
+"""The preempt verb's decision: which victims, on which single node, and why (SPEC §3).
+
+Pure: the caller turns the scheduler's offer and runway's pod cache into plain facts —
+``PodFacts`` per pod (with its min-runtime ``Resolution`` already resolved through the queue tree),
+``WorkloadFacts`` per workload, ``NodeOffer`` per offered node — and ``decide`` returns a
+``Decision``: the reply for kube-scheduler, the victims the async executor must delete (gang
+siblings on other nodes included), a record of every rule applied, and counts for metrics.
+
+Rules, per offered node:
+
+1. An offered victim is dropped while it is **protected** (``now < start + minRuntime``; no known
+   start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
+   whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
+   its running pods stay (the floor counts every eviction of the candidate decision).
+2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
+   elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
+   preemptor's cannot be evicted.
+3. When victims were dropped, **re-selection** looks for replacements among the node's other pods
+   (lower priority than the preemptor, not protected) that free at least what the dropped ones
+   requested, for every resource; freed capacity of on-node gang siblings counts. None → the node
+   is dropped.
+4. One node wins: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
+   fewest victims (off-node siblings included), least work lost (latest start), then name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from app.model import Pod
+from app.model.timestamps import format_time
+from app.policy import quantity
+from app.policy.quantity import Resources
+from app.policy.workload import min_available, queue_of, workload_of
+
+Action = Literal["preempt", "reclaim"]
+Outcome = Literal["kept", "dropped", "reselected", "gang-expanded"]
+NodeOutcome = Literal["chosen", "lost", "dropped"]
+
+PODS = "pods"
+"""Pseudo-resource used when dropped victims requested nothing measurable: one slot per pod."""
+
+
+class ResolutionLike(Protocol):
+    """A resolved min-runtime (``app.policy.minruntime.Resolution`` has this shape)."""
+
+    @property
+    def action(self) -> str:
+        """``preempt`` (same leaf queue) or ``reclaim`` (another leaf queue)."""
+        ...
+
+    @property
+    def min_runtime_s(self) -> float:
+        """The resolved minimum runtime in seconds."""
+        ...
+
+    @property
+    def resolved_from(self) -> str:
+        """Which queue (or pool default) set the value, as a rule an operator reads."""
+        ...
+
+    @property
+    def path(self) -> Sequence[str]:
+        """The queues walked to find it."""
+        ...
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A concrete resolved min-runtime; use it when the caller has no ``Resolution`` at hand."""
+
+    action: str
+    min_runtime_s: float
+    resolved_from: str = ""
+    path: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class PodFacts:
+    """What the decision needs to know about one pod (a victim, a sibling or a bystander)."""
+
+    uid: str
+    key: str
+    node: str | None
+    priority: int = 0
+    queue: str = ""
+    workload: str = ""
+    """Workload key (``namespace/name``); empty = the pod is its own workload."""
+    start: float | None = None
+    """Start time of the pod's workload (unix seconds); None = unknown → not protected."""
+    resolution: ResolutionLike | None = None
+    """Min-runtime resolved for (preemptor, this pod); None = no protection known."""
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Resource requests as integers (cpu in millicores), see ``app.policy.quantity``."""
+    known: bool = True
+    """False for a UID the scheduler offered that runway's cache does not hold."""
+
+    @classmethod
+    def from_pod(
+        cls,
+        pod: Pod,
+        *,
+        start: float | None = None,
+        resolution: ResolutionLike | None = None,
+        workload: str | None = None,
+        queue: str | None = None,
+    ) -> PodFacts:
+        """Facts of a cached or offered pod; ``start``/``resolution`` come from the caller.
+
+        Raises ``QuantityError`` on an invalid resource quantity.
+        """
+        return cls(
+            uid=pod.uid,
+            key=pod.key,
+            node=pod.spec.nodeName or None,
+            priority=pod.priority,
+            queue=queue if queue is not None else queue_of(pod),
+            workload=workload if workload is not None else str(workload_of(pod)),
+            start=start,
+            resolution=resolution,
+            requests=quantity.pod_requests(pod),
+        )
+
+    @classmethod
+    def unknown(cls, uid: str, node: str) -> PodFacts:
+        """An offered UID runway's cache does not hold: no start known, so never protected."""
+        return cls(uid=uid, key=uid, node=node, known=False)
+
+    @property
+    def workload_key(self) -> str:
+        """The workload key, the pod's own key when it is a workload of its own."""
+        return self.workload or f"pod:{self.key}"
+
+
+@dataclass(frozen=True)
+class WorkloadFacts:
+    """A workload's pods and its floor; pods should exclude terminating and finished ones."""
+
+    key: str
+    min_available: int
+    running: int
+    pods: Sequence[PodFacts] = ()
+
+    @property
+    def elastic(self) -> bool:
+        """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+        return self.min_available < len(self.pods)
+
+    @classmethod
+    def from_pods(cls, key: str, pods: Sequence[Pod], facts: Sequence[PodFacts]) -> WorkloadFacts:
+        """Build from the workload's cached pods and their ``PodFacts`` (same order).
+
+        Terminating and finished pods are left out: they neither count towards the floor nor
+        need evicting. Running = bound to a node and not finished.
+        """
+        live = [
+            (pod, fact)
+            for pod, fact in zip(pods, facts, strict=True)
+            if pod.metadata.deletionTimestamp is None
+            and pod.status.phase not in ("Succeeded", "Failed")
+        ]
+        running = sum(1 for pod, _ in live if pod.spec.nodeName)
+        return cls(
+            key=key,
+            min_available=min_available([pod for pod, _ in live]),
+            running=running,
+            pods=tuple(fact for _, fact in live),
+        )
+
+
+@dataclass(frozen=True)
+class Preemptor:
+    """The pod that wants to run."""
+
+    uid: str
+    key: str
+    priority: int
+    queue: str
+    workload: str = ""
+
+    @classmethod
+    def from_pod(cls, pod: Pod) -> Preemptor:
+        """Facts of the preemptor from its pod."""
+        return cls(pod.uid, pod.key, pod.priority, queue_of(pod), str(workload_of(pod)))
+
+
+@dataclass(frozen=True)
+class NodeOffer:
+    """One offered node: the scheduler's victims and the node's other pods (from the cache)."""
+
+    victims: Sequence[PodFacts]
+    pdb_violations: int = 0
+    others: Sequence[PodFacts] = ()
+
+
+# --- the decision record -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Whether a pod is protected now, and by which rule."""
+
+    protected: bool
+    action: str
+    min_runtime_s: float | None
+    resolved_from: str
+    path: tuple[str, ...]
+    start: float | None
+    protected_until: float | None
+
+    def describe(self) -> str:
+        """One line for an operator: the rule and the time window."""
+        if self.start is None:
+            return "start unknown, so not protected"
+        if self.min_runtime_s is None:
+            return "no min-runtime resolved, so not protected"
+        rule = f"{self.action} min-runtime {self.min_runtime_s:g}s ({self.resolved_from})"
+        until = self.protected_until if self.protected_until is not None else self.start
+        state = "protected until" if self.protected else "protection ended"
+        return f"{rule}; started {format_time(self.start)}, {state} {format_time(until)}"
+
+
+def action_for(preemptor: Preemptor, pod: PodFacts) -> str:
+    """``preempt`` within the preemptor's leaf queue, ``reclaim`` across queues."""
+    if pod.resolution is not None:
+        return pod.resolution.action
+    return "preempt" if pod.queue == preemptor.queue else "reclaim"
+
+
+def protection(preemptor: Preemptor, pod: PodFacts, now: float) -> Protection:
+    """The pod's own min-runtime protection at ``now`` (SPEC §3): ``now < start + minRuntime``."""
+    res = pod.resolution
+    until = None
+    if res is not None and pod.start is not None:
+        until = pod.start + res.min_runtime_s
+    return Protection(
+        protected=until is not None and now < until,
+        action=action_for(preemptor, pod),
+        min_runtime_s=res.min_runtime_s if res is not None else None,
+        resolved_from=res.resolved_from if res is not None else "",
+        path=tuple(res.path) if res is not None else (),
+        start=pod.start,
+        protected_until=until,
+    )
+
+
+@dataclass(frozen=True)
+class VictimRecord:
+    """What happened to one pod on one offered node, and why."""
+
+    uid: str
+    key: str
+    node: str | None
+    workload: str
+    priority: int
+    queue: str
+    outcome: Outcome
+    reason: str
+    offered: bool
+    protection: Protection
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (no infinities, lists not tuples)."""
+        p = self.protection
+        return {
+            "uid": self.uid,
+            "pod": self.key,
+            "node": self.node,
+            "workload": self.workload,
+            "priority": self.priority,
+            "queue": self.queue,
+            "offered": self.offered,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "action": p.action,
+            "protected": p.protected,
+            "minRuntimeSeconds": p.min_runtime_s,
+            "rule": p.resolved_from,
+            "queuePath": list(p.path),
+            "start": _time(p.start),
+            "protectedUntil": _time(p.protected_until),
+        }
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One offered node: its victims after the rules, its rank, and why it won, lost or dropped."""
+
+    node: str
+    outcome: NodeOutcome
+    reason: str
+    pdb_violations: int
+    victims: tuple[str, ...]
+    """UIDs to return for this node (offered kept + re-selected + on-node gang siblings)."""
+    off_node: tuple[tuple[str, str | None], ...]
+    """(UID, node) of gang siblings elsewhere that go too."""
+    records: tuple[VictimRecord, ...]
+    max_priority: int | None = None
+    priority_sum: int = 0
+    victim_count: int = 0
+    latest_start: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "node": self.node,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "numPDBViolations": self.pdb_violations,
+            "victims": list(self.victims),
+            "offNodeVictims": [{"uid": u, "node": n} for u, n in self.off_node],
+            "maxPriority": self.max_priority,
+            "prioritySum": self.priority_sum,
+            "victimCount": self.victim_count,
+            "latestStart": _time(self.latest_start),
+            "pods": [r.to_dict() for r in self.records],
+        }
+
+
+@dataclass(frozen=True)
+class Counts:
+    """For metrics: offered victims kept / protected / ineligible, re-selected and gang-expanded
+    pods, each by kind (preempt|reclaim), over every offered node; and nodes dropped."""
+
+    kept: Mapping[str, int]
+    protected: Mapping[str, int]
+    ineligible: Mapping[str, int]
+    reselected: Mapping[str, int]
+    gang_expanded: Mapping[str, int]
+    nodes_dropped: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "kept": dict(self.kept),
+            "protected": dict(self.protected),
+            "ineligible": dict(self.ineligible),
+            "reselected": dict(self.reselected),
+            "gangExpanded": dict(self.gang_expanded),
+            "nodesDropped": self.nodes_dropped,
+        }
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The preempt verb's answer and its reasons. ``chosen`` None = veto (reply ``{}``)."""
+
+    preemptor: Preemptor
+    now: float
+    chosen: str | None
+    reason: str
+    victims: tuple[str, ...] = ()
+    """UIDs on the chosen node, returned to the scheduler."""
+    off_node: tuple[tuple[str, str | None], ...] = ()
+    """(UID, node) of gang siblings on other nodes: the executor deletes them too."""
+    pdb_violations: int = 0
+    nodes: tuple[NodeRecord, ...] = ()
+    counts: Counts = field(
+        default_factory=lambda: Counts({}, {}, {}, {}, {}, 0),
+    )
+    vetoed_by_gate: bool = False
+
+    def reply(self) -> dict[str, tuple[list[str], int]]:
+        """``{node: (uids, NumPDBViolations)}`` for ``encode_preemption_result``; ``{}`` = veto."""
+        if self.chosen is None:
+            return {}
+        return {self.chosen: (list(self.victims), self.pdb_violations)}
+
+    def all_victims(self) -> tuple[tuple[str, str | None], ...]:
+        """Every (UID, node) to evict: the chosen node's victims, then off-node siblings."""
+        return tuple((u, self.chosen) for u in self.victims) + self.off_node
+
+    def record_of(self, uid: str) -> VictimRecord | None:
+        """The record of ``uid`` on the chosen node, else on the first node that mentions it."""
+        ordered = sorted(self.nodes, key=lambda n: n.node != self.chosen)
+        for node in ordered:
+            for rec in node.records:
+                if rec.uid == uid:
+                    return rec
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, for the REST listing and the explain endpoint."""
+        p = self.preemptor
+        return {
+            "preemptor": {
+                "uid": p.uid,
+                "pod": p.key,
+                "priority": p.priority,
+                "queue": p.queue,
+                "workload": p.workload,
+            },
+            "time": _time(self.now),
+            "chosenNode": self.chosen,
+            "reason": self.reason,
+            "vetoedByGate": self.vetoed_by_gate,
+            "victims": list(self.victims),
+            "offNodeVictims": [{"uid": u, "node": n} for u, n in self.off_node],
+            "numPDBViolations": self.pdb_violations,
+            "nodes": [n.to_dict() for n in self.nodes],
+            "counts": self.counts.to_dict(),
+        }
+
+
+def _time(seconds: float | None) -> str | None:
+    return format_time(seconds) if seconds is not None and math.isfinite(seconds) else None
+
+
+# --- the algorithm -------------------------------------------------------------------------
+
+
+@dataclass
+class _Context:
+    """Shared, read-only facts of one decision."""
+
+    preemptor: Preemptor
+    now: float
+    workloads: Mapping[str, WorkloadFacts]
+
+    def workload(self, pod: PodFacts) -> WorkloadFacts:
+        key = pod.workload_key
+        found = self.workloads.get(key)
+        if found is not None:
+            return found
+        # Unknown workload: the pod alone, a gang of one.
+        return WorkloadFacts(key=key, min_available=1, running=1, pods=(pod,))
+
+    def members(self, wl: WorkloadFacts, extra: Iterable[PodFacts]) -> list[PodFacts]:
+        """The workload's pods, plus pods seen on the node that claim it, by UID."""
+        by_uid = {p.uid: p for p in wl.pods}
+        for p in extra:
+            if p.workload_key == wl.key:
+                by_uid.setdefault(p.uid, p)
+        return [by_uid[u] for u in sorted(by_uid)]
+
+    def blocker(self, wl: WorkloadFacts, members: Sequence[PodFacts]) -> tuple[str, str] | None:
+        """Why a gang may not be evicted at all: (kind, text), or None when it may."""
+        for m in members:
+            if m.priority >= self.preemptor.priority:
+                return "ineligible", (
+                    f"gang {wl.key}: member {m.key} has priority {m.priority}, not below the "
+                    f"preemptor's {self.preemptor.priority}"
+                )
+        for m in members:
+            prot = protection(self.preemptor, m, self.now)
+            if prot.protected:
+                whose = (
+                    "" if len(members) == 1 else f"gang {wl.key} is protected as a whole: {m.key} "
+                )
+                return "protected", f"{whose}{prot.describe()}"
+        return None
+
+    def elastic_protection(self, members: Sequence[PodFacts]) -> Protection | None:
+        """The protection of an elastic workload: the first protected member's, else None."""
+        for m in members:
+            prot = protection(self.preemptor, m, self.now)
+            if prot.protected:
+                return prot
+        return None
+
+
+@dataclass
+class _NodePlan:
+    """Mutable work of one node; frozen into a ``NodeRecord`` at the end."""
+
+    node: str
+    offer: NodeOffer
+    victims: dict[str, PodFacts] = field(default_factory=dict)
+    off_node: dict[str, PodFacts] = field(default_factory=dict)
+    records: dict[str, VictimRecord] = field(default_factory=dict)
+    dropped: list[PodFacts] = field(default_factory=list)
+    gangs: set[str] = field(default_factory=set)
+    floor_used: dict[str, int] = field(default_factory=dict)
+    extras: list[PodFacts] = field(default_factory=list)
+
+    def record(
+        self, ctx: _Context, pod: PodFacts, outcome: Outcome, reason: str, offered: bool
+    ) -> None:
+        self.records[pod.uid] = VictimRecord(
+            uid=pod.uid,
+            key=pod.key,
+            node=pod.node if pod.node is not None else None,
+            workload=pod.workload_key,
+            priority=pod.priority,
+            queue=pod.queue,
+            outcome=outcome,
+            reason=reason,
+            offered=offered,
+            protection=protection(ctx.preemptor, pod, ctx.now),
+        )
+
+
+def _sorted_pods(pods: Iterable[PodFacts]) -> list[PodFacts]:
+    # Priority first so an elastic floor keeps the lowest-priority victims; UID for determinism.
+    unique = {p.uid: p for p in pods}
+    return sorted(unique.values(), key=lambda p: (p.priority, p.uid))
+
+
+def _expand_gang(
+    ctx: _Context,
+    plan: _NodePlan,
+    wl: WorkloadFacts,
+    members: Sequence[PodFacts],
+    offered: set[str],
+    trigger: PodFacts,
+    outcome_note: str,
+) -> None:
+    """Add the gang's other members: on this node to the reply, elsewhere to ``off_node``."""
+    plan.gangs.add(wl.key)
+    for m in members:
+        if m.uid == trigger.uid or m.uid in offered or m.uid in plan.victims:
+            continue
+        reason = f"gang {wl.key}: evicted with {trigger.key} ({outcome_note})"
+        if m.node == plan.node:
+            plan.victims[m.uid] = m
+            plan.extras.append(m)
+        else:
+            plan.off_node[m.uid] = m
+            reason += f"; on {m.node or 'no node'}, deleted by the executor"
+        plan.record(ctx, m, "gang-expanded", reason, offered=False)
+
+
+def _floor_text(wl: WorkloadFacts, used: int) -> str:
+    return (
+        f"elastic {wl.key}: {wl.running} running, minAvailable {wl.min_available}, "
+        f"{used} of {max(0, wl.running - wl.min_available)} allowed evictions used"
+    )
+
+
+def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
+    """Steps 1-2 on the offered victims: keep, drop (protected/ineligible), expand gangs."""
+    offered = {p.uid for p in plan.offer.victims}
+    node_pods = list(plan.offer.victims) + list(plan.offer.others)
+    for pod in _sorted_pods(plan.offer.victims):
+        if not pod.known:
+            plan.victims[pod.uid] = pod
+            plan.record(
+                ctx,
+                pod,
+                "kept",
+                "not in runway's pod cache: start unknown, so not protected",
+                offered=True,
+            )
+            continue
+        wl = ctx.workload(pod)
+        members = ctx.members(wl, node_pods)
+        if wl.elastic:
+            prot = ctx.elastic_protection(members)
+            if prot is None:
+                plan.victims[pod.uid] = pod
+                plan.record(
+                    ctx,
+                    pod,
+                    "kept",
+                    f"elastic {wl.key} not protected: "
+                    f"{protection(ctx.preemptor, pod, ctx.now).describe()}",
+                    offered=True,
+                )
+                continue
+            used = plan.floor_used.get(wl.key, 0)
+            if used < wl.running - wl.min_available:
+                plan.floor_used[wl.key] = used + 1
+                plan.victims[pod.uid] = pod
+                plan.record(
+                    ctx,
+                    pod,
+                    "kept",
+                    f"{prot.describe()}, but {_floor_text(wl, used + 1)}",
+                    offered=True,
+                )
+            else:
+                plan.dropped.append(pod)
+                plan.record(
+                    ctx,
+                    pod,
+                    "dropped",
+                    f"protected: {prot.describe()}; "
+                    f"{_floor_text(wl, used)} — evicting it would break the floor",
+                    offered=True,
+                )
+            continue
+        if wl.key in plan.gangs:
+            plan.victims[pod.uid] = pod
+            plan.record(ctx, pod, "kept", f"gang {wl.key} is evicted as a whole", offered=True)
+            continue
+        block = ctx.blocker(wl, members)
+        if block is not None:
+            kind, text = block
+            plan.dropped.append(pod)
+            plan.record(ctx, pod, "dropped", f"{kind}: {text}", offered=True)
+            continue
+        plan.victims[pod.uid] = pod
+        note = protection(ctx.preemptor, pod, ctx.now).describe()
+        plan.record(
+            ctx,
+            pod,
+            "kept",
+            note
+            if len(members) == 1
+            else f"{note}; gang {wl.key} of {len(members)} pods goes as a whole",
+            offered=True,
+        )
+        _expand_gang(ctx, plan, wl, members, offered, pod, "offered victim")
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A re-selection candidate: one elastic pod, or a whole gang."""
+
+    pods: tuple[PodFacts, ...]
+    on_node: tuple[PodFacts, ...]
+    workload: WorkloadFacts
+    elastic_protected: bool
+    freed: Mapping[str, int]
+
+    def sort_key(self) -> tuple[int, float, int, str]:
+        starts = [p.start if p.start is not None else math.inf for p in self.pods]
+        latest = max(starts) if starts else math.inf
+        # Lowest priority, least work lost (latest start), fewest pods, then UID.
+        return (max(p.priority for p in self.pods), -latest, len(self.pods), self.pods[0].uid)
+
+
+def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
+    """Units of the node's other pods that may be evicted instead of the dropped victims."""
+    node_pods = list(plan.offer.victims) + list(plan.offer.others)
+    taken = set(plan.victims) | {p.uid for p in plan.dropped}
+    units: dict[str, _Unit] = {}
+    for pod in _sorted_pods(plan.offer.others):
+        if pod.uid in taken or pod.node != plan.node or not pod.known:
+            continue
+        if pod.priority >= ctx.preemptor.priority:
+            continue
+        wl = ctx.workload(pod)
+        members = ctx.members(wl, node_pods)
+        if wl.elastic:
+            prot = ctx.elastic_protection(members)
+            if prot is not None and plan.floor_used.get(wl.key, 0) >= wl.running - wl.min_available:
+                continue
+            units[pod.uid] = _Unit((pod,), (pod,), wl, prot is not None, _freed([pod]))
+            continue
+        if wl.key in plan.gangs or wl.key in units or ctx.blocker(wl, members) is not None:
+            continue
+        on_node = tuple(m for m in members if m.node == plan.node and m.uid not in plan.victims)
+        units[wl.key] = _Unit(tuple(members), on_node, wl, False, _freed(on_node))
+    return sorted(units.values(), key=_Unit.sort_key)
+
+
+def _freed(pods: Iterable[PodFacts]) -> Resources:
+    return quantity.add_resources(*(dict(p.requests) | {PODS: 1} for p in pods))
+
+
+def _needed(dropped: Sequence[PodFacts]) -> Resources:
+    need = quantity.add_resources(*(p.requests for p in dropped))
+    need = {k: v for k, v in need.items() if v > 0}
+    # Nothing measurable (best-effort pods): the scheduler still needed their pod slots.
+    return need or {PODS: len(dropped)}
+
+
+def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
+    """Step 3: replace dropped victims. Returns why the node must be dropped, or None."""
+    need = _needed(plan.dropped)
+    from_extras = _freed(plan.extras)
+    remaining = {k: v - from_extras.get(k, 0) for k, v in need.items()}
+    remaining = {k: v for k, v in remaining.items() if v > 0}
+    dropped_keys = ", ".join(p.key for p in plan.dropped)
+    if not remaining:
+        return None
+    chosen: list[_Unit] = []
+    floor_used = dict(plan.floor_used)
+    total: Resources = {}
+    for unit in _candidate_units(ctx, plan):
+        if quantity.covers(total, remaining):
+            break
+        if not any(unit.freed.get(k, 0) > 0 and total.get(k, 0) < v for k, v in remaining.items()):
+            continue  # frees nothing still missing
+        key = unit.workload.key
+        if unit.elastic_protected:
+            wl = unit.workload
+            if floor_used.get(key, 0) >= wl.running - wl.min_available:
+                continue
+            floor_used[key] = floor_used.get(key, 0) + 1
+        chosen.append(unit)
+        total = quantity.add_resources(total, unit.freed)
+    if not quantity.covers(total, remaining):
+        return (
+            f"{len(plan.dropped)} needed victim(s) dropped ({dropped_keys}); the node's other "
+            f"pods of priority below {ctx.preemptor.priority} that are not protected free only "
+            f"{quantity.format_resources(total)} of the {quantity.format_resources(remaining)} "
+            "still needed"
+        )
+    # Reprieve: give back units (last chosen first) that coverage does not need.
+    for unit in list(reversed(chosen)):
+        rest = quantity.add_resources(*(u.freed for u in chosen if u is not unit))
+        if quantity.covers(rest, remaining):
+            chosen.remove(unit)
+            if unit.elastic_protected:
+                floor_used[unit.workload.key] -= 1
+    plan.floor_used = floor_used
+    offered = {p.uid for p in plan.offer.victims}
+    for unit in chosen:
+        wl = unit.workload
+        trigger = unit.on_node[0] if unit.on_node else unit.pods[0]
+        why = f"replaces dropped {dropped_keys}; frees {quantity.format_resources(unit.freed)}"
+        if unit.elastic_protected:
+            why += f"; {_floor_text(wl, floor_used.get(wl.key, 0))}"
+        for pod in unit.on_node:
+            plan.victims[pod.uid] = pod
+            plan.record(ctx, pod, "reselected", why, offered=False)
+        if not wl.elastic:
+            _expand_gang(
+                ctx, plan, wl, unit.pods, offered | set(plan.victims), trigger, "re-selected"
+            )
+    return None
+
+
+_CRITERIA = (
+    "PDB violations",
+    "highest victim priority",
+    "victim priority sum",
+    "victim count",
+    "work lost (latest victim start)",
+    "node name",
+)
+
+
+def _rank(plan: _NodePlan) -> tuple[int, float, int, int, float, str]:
+    pods = list(plan.victims.values()) + list(plan.off_node.values())
+    max_prio = max((p.priority for p in pods), default=-math.inf)
+    starts = [p.start if p.start is not None else math.inf for p in pods]
+    latest = max(starts, default=math.inf)
+    return (
+        plan.offer.pdb_violations,
+        max_prio,
+        sum(p.priority for p in pods),
+        len(pods),
+        -latest,
+        plan.node,
+    )
+
+
+def _why_lost(rank: tuple[Any, ...], best: tuple[Any, ...], winner: str) -> str:
+    for i, (mine, theirs) in enumerate(zip(rank, best, strict=True)):
+        if mine != theirs:
+            if i == 4:
+                return f"lost to {winner} on {_CRITERIA[i]}: its victims lose less work"
+            if i == 5:
+                return f"lost to {winner} on {_CRITERIA[i]} (tie on every other criterion)"
+            return f"lost to {winner} on {_CRITERIA[i]} ({_fmt(mine)} > {_fmt(theirs)})"
+    return f"lost to {winner}"
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def decide(
+    preemptor: Preemptor,
+    offers: Mapping[str, NodeOffer],
+    workloads: Mapping[str, WorkloadFacts],
+    now: float,
+    *,
+    gated: bool = False,
+) -> Decision:
+    """Choose the victims of a preemption on one offered node (SPEC §3 steps 1-4) and say why.
+
+    ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
+    pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a
+    workload entry are workloads of their own). ``gated``: the preemptor's previous preemption
+    is still in flight → veto. The result does not depend on the order of any input.
+    """
+    if gated:
+        return Decision(
+            preemptor=preemptor,
+            now=now,
+            chosen=None,
+            vetoed_by_gate=True,
+            reason=(
+                f"{preemptor.key} is in the gate: its previous preemption is still in "
+                "flight; preemption is vetoed until its victims are gone"
+            ),
+        )
+    ctx = _Context(preemptor, now, workloads)
+    plans: list[_NodePlan] = []
+    dropped_nodes: list[tuple[_NodePlan, str]] = []
+    for node in sorted(offers):
+        plan = _NodePlan(node=node, offer=offers[node])
+        _apply_rules_to_offer(ctx, plan)
+        failure = _reselect(ctx, plan) if plan.dropped else None
+        if failure is not None:
+            dropped_nodes.append((plan, failure))
+        else:
+            plans.append(plan)
+
+    ranks = {plan.node: _rank(plan) for plan in plans}
+    winner = min(plans, key=lambda p: ranks[p.node]) if plans else None
+    records: list[NodeRecord] = []
+    for plan in plans:
+        if plan is winner:
+            outcome: NodeOutcome = "chosen"
+            why = (
+                "chosen: " + ", ".join(_CRITERIA[:5]) + " compared in that order"
+                if len(plans) > 1
+                else "chosen: the only node left after the rules"
+            )
+        else:
+            assert winner is not None
+            outcome, why = "lost", _why_lost(ranks[plan.node], ranks[winner.node], winner.node)
+        records.append(_node_record(plan, outcome, why, ranks[plan.node]))
+    for plan, failure in dropped_nodes:
+        records.append(_node_record(plan, "dropped", failure, None))
+    records.sort(key=lambda r: r.node)
+    counts = _counts(records, len(dropped_nodes))
+    if winner is None:
+        reason = (
+            "no node offered"
+            if not offers
+            else "every offered node was dropped: its victims are protected and no other "
+            "pods on it can replace them; preemption vetoed for this cycle"
+        )
+        return Decision(
+            preemptor=preemptor,
+            now=now,
+            chosen=None,
+            reason=reason,
+            nodes=tuple(records),
+            counts=counts,
+        )
+    chosen_record = next(r for r in records if r.node == winner.node)
+    return Decision(
+        preemptor=preemptor,
+        now=now,
+        chosen=winner.node,
+        reason=chosen_record.reason,
+        victims=chosen_record.victims,
+        off_node=chosen_record.off_node,
+        pdb_violations=winner.offer.pdb_violations,
+        nodes=tuple(records),
+        counts=counts,
+    )
+
+
+def _node_record(
+    plan: _NodePlan,
+    outcome: NodeOutcome,
+    reason: str,
+    rank: tuple[int, float, int, int, float, str] | None,
+) -> NodeRecord:
+    keep = outcome != "dropped"
+    victims = tuple(sorted(plan.victims)) if keep else ()
+    off_node = tuple(sorted((u, p.node) for u, p in plan.off_node.items())) if keep else ()
+    max_prio = latest = None
+    if rank is not None:
+        max_prio = int(rank[1]) if math.isfinite(rank[1]) else None
+        latest = -rank[4] if math.isfinite(rank[4]) else None
+    return NodeRecord(
+        node=plan.node,
+        outcome=outcome,
+        reason=reason,
+        pdb_violations=plan.offer.pdb_violations,
+        victims=victims,
+        off_node=off_node,
+        records=tuple(sorted(plan.records.values(), key=lambda r: (not r.offered, r.uid))),
+        max_priority=max_prio,
+        priority_sum=rank[2] if rank is not None else 0,
+        victim_count=rank[3] if rank is not None else 0,
+        latest_start=latest,
+    )
+
+
+def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
+    buckets: dict[str, dict[str, int]] = {
+        k: {} for k in ("kept", "protected", "ineligible", "reselected", "gang_expanded")
+    }
+    for node in records:
+        for rec in node.records:
+            if rec.outcome == "kept":
+                bucket = "kept"
+            elif rec.outcome == "dropped":
+                bucket = "ineligible" if rec.reason.startswith("ineligible") else "protected"
+            elif rec.outcome == "reselected":
+                bucket = "reselected"
+            else:
+                bucket = "gang_expanded"
+            kind = rec.protection.action
+            buckets[bucket][kind] = buckets[bucket].get(kind, 0) + 1
+    return Counts(
+        kept=buckets["kept"],
+        protected=buckets["protected"],
+        ineligible=buckets["ineligible"],
+        reselected=buckets["reselected"],
+        gang_expanded=buckets["gang_expanded"],
+        nodes_dropped=nodes_dropped,
+    )
+
+
+# --- the extender's current call (until it passes cache facts) -----------------------------
 
 
 @dataclass(frozen=True)
 class Offer:
-    """The victims kube-scheduler offers on one node."""
+    """The victims kube-scheduler offers on one node (UIDs; full pods in NodeList mode)."""
 
     uids: Sequence[str]
     pdb_violations: int = 0
+    pods: Sequence[Pod | None] = ()
 
 
 @dataclass(frozen=True)
@@ -24,12 +918,44 @@ class PreemptDecision:
 
 
 def choose_victims(preemptor: Pod, offers: Mapping[str, Offer]) -> PreemptDecision:
-    """Choose the victims to return.
+    """Choose the victims from the offer alone (no cache, no queue tree, no clock).
 
-    Min-runtime protection, gang expansion and the single-node choice (SPEC §3) plug in here;
-    until then the offer is returned unchanged.
+    Without start times nothing is protected, so this applies gang expansion among the offered
+    pods and the one-node choice. ``decide`` with cache facts replaces it.
     """
-    del preemptor
-    return PreemptDecision(
-        nodes={node: (list(offer.uids), offer.pdb_violations) for node, offer in offers.items()}
-    )
+    pre = Preemptor.from_pod(preemptor)
+    node_offers: dict[str, NodeOffer] = {}
+    for node, offer in offers.items():
+        facts = []
+        for i, uid in enumerate(offer.uids):
+            pod = offer.pods[i] if i < len(offer.pods) else None
+            if pod is None:
+                facts.append(PodFacts.unknown(uid, node))
+            else:
+                try:
+                    facts.append(PodFacts.from_pod(pod))
+                except quantity.QuantityError:
+                    facts.append(PodFacts.unknown(uid, node))
+        node_offers[node] = NodeOffer(victims=facts, pdb_violations=offer.pdb_violations)
+    decision = decide(pre, node_offers, {}, now=0.0)
+    return PreemptDecision(nodes=decision.reply())
+
+
+__all__ = [
+    "Counts",
+    "Decision",
+    "NodeOffer",
+    "NodeRecord",
+    "Offer",
+    "PodFacts",
+    "PreemptDecision",
+    "Preemptor",
+    "Protection",
+    "ResolutionLike",
+    "Rule",
+    "VictimRecord",
+    "WorkloadFacts",
+    "choose_victims",
+    "decide",
+    "protection",
+]
