@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.state.gate import GateBook
+from app.tasks.preemption import PreemptionExecutor
 
 
 @dataclass
@@ -19,3 +21,7 @@ class Runtime:
     clock: Clock = field(default_factory=SystemClock)
     ready: bool = True
     """False until the caches are synced (always true on the embedded default)."""
+    gate: GateBook = field(default_factory=GateBook)
+    """Preemptors held while their preemption is in flight."""
+    preemptions: PreemptionExecutor | None = None
+    """Runs preemption API calls; built in the app's lifespan (it needs the event loop)."""

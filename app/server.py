@@ -13,11 +13,13 @@ from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
-from app.api import extender, ops
+from app.api import extender, ops, preemptions
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.kube.dryrun import DryRunPreemptionApi
 from app.logs import get_logger
 from app.runtime import Runtime
+from app.tasks.preemption import PreemptionExecutor
 from app.wire import schema
 
 log = get_logger("server")
@@ -30,6 +32,16 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pre = config.preemption
+        runtime.preemptions = PreemptionExecutor(
+            DryRunPreemptionApi(),
+            runtime.gate,
+            runtime.clock,
+            concurrency=pre.max_concurrent_tasks,
+            victim_parallelism=pre.victim_parallelism,
+            gate_bound_s=pre.gate_timeout,
+            history=pre.history,
+        )
         log.info(
             "runway started",
             version=package.__version__,
@@ -38,6 +50,7 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
             mode="embedded default (no cluster)",
         )
         yield
+        await runtime.preemptions.drain(pre.shutdown_grace)
         log.info("runway stopped")
 
     app = FastAPI(
@@ -50,6 +63,7 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
     app.state.runtime = runtime
     app.include_router(extender.build_router(config.server.url_prefix))
     app.include_router(ops.router)
+    app.include_router(preemptions.router)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -2,7 +2,8 @@
 
 from app.config.durations import Duration, format_duration, parse_duration
 from app.config.loader import ENV_VAR, ConfigError, load_config, parse_config
-from app.config.model import LoggingConfig, RunwayConfig, Section, ServerConfig
+from app.config.model import LoggingConfig, RunwayConfig, ServerConfig
+from app.config.section import Section
 
 __all__ = [
     "ENV_VAR",
