@@ -32,7 +32,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BeforeValidator, Field, model_validator
 
 from app.config.durations import Duration
-from app.config.model import Section
+from app.config.section import Section
 
 TimestampName = Literal["Eviction", "Creation"]
 
