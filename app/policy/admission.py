@@ -1,11 +1,34 @@
-"""The filter verb's decision: may this pod be placed now, and on which of the offered nodes."""
+"""The filter verb's decision: may this pod be placed now, and on which of the offered nodes.
+
+runway's rules judge the pod (its workload), not the node, so one verdict covers every offered
+node. The rules apply in this order; the first that holds the pod back answers (SPEC §5):
+
+1. ``deactivated``     — the workload exceeded its requeue limit; only reactivation helps.
+2. ``backoff``         — ``now < requeueAt`` after a PodsReadyTimeout eviction.
+3. ``gate``            — the pod's own preemption is in flight: only its nominated node passes
+                         (terminal: a held preemptor is not subject to the rules below, or the
+                         preemption it paid for would be wasted).
+4. ``anti-flapping``   — the workload was preempted by a pod that is still pending: wait for it
+                         (bounded), so victim and preemptor do not take turns evicting each other.
+5. ``block-admission`` — ``waitForPodsReady.blockAdmission``: another admitted workload is still
+                         waiting for PodsReady and has not timed out.
+6. ``strict-fifo``     — the leaf queue is StrictFIFO and the workload is not the head of its
+                         pending order (BestEffortFIFO never blocks).
+
+Every rejection names what holds the pod, until when (RFC 3339 and seconds from now) and what an
+operator can do. The caller (``app.api``) builds :class:`FilterInput` from the cache; nothing here
+reads state or the clock.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.model import Pod
+from app.model.eviction import PREEMPTED, EvictionRecord
+from app.model.timestamps import format_time
+from app.policy.ordering import QueueingStrategy
 
 
 @dataclass(frozen=True)
@@ -23,19 +46,198 @@ class Admission:
     """For rejected nodes: what, until when, and what to do — shown in the pod's events."""
     rule: str = ""
     """Short name of the rule that rejected (a metric label), empty when allowed."""
+    until: float | None = None
+    """When the hold is expected to end (None = unknown / until an operator acts)."""
 
 
 ADMIT = Admission(allowed=True)
 
+RULES = ("deactivated", "backoff", "gate", "anti-flapping", "block-admission", "strict-fifo")
+"""The rule names, in the order they apply (metric label values)."""
 
-def admit(pod: Pod) -> Admission:
-    """Decide whether ``pod`` may be placed now.
 
-    The requeue and gate rules (SPEC §4, §5) plug in here; until they are configured every pod
-    is admitted everywhere.
+@dataclass(frozen=True)
+class GateHold:
+    """The pod's preemption is in flight (the gate): its nominated node and what it waits for."""
+
+    nominated_node: str | None
+    outstanding_victims: int
+    until: float | None = None
+    """The gate's bound: it opens at this time at the latest."""
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """An admitted workload that is not PodsReady yet (for ``blockAdmission``)."""
+
+    workload: str
+    timeout_at: float
+    """When its waitForPodsReady.timeout runs out; past that it no longer blocks."""
+
+
+@dataclass(frozen=True)
+class FilterInput:
+    """What the filter rules need to know about the pod's workload, built from the cache."""
+
+    workload: str
+    """``namespace/name`` of the pod's workload."""
+    queue: str = "default"
+    record: EvictionRecord | None = None
+    gate: GateHold | None = None
+    preemptor_pending: bool = False
+    """The pod that preempted this workload (``record.preemptor_uid``) is still pending."""
+    preemptor_name: str | None = None
+    """``namespace/name`` of that preemptor, for the message."""
+    blockers: Sequence[Blocker] = field(default_factory=tuple)
+    """Admitted, not PodsReady workloads (the caller passes them only with blockAdmission on)."""
+    queueing_strategy: QueueingStrategy = "BestEffortFIFO"
+    queue_head: str | None = None
+    """``namespace/name`` of the head of the leaf queue's *admissible* pending order."""
+    admitted: bool = False
+    """The workload is already admitted (e.g. a replacement pod): admission rules 5 and 6 skip."""
+
+
+@dataclass(frozen=True)
+class FilterPolicy:
+    """Settings of the rules that come from the config."""
+
+    anti_flapping_seconds: float = 60.0
+    """Longest hold of a victim behind its pending preemptor (counted from the eviction)."""
+    api_prefix: str = "/v1"
+    """Prefix of the REST API named in the messages."""
+
+
+DEFAULT_POLICY = FilterPolicy()
+
+
+def _when(until: float, now: float) -> str:
+    return f"{format_time(until)} (in {max(until - now, 0.0):.0f}s)"
+
+
+def _activate(workload: str, policy: FilterPolicy) -> str:
+    return f"POST {policy.api_prefix}/workloads/{workload}:activate"
+
+
+def _deactivated(facts: FilterInput, record: EvictionRecord, policy: FilterPolicy) -> Admission:
+    why = record.message or "exceeded its requeue limit"
+    return Admission(
+        allowed=False,
+        rule="deactivated",
+        reason=f"workload {facts.workload} is deactivated ({why}); it stays unschedulable until "
+        f"reactivated: fix the cause, then {_activate(facts.workload, policy)}",
+    )
+
+
+def _backoff(
+    facts: FilterInput, record: EvictionRecord, now: float, policy: FilterPolicy
+) -> Admission:
+    assert record.requeue_at is not None
+    return Admission(
+        allowed=False,
+        rule="backoff",
+        until=record.requeue_at,
+        reason=f"workload {facts.workload} is in requeue backoff after {record.reason} eviction "
+        f"#{record.count} until {_when(record.requeue_at, now)}; it is retried then "
+        f"automatically (to retry now: {_activate(facts.workload, policy)})",
+    )
+
+
+def _gate(facts: FilterInput, gate: GateHold, now: float) -> Admission:
+    until = f" at the latest until {_when(gate.until, now)}" if gate.until is not None else ""
+    waiting = f"{gate.outstanding_victims} victim(s) still terminating"
+    if not gate.nominated_node:
+        return Admission(
+            allowed=False,
+            rule="gate",
+            until=gate.until,
+            reason=f"preemption in flight for workload {facts.workload}: {waiting}, no nominated "
+            f"node yet; held{until}; nothing to do, it is retried when the victims are gone",
+        )
+    return Admission(
+        allowed=True,
+        only_nodes=frozenset((gate.nominated_node,)),
+        rule="gate",
+        until=gate.until,
+        reason=f"preemption in flight for workload {facts.workload}: held for its nominated node "
+        f"{gate.nominated_node} ({waiting}){until}; nothing to do",
+    )
+
+
+def _anti_flapping(
+    facts: FilterInput, record: EvictionRecord, now: float, policy: FilterPolicy
+) -> Admission | None:
+    if not (facts.preemptor_pending and record.reason == PREEMPTED and record.preemptor_uid):
+        return None
+    until = record.time + policy.anti_flapping_seconds
+    if now >= until:
+        return None
+    who = facts.preemptor_name or f"pod uid {record.preemptor_uid}"
+    return Admission(
+        allowed=False,
+        rule="anti-flapping",
+        until=until,
+        reason=f"workload {facts.workload} was preempted by {who}, which is still pending; held "
+        f"until it is scheduled or until {_when(until, now)} so the two do not evict each other "
+        "in turn; nothing to do",
+    )
+
+
+def _block_admission(facts: FilterInput, now: float) -> Admission | None:
+    live = [b for b in facts.blockers if b.workload != facts.workload and b.timeout_at > now]
+    if not live:
+        return None
+    first = min(live, key=lambda b: (b.timeout_at, b.workload))
+    others = f" and {len(live) - 1} other(s)" if len(live) > 1 else ""
+    return Admission(
+        allowed=False,
+        rule="block-admission",
+        until=first.timeout_at,
+        reason=f"waitForPodsReady.blockAdmission: admitted workload {first.workload}{others} is "
+        f"not PodsReady yet; admission is blocked until it is ready or times out at "
+        f"{_when(first.timeout_at, now)}; to admit workloads concurrently set "
+        "waitForPodsReady.blockAdmission: false",
+    )
+
+
+def _strict_fifo(facts: FilterInput) -> Admission | None:
+    if facts.queueing_strategy != "StrictFIFO" or facts.queue_head in (None, facts.workload):
+        return None
+    return Admission(
+        allowed=False,
+        rule="strict-fifo",
+        reason=f"queue {facts.queue} is StrictFIFO and workload {facts.queue_head} is ahead of "
+        f"{facts.workload}; it waits until the head is scheduled (to let workloads pass each "
+        f"other, set queueingStrategy: BestEffortFIFO on queue {facts.queue})",
+    )
+
+
+def admit(
+    pod: Pod,
+    facts: FilterInput | None = None,
+    now: float = 0.0,
+    policy: FilterPolicy = DEFAULT_POLICY,
+) -> Admission:
+    """Decide whether ``pod`` may be placed now: the rule chain of the module docstring.
+
+    Without ``facts`` (nothing known about the pod's workload) every node passes.
     """
-    del pod
-    return ADMIT
+    del pod  # the facts carry everything the rules read; the pod stays for the caller's sake
+    if facts is None:
+        return ADMIT
+    record = facts.record
+    if record is not None and record.deactivated:
+        return _deactivated(facts, record, policy)
+    if record is not None and record.requeue_at is not None and now < record.requeue_at:
+        return _backoff(facts, record, now, policy)
+    if facts.gate is not None:
+        return _gate(facts, facts.gate, now)
+    if record is not None:
+        verdict = _anti_flapping(facts, record, now, policy)
+        if verdict is not None:
+            return verdict
+    if facts.admitted:
+        return ADMIT
+    return _block_admission(facts, now) or _strict_fifo(facts) or ADMIT
 
 
 @dataclass(frozen=True)

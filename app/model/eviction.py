@@ -1,0 +1,169 @@
+"""The eviction record of a workload (SPEC §5), and its annotation format.
+
+One record per workload, persisted as annotations on the workload's owner object (or on every
+pod of a bare-pod workload), so it survives runway restarts and pod re-creation. The same format
+is written by the asynchronous preemption (reason ``Preempted``) and by the PodsReady evictor
+(reason ``PodsReadyTimeout``). Times are RFC 3339 in UTC, second precision.
+
+========================================  =====================================================
+annotation                                meaning
+========================================  =====================================================
+``runway.dev/eviction-reason``            ``Preempted`` or ``PodsReadyTimeout`` (last eviction)
+``runway.dev/eviction-time``              when the last eviction happened
+``runway.dev/eviction-preemptor-uid``     UID of the preempting pod (``Preempted`` only)
+``runway.dev/eviction-count``             requeues after PodsReadyTimeout since activation
+                                          (Kueue's ``requeueState.count``), decimal integer
+``runway.dev/eviction-requeue-at``        not admissible before this time (Kueue's
+                                          ``requeueState.requeueAt``), rounded *up* to a second
+``runway.dev/eviction-first-time``        first PodsReadyTimeout eviction since activation:
+                                          the clock of ``backoffLimitTimeout``
+``runway.dev/eviction-deactivated``       ``"true"``: never scheduled again until reactivated
+``runway.dev/eviction-message``           human text (why it was evicted / deactivated)
+``runway.dev/eviction-failed-pools``      comma-separated node-pool label values where the
+                                          workload last failed readiness (for prioritize)
+========================================  =====================================================
+
+``to_annotations`` returns every key, with ``None`` for an unset field: written as a JSON merge
+patch, ``null`` removes the stale annotation. ``from_annotations`` never raises: a record needs a
+known reason and a parsable time, else there is no record (a garbled record must not hold a
+workload back forever); any other field that does not parse takes its default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal, TypeGuard
+
+from app.model.timestamps import format_time, parse_time
+
+EvictionReason = Literal["Preempted", "PodsReadyTimeout"]
+PREEMPTED: Final = "Preempted"
+PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
+REASONS: Final[tuple[EvictionReason, ...]] = ("Preempted", "PodsReadyTimeout")
+
+DEACTIVATION_REASON: Final = "RequeuingLimitExceeded"
+"""Why a workload is deactivated (Kueue's reason); the record's message starts with it."""
+
+PREFIX: Final = "runway.dev/eviction-"
+REASON_KEY: Final = PREFIX + "reason"
+TIME_KEY: Final = PREFIX + "time"
+PREEMPTOR_UID_KEY: Final = PREFIX + "preemptor-uid"
+COUNT_KEY: Final = PREFIX + "count"
+REQUEUE_AT_KEY: Final = PREFIX + "requeue-at"
+FIRST_TIME_KEY: Final = PREFIX + "first-time"
+DEACTIVATED_KEY: Final = PREFIX + "deactivated"
+MESSAGE_KEY: Final = PREFIX + "message"
+FAILED_POOLS_KEY: Final = PREFIX + "failed-pools"
+KEYS: Final = (
+    REASON_KEY,
+    TIME_KEY,
+    PREEMPTOR_UID_KEY,
+    COUNT_KEY,
+    REQUEUE_AT_KEY,
+    FIRST_TIME_KEY,
+    DEACTIVATED_KEY,
+    MESSAGE_KEY,
+    FAILED_POOLS_KEY,
+)
+
+
+def is_reason(value: object) -> TypeGuard[EvictionReason]:
+    """True for ``Preempted`` and ``PodsReadyTimeout``."""
+    return value in REASONS
+
+
+@dataclass(frozen=True)
+class EvictionRecord:
+    """What runway remembers about a workload's evictions (times in Unix seconds)."""
+
+    reason: EvictionReason
+    """Why it was last evicted."""
+    time: float
+    """When it was last evicted."""
+    preemptor_uid: str | None = None
+    """UID of the pod that preempted it (reason ``Preempted``)."""
+    count: int = 0
+    """Requeues after PodsReadyTimeout since the workload was (re)activated."""
+    requeue_at: float | None = None
+    """Not admissible before this time (backoff); None = no backoff."""
+    first_eviction_time: float | None = None
+    """First PodsReadyTimeout eviction since activation (the ``backoffLimitTimeout`` clock)."""
+    deactivated: bool = False
+    """Deactivated (limit exceeded): never admitted until reactivated through the REST API."""
+    message: str | None = None
+    """Human text: why it was evicted or deactivated."""
+    failed_pools: tuple[str, ...] = ()
+    """Node-pool label values where it last failed readiness (prioritize scores them 0)."""
+
+    def to_annotations(self) -> dict[str, str | None]:
+        """Every ``runway.dev/eviction-*`` key; None removes the annotation (merge patch)."""
+        return {
+            REASON_KEY: self.reason,
+            TIME_KEY: format_time(self.time),
+            PREEMPTOR_UID_KEY: self.preemptor_uid or None,
+            COUNT_KEY: str(self.count),
+            # Rounded up: persisting must never move requeueAt earlier.
+            REQUEUE_AT_KEY: None
+            if self.requeue_at is None
+            else format_time(_ceil(self.requeue_at)),
+            FIRST_TIME_KEY: None
+            if self.first_eviction_time is None
+            else format_time(self.first_eviction_time),
+            DEACTIVATED_KEY: "true" if self.deactivated else None,
+            MESSAGE_KEY: self.message or None,
+            FAILED_POOLS_KEY: ",".join(self.failed_pools) or None,
+        }
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str] | None) -> EvictionRecord | None:
+        """The record in ``annotations``; None when absent or unusable (never raises)."""
+        if not annotations:
+            return None
+        reason = annotations.get(REASON_KEY)
+        time = _time(annotations.get(TIME_KEY))
+        if not is_reason(reason) or time is None:
+            return None
+        return cls(
+            reason=reason,
+            time=time,
+            preemptor_uid=_text(annotations.get(PREEMPTOR_UID_KEY)),
+            count=_count(annotations.get(COUNT_KEY)),
+            requeue_at=_time(annotations.get(REQUEUE_AT_KEY)),
+            first_eviction_time=_time(annotations.get(FIRST_TIME_KEY)),
+            deactivated=_flag(annotations.get(DEACTIVATED_KEY)),
+            message=_text(annotations.get(MESSAGE_KEY)),
+            failed_pools=_pools(annotations.get(FAILED_POOLS_KEY)),
+        )
+
+
+def _ceil(seconds: float) -> float:
+    return float(math.ceil(seconds))
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    parsed = parse_time(value.strip())
+    return parsed if parsed is not None and math.isfinite(parsed) else None
+
+
+def _count(value: object) -> int:
+    if isinstance(value, str) and value.strip().isdecimal():
+        return int(value.strip())
+    return 0
+
+
+def _flag(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "true"
+
+
+def _pools(value: object) -> tuple[str, ...]:
+    if not isinstance(value, str):
+        return ()
+    return tuple(sorted({p.strip() for p in value.split(",") if p.strip()}))

@@ -1,0 +1,126 @@
+"""The order of pending workloads in a leaf queue (SPEC §5, Kueue KEP-1282).
+
+Order: priority (desc) → a pending preemptor before the workloads it evicted → queue-order
+timestamp (asc) → name. The queue-order timestamp depends on the last eviction's reason and the
+configured strategy for that reason: ``Eviction`` (back of the queue: the eviction time) or
+``Creation`` (front: the workload's creation time). A workload never evicted uses its creation
+time.
+
+"Preemptor first" follows the KEP-1282 draft's ``IsPreemptor``: at equal priority, a pending
+workload whose pod is named as the preemptor in the eviction record of another workload of the
+same list sorts before every workload that is not such a preemptor. Without this, a preempted
+workload ordered by its creation time could take the head back from its own preemptor (flapping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from app.config.model import RunwayConfig
+from app.config.requeue import (
+    DEFAULT_PODS_READY_TIMEOUT_TIMESTAMP,
+    DEFAULT_PREEMPTION_TIMESTAMP,
+    TimestampName,
+    pods_ready_timeout_timestamp,
+)
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.policy.backoff import in_backoff
+
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+
+
+@dataclass(frozen=True)
+class QueueOrderStrategy:
+    """Which timestamp orders a workload after each eviction reason."""
+
+    pods_ready_timeout: TimestampName = DEFAULT_PODS_READY_TIMEOUT_TIMESTAMP
+    priority_preemption: TimestampName = DEFAULT_PREEMPTION_TIMESTAMP
+
+    @classmethod
+    def from_config(cls, config: RunwayConfig) -> QueueOrderStrategy:
+        """From the config (either shape; see ``app.config.requeue``)."""
+        return cls(
+            pods_ready_timeout=pods_ready_timeout_timestamp(
+                config.wait_for_pods_ready, config.requeue_strategy
+            ),
+            priority_preemption=config.requeue_strategy.priority_preemption,
+        )
+
+    def for_reason(self, reason: str) -> TimestampName:
+        """The strategy for an eviction reason."""
+        return self.pods_ready_timeout if reason == PODS_READY_TIMEOUT else self.priority_preemption
+
+
+def queue_order_timestamp(
+    creation_time: float, record: EvictionRecord | None, strategy: QueueOrderStrategy
+) -> float:
+    """The timestamp a pending workload is ordered by (Kueue's ``GetQueueOrderTimestamp``).
+
+    ``record`` is the eviction that made the workload pending again; pass None for a workload
+    that was never evicted or has been admitted since.
+    """
+    if record is None or strategy.for_reason(record.reason) == "Creation":
+        return creation_time
+    return record.time
+
+
+@dataclass(frozen=True)
+class PendingWorkload:
+    """A pending workload as ordering sees it."""
+
+    name: str
+    """``namespace/name``: the last tie-breaker."""
+    priority: int
+    creation_time: float
+    record: EvictionRecord | None = None
+    pod_uids: frozenset[str] = field(default_factory=frozenset)
+    """UIDs of its pods: how a victim's record (``preemptor_uid``) names its preemptor."""
+
+
+OrderKey = tuple[int, int, float, str]
+
+
+def pending_preemptor_uids(workloads: Iterable[PendingWorkload]) -> frozenset[str]:
+    """Preemptor pod UIDs named by the eviction records of ``workloads``."""
+    return frozenset(
+        w.record.preemptor_uid for w in workloads if w.record and w.record.preemptor_uid
+    )
+
+
+def queue_order_key(
+    workload: PendingWorkload, strategy: QueueOrderStrategy, preemptor_uids: frozenset[str]
+) -> OrderKey:
+    """Sort key: (-priority, 0 if a pending preemptor else 1, queue-order timestamp, name)."""
+    preemptor = 0 if workload.pod_uids & preemptor_uids else 1
+    ts = queue_order_timestamp(workload.creation_time, workload.record, strategy)
+    return (-workload.priority, preemptor, ts, workload.name)
+
+
+def pending_order(
+    workloads: Sequence[PendingWorkload], strategy: QueueOrderStrategy
+) -> list[PendingWorkload]:
+    """The pending workloads of one leaf queue, head first."""
+    uids = pending_preemptor_uids(workloads)
+    return sorted(workloads, key=lambda w: queue_order_key(w, strategy, uids))
+
+
+def admissible(workload: PendingWorkload, now: float) -> bool:
+    """Neither deactivated nor in backoff: may be the head of its queue."""
+    record = workload.record
+    return not (record and record.deactivated) and not in_backoff(record, now)
+
+
+def queue_head(
+    workloads: Sequence[PendingWorkload], strategy: QueueOrderStrategy, now: float
+) -> PendingWorkload | None:
+    """The head of a leaf queue for StrictFIFO: the first *admissible* pending workload.
+
+    Deactivated workloads and workloads in backoff are inadmissible (as in Kueue) and do not
+    block the queue behind them.
+    """
+    for w in pending_order(workloads, strategy):
+        if admissible(w, now):
+            return w
+    return None

@@ -1,0 +1,97 @@
+"""waitForPodsReady timeouts (SPEC §5, Kueue KEP-349): what is due, and when.
+
+Two clocks, both only when ``waitForPodsReady.enable`` is true and the workload is admitted and
+not PodsReady:
+
+- **WaitForStart** — the workload has not been PodsReady since admission: ``timeout`` counts from
+  admission (its start time: the minAvailable-th bind).
+- **WaitForRecovery** — it was PodsReady and lost it (a pod failed): ``recoveryTimeout`` counts
+  from the moment PodsReady went false; unset = no timeout, the workload may recover forever.
+
+The evictor (leader only) evicts with reason ``PodsReadyTimeout`` when ``due``, and otherwise
+rechecks after ``recheck_after`` seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from app.config.requeue import WaitForPodsReadyConfig
+
+Cause = Literal["", "WaitForStart", "WaitForRecovery"]
+WAIT_FOR_START: Cause = "WaitForStart"
+WAIT_FOR_RECOVERY: Cause = "WaitForRecovery"
+
+
+@dataclass(frozen=True)
+class PodsReadyState:
+    """What the evaluation needs to know about one workload."""
+
+    admitted_at: float | None
+    """When it became admitted (start time); None = not admitted, nothing is counting."""
+    pods_ready: bool
+    """Ready + succeeded pods >= minAvailable, now."""
+    not_ready_since: float | None = None
+    """When PodsReady went false *after having been true*; None = never lost it."""
+
+
+@dataclass(frozen=True)
+class PodsReadyCheck:
+    """The verdict: which clock runs, whether it has run out, and when to look again."""
+
+    cause: Cause = ""
+    """Empty when no timeout applies."""
+    deadline: float | None = None
+    """When the running clock runs out (None when none runs)."""
+    due: bool = False
+    """The deadline has passed: evict now with reason PodsReadyTimeout."""
+    recheck_after: float = 0.0
+    """Seconds until the deadline (0 when due or when nothing runs)."""
+
+
+NOTHING = PodsReadyCheck()
+
+
+def evaluate_pods_ready(
+    state: PodsReadyState, now: float, config: WaitForPodsReadyConfig
+) -> PodsReadyCheck:
+    """Which PodsReady timeout applies to the workload at ``now``, and whether it is due."""
+    if not config.enable or state.admitted_at is None or state.pods_ready:
+        return NOTHING
+    if state.not_ready_since is not None:
+        if config.recovery_timeout is None:
+            return NOTHING
+        cause, deadline = WAIT_FOR_RECOVERY, state.not_ready_since + config.recovery_timeout
+    else:
+        cause, deadline = WAIT_FOR_START, state.admitted_at + config.timeout
+    remaining = deadline - now
+    return PodsReadyCheck(
+        cause=cause, deadline=deadline, due=remaining <= 0, recheck_after=max(remaining, 0.0)
+    )
+
+
+def blocks_admission(state: PodsReadyState, now: float, config: WaitForPodsReadyConfig) -> bool:
+    """``blockAdmission``: this admitted workload holds back the admission of others.
+
+    Only while it waits for its *start* (KEP-349: "until the first batch of pods ... is
+    scheduled") and has not timed out. A workload recovering from a failed pod does not block:
+    without a recoveryTimeout it could hold the whole cluster forever.
+    """
+    if not (config.enable and config.block_admission):
+        return False
+    check = evaluate_pods_ready(state, now, config)
+    return check.cause == WAIT_FOR_START and not check.due
+
+
+def timeout_message(workload: str, check: PodsReadyCheck, config: WaitForPodsReadyConfig) -> str:
+    """The eviction message for a due check (on the DisruptionTarget condition and the record)."""
+    if check.cause == WAIT_FOR_RECOVERY:
+        return (
+            f"workload {workload} did not recover PodsReady within waitForPodsReady."
+            f"recoveryTimeout ({config.recovery_timeout:.0f}s)"
+        )
+    return (
+        f"workload {workload} did not reach PodsReady within waitForPodsReady.timeout "
+        f"({config.timeout:.0f}s) of its admission"
+    )
