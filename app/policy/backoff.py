@@ -111,7 +111,7 @@ def limit_message(count: int, first: float | None, now: float, cfg: RequeuingStr
     """Why a workload is deactivated, for the record's message and the filter's reason."""
     if count_limit_exceeded(count, cfg.backoff_limit_count):
         return (
-            f"{DEACTIVATION_REASON}: exceeded the maximum number of re-queuing retries "
+            f"{DEACTIVATION_REASON}: exceeding the maximum number of re-queuing retries "
             f"(backoffLimitCount {cfg.backoff_limit_count})"
         )
     since = 0.0 if first is None else now - first
