@@ -51,6 +51,24 @@ def _openapi(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _resolve(ns: argparse.Namespace) -> int:
+    from app.api.tooling import resolution_response, resolve_pair
+    from app.policy.queues import QueueTree
+
+    config = load_config(ns.config)
+    tree = QueueTree.from_config(config.queues)
+    for queue in dict.fromkeys((ns.preemptor_queue, ns.victim_queue)):
+        if not tree.is_known(queue):
+            print(
+                f"runway: note: queue {queue!r} is not in the config; "
+                "treated as a top-level queue with no settings",
+                file=sys.stderr,
+            )
+    res = resolve_pair(config, tree, ns.preemptor_queue, ns.victim_queue, ns.pool)
+    sys.stdout.write(resolution_response(res).model_dump_json(by_alias=True) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
@@ -67,6 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")
     openapi.add_argument("--output", "-o", help="write to this file instead of stdout")
     openapi.set_defaults(func=_openapi)
+
+    resolve = sub.add_parser(
+        "resolve", help="print the min-runtime protecting a victim from a preemptor (JSON)"
+    )
+    resolve.add_argument(
+        "--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)"
+    )
+    resolve.add_argument("--preemptor-queue", required=True, help="leaf queue of the pending pod")
+    resolve.add_argument("--victim-queue", required=True, help="leaf queue of the running victim")
+    resolve.add_argument(
+        "--pool", help="value of the node's pool label (minRuntime.poolLabel); default: global"
+    )
+    resolve.set_defaults(func=_resolve)
     return parser
 
 

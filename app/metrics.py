@@ -64,6 +64,14 @@ GATE_PODS = Gauge(
     registry=REGISTRY,
 )
 
+UNKNOWN_QUEUE = Counter(
+    "runway_unknown_queue_total",
+    "Times a pod named a queue the config does not declare (treated as a top-level queue "
+    "with no settings), by queue name.",
+    ["queue"],
+    registry=REGISTRY,
+)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus text format."""

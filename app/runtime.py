@@ -6,9 +6,11 @@ Built once by ``app.server`` and reached by handlers through ``request.app.state
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.policy.queues import QueueTree
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 
@@ -25,3 +27,8 @@ class Runtime:
     """Preemptors held while their preemption is in flight."""
     preemptions: PreemptionExecutor | None = None
     """Runs preemption API calls; built in the app's lifespan (it needs the event loop)."""
+
+    @cached_property
+    def queues(self) -> QueueTree:
+        """The queue tree built from ``config.queues`` (once, on first use)."""
+        return QueueTree.from_config(self.config.queues)

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
-from app.api import extender, ops, preemptions
+from app.api import extender, ops, preemptions, tooling
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.kube.dryrun import DryRunPreemptionApi
@@ -64,6 +64,7 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
     app.include_router(extender.build_router(config.server.url_prefix))
     app.include_router(ops.router)
     app.include_router(preemptions.router)
+    app.include_router(tooling.router)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

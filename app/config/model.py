@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 
 class Section(BaseModel):
@@ -21,6 +22,7 @@ class Section(BaseModel):
 
 
 # The sections in other modules subclass Section, so they are imported after it.
+from app.config.queues import MinRuntimeConfig, QueueConfig, tree_problems  # noqa: E402
 from app.config.requeue import (  # noqa: E402
     RequeueStrategyConfig,
     WaitForPodsReadyConfig,
@@ -71,6 +73,34 @@ class RunwayConfig(Section):
         default_factory=RequeueStrategyConfig,
         description="Queue-order timestamp per eviction reason (SPEC §5).",
     )
+
+    queues: list[QueueConfig] = Field(
+        default_factory=list,
+        description="The queue tree (SPEC §2): each queue names its parent; min-runtimes are "
+        "inherited down the tree. Empty = every queue is top-level with no settings.",
+    )
+    min_runtime: MinRuntimeConfig = Field(
+        default_factory=MinRuntimeConfig,
+        description="Node-pool min-runtime defaults and the reclaim resolution method (SPEC §3).",
+    )
+
+    @model_validator(mode="after")
+    def _queue_tree_is_valid(self) -> RunwayConfig:
+        # Raised as a ValidationError so each problem keeps its own path, e.g. queues[3].parent.
+        problems = tree_problems(self.queues)
+        if problems:
+            raise ValidationError.from_exception_data(
+                "RunwayConfig",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError("queue_tree", "{msg}", {"msg": msg}),
+                        loc=("queues", *loc),
+                        input=value,
+                    )
+                    for loc, msg, value in problems
+                ],
+            )
+        return self
 
     @model_validator(mode="after")
     def _requeue_timestamps_agree(self) -> RunwayConfig:

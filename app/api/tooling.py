@@ -1,0 +1,197 @@
+"""``/v1/...`` REST for people and tools: min-runtime resolution and the queue tree.
+
+The same functions back the offline CLI (``python -m app resolve``), so the answer for a queue
+pair is the same whether asked of a running runway or of a config file.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from app.config import RunwayConfig
+from app.policy.minruntime import (
+    Resolution,
+    defaults_for_pool,
+    resolve,
+    resolve_preempt,
+    resolve_reclaim,
+)
+from app.policy.queues import QueueTree
+from app.runtime import Runtime
+from app.wire.schema import ErrorBody
+
+router = APIRouter(prefix="/v1", tags=["tooling"])
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class ResolveResponse(_Out):
+    """The min-runtime protecting a victim in one queue from a preemptor in another."""
+
+    action: Literal["preempt", "reclaim"] = Field(
+        description="`preempt` when both pods are in the same leaf queue, else `reclaim`."
+    )
+    min_runtime_seconds: float = Field(description="How long the victim is protected after start.")
+    resolved_from: str = Field(
+        description="The queue whose setting applied, or `default` for the node-pool default."
+    )
+    path: list[str] = Field(
+        description="The queues consulted, in walk order, ending at `resolvedFrom` (or at the "
+        "top-level queue when the pool default applied)."
+    )
+
+
+class QueueView(_Out):
+    """One queue with its own settings and what they resolve to."""
+
+    name: str
+    parent: str | None = Field(description="None for a top-level queue.")
+    path: list[str] = Field(description="Top-level queue first, down to this queue.")
+    children: list[str]
+    queueing_strategy: str
+    preempt_min_runtime_seconds: float | None = Field(
+        description="Set on this queue (None = inherited)."
+    )
+    reclaim_min_runtime_seconds: float | None = Field(
+        description="Set on this queue (None = inherited)."
+    )
+    effective_preempt_min_runtime_seconds: float = Field(
+        description="Preempt min-runtime of a victim in this queue (inheritance and pool "
+        "default applied)."
+    )
+    effective_preempt_from: str = Field(description="Queue that set it, or `default`.")
+    effective_reclaim_min_runtime_seconds: float = Field(
+        description="Reclaim min-runtime of a victim in this queue walking up from it (method "
+        "`queue`; with `lca` the preemptor's queue matters, ask /v1/resolve)."
+    )
+    effective_reclaim_from: str = Field(description="Queue that set it, or `default`.")
+
+
+class QueuesResponse(_Out):
+    """The queue tree with resolved settings, in config order."""
+
+    pool: str | None = Field(description="The pool whose defaults were applied (None = global).")
+    default_preempt_min_runtime_seconds: float
+    default_reclaim_min_runtime_seconds: float
+    reclaim_resolve_method: Literal["lca", "queue"]
+    queues: list[QueueView]
+
+
+def _pool_labels(config: RunwayConfig, pool: str | None) -> dict[str, str] | None:
+    return {config.min_runtime.pool_label: pool} if pool else None
+
+
+def resolve_pair(
+    config: RunwayConfig,
+    tree: QueueTree,
+    preemptor_queue: str,
+    victim_queue: str,
+    pool: str | None = None,
+) -> Resolution:
+    """Resolve one preemptor/victim queue pair, on a node of ``pool`` (None = global defaults)."""
+    defaults = defaults_for_pool(config.min_runtime, _pool_labels(config, pool))
+    return resolve(tree, defaults, preemptor_queue, victim_queue)
+
+
+def resolution_response(res: Resolution) -> ResolveResponse:
+    """The JSON shape of a resolution (REST and CLI)."""
+    return ResolveResponse(
+        action=res.action,
+        min_runtime_seconds=res.min_runtime_s,
+        resolved_from=res.resolved_from,
+        path=list(res.path),
+    )
+
+
+def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> QueuesResponse:
+    """Every configured queue with its own and its effective settings."""
+    defaults = defaults_for_pool(config.min_runtime, _pool_labels(config, pool))
+    views = []
+    for node in tree:
+        pre = resolve_preempt(tree, defaults, node.name)
+        rec = resolve_reclaim(tree, defaults, node.name, node.name, method="queue")
+        views.append(
+            QueueView(
+                name=node.name,
+                parent=tree.parent(node.name),
+                path=list(tree.hierarchy_path(node.name)),
+                children=list(tree.children(node.name)),
+                queueing_strategy=node.queueing_strategy,
+                preempt_min_runtime_seconds=node.preempt_min_runtime_s,
+                reclaim_min_runtime_seconds=node.reclaim_min_runtime_s,
+                effective_preempt_min_runtime_seconds=pre.min_runtime_s,
+                effective_preempt_from=pre.resolved_from,
+                effective_reclaim_min_runtime_seconds=rec.min_runtime_s,
+                effective_reclaim_from=rec.resolved_from,
+            )
+        )
+    return QueuesResponse(
+        pool=defaults.pool,
+        default_preempt_min_runtime_seconds=defaults.preempt_min_runtime_s,
+        default_reclaim_min_runtime_seconds=defaults.reclaim_min_runtime_s,
+        reclaim_resolve_method=defaults.reclaim_resolve_method,
+        queues=views,
+    )
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+_POOL = Query(
+    min_length=1,
+    description="Value of the node's pool label (`minRuntime.poolLabel`): apply that pool's "
+    "defaults. Omitted = the global defaults.",
+)
+
+
+@router.get(
+    "/resolve",
+    response_model=ResolveResponse,
+    summary="Explain the min-runtime for a preemptor/victim queue pair",
+    responses={400: {"model": ErrorBody, "description": "A parameter is missing or empty"}},
+)
+async def resolve_endpoint(
+    request: Request,
+    preemptor_queue: Annotated[
+        str,
+        Query(
+            alias="preemptorQueue",
+            min_length=1,
+            description="Leaf queue of the pending (preempting) pod.",
+        ),
+    ],
+    victim_queue: Annotated[
+        str,
+        Query(alias="victimQueue", min_length=1, description="Leaf queue of the running victim."),
+    ],
+    pool: Annotated[str | None, _POOL] = None,
+) -> ResolveResponse:
+    """Same leaf queue → `preempt`, else `reclaim`; the rule path says which queue (or the
+    pool default) set the value. Queues the config does not declare count as top-level queues
+    with no settings."""
+    runtime = _runtime(request)
+    res = resolve_pair(runtime.config, runtime.queues, preemptor_queue, victim_queue, pool)
+    return resolution_response(res)
+
+
+@router.get(
+    "/queues",
+    response_model=QueuesResponse,
+    summary="The queue tree with resolved min-runtimes",
+    responses={400: {"model": ErrorBody, "description": "A parameter is empty"}},
+)
+async def queues_endpoint(
+    request: Request, pool: Annotated[str | None, _POOL] = None
+) -> QueuesResponse:
+    """Each configured queue: parent, path, children, its own settings and the values a victim
+    in it gets (preempt; reclaim walking up from the queue)."""
+    runtime = _runtime(request)
+    return queues_response(runtime.config, runtime.queues, pool)

@@ -1,0 +1,230 @@
+"""The queue tree and the node-pool min-runtime defaults of the config file (SPEC §2, §3).
+
+```yaml
+queues:
+  - name: research
+    reclaimMinRuntime: 10m
+  - name: team-a
+    parent: research          # KAI's `parentQueue` is accepted too
+    preemptMinRuntime: 5m     # unset = inherit; "0s" = no protection, stops inheritance
+    queueingStrategy: StrictFIFO
+minRuntime:
+  defaultPreemptMinRuntime: 0s
+  defaultReclaimMinRuntime: 0s
+  reclaimResolveMethod: lca  # or `queue`
+  poolLabel: runway.dev/pool
+  pools:
+    a100: {defaultReclaimMinRuntime: 30m}
+```
+
+KAI's spellings are accepted as written: `parentQueue` on a queue (the Queue CRD), and
+`preemptMinRuntime` / `reclaimMinRuntime` for the pool defaults (the SchedulingShard's
+`spec.minRuntime`). KAI's plugin arguments (`defaultPreemptMinRuntime`,
+`defaultReclaimMinRuntime`, `reclaimResolveMethod`) are runway's own names.
+
+Durations are Go durations (``90s``, ``1h30m``, ``2d``); unlike KAI, an invalid or negative
+duration is a config error rather than a silent ``0s``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import AliasChoices, Field, model_validator
+
+from app.config.durations import Duration
+from app.config.section import Section
+
+QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+ReclaimResolveMethod = Literal["lca", "queue"]
+
+DEFAULT_POOL_LABEL = "runway.dev/pool"
+
+
+def _one_of(data: Any, ours: str, kais: str) -> Any:
+    """Reject a mapping that spells one field both ways (runway's name and KAI's)."""
+    if isinstance(data, dict) and ours in data and kais in data:
+        raise ValueError(f"give `{ours}` or KAI's `{kais}`, not both (they are the same field)")
+    return data
+
+
+class QueueConfig(Section):
+    """One queue of the tree. A pod names its leaf queue by label (`runway.dev/queue`)."""
+
+    name: str = Field(
+        min_length=1,
+        description="Queue name, unique in the tree; what pods put in their queue label.",
+    )
+    parent: str | None = Field(
+        None,
+        validation_alias=AliasChoices("parent", "parentQueue"),
+        description="Name of the parent queue; unset or empty = a top-level queue. "
+        "KAI's `parentQueue` is accepted.",
+    )
+    preempt_min_runtime: Duration | None = Field(
+        None,
+        description="Minimum runtime before a workload of this subtree may be preempted by a "
+        "workload of its own leaf queue. Unset = inherit from the parent (then the pool "
+        'default); "0s" = no protection, and stops inheritance.',
+    )
+    reclaim_min_runtime: Duration | None = Field(
+        None,
+        description="Minimum runtime before a workload of this subtree may be reclaimed by a "
+        "workload of another queue (resolved per `minRuntime.reclaimResolveMethod`). Unset = "
+        'inherit; "0s" = no protection, and stops inheritance.',
+    )
+    queueing_strategy: QueueingStrategy = Field(
+        "BestEffortFIFO",
+        description="Leaf queues only: `BestEffortFIFO` lets any pending pod through; "
+        "`StrictFIFO` admits only the head of the queue's pending order.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parent_spelled_once(cls, data: Any) -> Any:
+        return _one_of(data, "parent", "parentQueue")
+
+    @property
+    def parent_name(self) -> str | None:
+        """The parent's name, with KAI's empty string folded into None (top-level)."""
+        return self.parent or None
+
+
+class PoolMinRuntime(Section):
+    """Overrides for the nodes of one pool; an unset field keeps the global default."""
+
+    default_preempt_min_runtime: Duration | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "defaultPreemptMinRuntime", "default_preempt_min_runtime", "preemptMinRuntime"
+        ),
+        description="Preempt min-runtime where no queue sets one, on this pool's nodes. "
+        "Unset = the global `defaultPreemptMinRuntime`. KAI's shard spelling "
+        "`preemptMinRuntime` is accepted.",
+    )
+    default_reclaim_min_runtime: Duration | None = Field(
+        None,
+        validation_alias=AliasChoices(
+            "defaultReclaimMinRuntime", "default_reclaim_min_runtime", "reclaimMinRuntime"
+        ),
+        description="Reclaim min-runtime where no queue sets one, on this pool's nodes. "
+        "Unset = the global `defaultReclaimMinRuntime`. KAI's shard spelling "
+        "`reclaimMinRuntime` is accepted.",
+    )
+    reclaim_resolve_method: ReclaimResolveMethod | None = Field(
+        None,
+        description="Reclaim resolution method on this pool's nodes. Unset = the global "
+        "`reclaimResolveMethod`.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled_once(cls, data: Any) -> Any:
+        _one_of(data, "defaultPreemptMinRuntime", "preemptMinRuntime")
+        return _one_of(data, "defaultReclaimMinRuntime", "reclaimMinRuntime")
+
+
+class MinRuntimeConfig(Section):
+    """Node-pool level of the min-runtime hierarchy: applies where no queue sets a value."""
+
+    default_preempt_min_runtime: Duration = Field(
+        0.0,
+        validation_alias=AliasChoices(
+            "defaultPreemptMinRuntime", "default_preempt_min_runtime", "preemptMinRuntime"
+        ),
+        description='Preempt min-runtime where no queue sets one. "0s" (default) = always '
+        "preemptible, as without min-runtime. KAI's shard spelling `preemptMinRuntime` is "
+        "accepted.",
+    )
+    default_reclaim_min_runtime: Duration = Field(
+        0.0,
+        validation_alias=AliasChoices(
+            "defaultReclaimMinRuntime", "default_reclaim_min_runtime", "reclaimMinRuntime"
+        ),
+        description='Reclaim min-runtime where no queue sets one. "0s" (default) = always '
+        "reclaimable. KAI's shard spelling `reclaimMinRuntime` is accepted.",
+    )
+    reclaim_resolve_method: ReclaimResolveMethod = Field(
+        "lca",
+        description="`lca` (default): from the lowest common ancestor of the two leaf queues, "
+        "step one level down towards the victim and walk up from there to the first queue "
+        "that sets `reclaimMinRuntime`, so a setting only affects its siblings. `queue`: walk "
+        "up from the victim's leaf queue.",
+    )
+    pool_label: str = Field(
+        DEFAULT_POOL_LABEL,
+        min_length=1,
+        description="Node label whose value names a node's pool, the key of `pools` "
+        "(KAI's is `kai.scheduler/node-pool`).",
+    )
+    pools: dict[str, PoolMinRuntime] = Field(
+        default_factory=dict,
+        description="Per-pool overrides keyed by the value of `poolLabel` on the node. A node "
+        "without the label, or with a value not listed here, uses the global defaults.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled_once(cls, data: Any) -> Any:
+        _one_of(data, "defaultPreemptMinRuntime", "preemptMinRuntime")
+        return _one_of(data, "defaultReclaimMinRuntime", "reclaimMinRuntime")
+
+
+def tree_problems(queues: Sequence[QueueConfig]) -> list[tuple[tuple[int | str, ...], str, Any]]:
+    """What is wrong with the tree: ``(location, message, offending value)`` per problem.
+
+    Checks duplicate names, unknown parents and cycles; locations are relative to the
+    ``queues`` list, e.g. ``(3, "parent")``.
+    """
+    problems: list[tuple[tuple[int | str, ...], str, Any]] = []
+    first: dict[str, int] = {}
+    for i, q in enumerate(queues):
+        if q.name in first:
+            problems.append(
+                (
+                    (i, "name"),
+                    f"duplicate queue name {q.name!r} (already queues[{first[q.name]}]); "
+                    "queue names must be unique",
+                    q.name,
+                )
+            )
+        else:
+            first[q.name] = i
+    parents = {q.name: q.parent_name for q in queues}
+    for i, q in enumerate(queues):
+        parent = q.parent_name
+        if parent is not None and parent not in parents:
+            problems.append(
+                (
+                    (i, "parent"),
+                    f"queue {q.name!r}: unknown parent queue {parent!r}; declare it in "
+                    "`queues` or fix the name",
+                    parent,
+                )
+            )
+    reported: set[str] = set()
+    for i, q in enumerate(queues):
+        if first.get(q.name) != i or q.name in reported:
+            continue
+        seen = [q.name]
+        cur = parents.get(q.name)
+        while cur is not None and cur in parents:
+            if cur in seen:
+                # Report each cycle once, at its first member in file order; a queue that
+                # only leads into a cycle is not itself wrong.
+                if cur == q.name:
+                    cycle = [*seen, cur]
+                    reported.update(cycle)
+                    problems.append(
+                        (
+                            (i, "parent"),
+                            f"queue {q.name!r}: parent cycle {' -> '.join(cycle)}; a queue "
+                            "cannot be its own ancestor",
+                            q.parent,
+                        )
+                    )
+                break
+            seen.append(cur)
+            cur = parents[cur]
+    return problems

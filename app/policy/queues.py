@@ -1,0 +1,152 @@
+"""The queue tree (SPEC §2): parent lookup, path to the root, lowest common ancestor.
+
+Pure and immutable. A queue name the config does not declare is treated as a top-level queue
+with no settings (KAI does the same when a parent is missing); callers that want to warn about
+it ask :meth:`QueueTree.is_known`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from app.config.queues import QueueConfig
+
+Strategy = Literal["BestEffortFIFO", "StrictFIFO"]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueNode:
+    """One queue's own settings (``None`` = not set here: inherit)."""
+
+    name: str
+    parent: str | None = None
+    preempt_min_runtime_s: float | None = None
+    reclaim_min_runtime_s: float | None = None
+    queueing_strategy: Strategy = "BestEffortFIFO"
+
+
+@dataclass(frozen=True)
+class QueueTree:
+    """An immutable queue tree built once from the config.
+
+    Walks are bounded by the number of queues, so even a tree built by hand with a cycle (the
+    config rejects those) cannot loop forever.
+    """
+
+    _nodes: Mapping[str, QueueNode] = field(default_factory=lambda: MappingProxyType({}))
+    _children: Mapping[str, tuple[str, ...]] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False
+    )
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[QueueNode]) -> QueueTree:
+        """Build from queue nodes; raises ``ValueError`` on a duplicate name."""
+        by_name: dict[str, QueueNode] = {}
+        for node in nodes:
+            if node.name in by_name:
+                raise ValueError(f"duplicate queue name {node.name!r}")
+            # KAI writes "no parent" as "": fold it into None.
+            by_name[node.name] = (
+                node
+                if node.parent is None or node.parent
+                else QueueNode(
+                    node.name,
+                    None,
+                    node.preempt_min_runtime_s,
+                    node.reclaim_min_runtime_s,
+                    node.queueing_strategy,
+                )
+            )
+        children: dict[str, list[str]] = {}
+        for node in by_name.values():
+            if node.parent is not None:
+                children.setdefault(node.parent, []).append(node.name)
+        return cls(
+            MappingProxyType(by_name),
+            MappingProxyType({k: tuple(v) for k, v in children.items()}),
+        )
+
+    @classmethod
+    def from_config(cls, queues: Sequence[QueueConfig]) -> QueueTree:
+        """Build from the config's ``queues`` list (already validated by the config model)."""
+        return cls.from_nodes(
+            QueueNode(
+                name=q.name,
+                parent=q.parent_name,
+                preempt_min_runtime_s=q.preempt_min_runtime,
+                reclaim_min_runtime_s=q.reclaim_min_runtime,
+                queueing_strategy=q.queueing_strategy,
+            )
+            for q in queues
+        )
+
+    # -- lookup ---------------------------------------------------------------------------
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._nodes
+
+    def __iter__(self) -> Iterator[QueueNode]:
+        return iter(self._nodes.values())
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def is_known(self, name: str) -> bool:
+        """Whether the config declares ``name``."""
+        return name in self._nodes
+
+    def node(self, name: str) -> QueueNode:
+        """The queue's settings; an unknown name is a top-level queue with no settings."""
+        return self._nodes.get(name) or QueueNode(name)
+
+    def parent(self, name: str) -> str | None:
+        """The parent's name, or None for a top-level (or unknown) queue."""
+        node = self._nodes.get(name)
+        return node.parent if node is not None and node.parent in self._nodes else None
+
+    def children(self, name: str) -> tuple[str, ...]:
+        """Direct children, in config order."""
+        return self._children.get(name, ())
+
+    def roots(self) -> tuple[str, ...]:
+        """Top-level queues, in config order."""
+        return tuple(n.name for n in self._nodes.values() if self.parent(n.name) is None)
+
+    def is_leaf(self, name: str) -> bool:
+        """True when no queue names ``name`` as its parent."""
+        return not self._children.get(name)
+
+    # -- paths ----------------------------------------------------------------------------
+
+    def path_to_root(self, name: str) -> tuple[str, ...]:
+        """``name`` first, then its parent, ... up to its top-level queue."""
+        path = [name]
+        for _ in range(len(self._nodes)):
+            parent = self.parent(path[-1])
+            if parent is None or parent in path:
+                break
+            path.append(parent)
+        return tuple(path)
+
+    def hierarchy_path(self, name: str) -> tuple[str, ...]:
+        """Top-level queue first, down to ``name`` (KAI's ``getQueueHierarchyPath``)."""
+        return self.path_to_root(name)[::-1]
+
+    def top_level(self, name: str) -> str:
+        """The top-level queue above ``name`` (``name`` itself when it is top-level)."""
+        return self.path_to_root(name)[-1]
+
+    def lowest_common_ancestor(self, a: str, b: str) -> str | None:
+        """The deepest queue that is ``a`` or an ancestor of it and ``b`` or an ancestor of it.
+
+        None when the two are in different top-level trees.
+        """
+        above_b = set(self.path_to_root(b))
+        for q in self.path_to_root(a):
+            if q in above_b:
+                return q
+        return None
