@@ -1,0 +1,121 @@
+"""waitForPodsReady timeout evaluation, replaying Kueue's TestAdmittedNotReadyWorkload cases.
+
+Mapping: Kueue's ``waitForPodsReady: null`` is runway's ``enable: false``; a non-null block is
+``enable: true`` with its fields. Kueue's ``Admitted`` condition time is runway's admission (start)
+time. Kueue's ``PodsReady=False`` reasons map to ``not_ready_since``: ``WaitForRecovery`` (the
+workload was ready and lost it) sets it to the condition's time; ``WaitForStart`` and the legacy
+``PodsReady`` reason leave it unset (never ready since admission). ``recheckAfter`` is
+``recheck_after``; "eviction fires" is ``due``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.config import parse_config
+from app.config.requeue import WaitForPodsReadyConfig
+from app.policy.podsready import (
+    WAIT_FOR_RECOVERY,
+    WAIT_FOR_START,
+    PodsReadyState,
+    blocks_admission,
+    evaluate_pods_ready,
+    timeout_message,
+)
+from tests.reference import upstream_cases
+
+NOW = 1_800_000_000.0
+
+CASES = upstream_cases("kueue.pods_ready")
+
+
+def config_from(wfpr: dict[str, Any] | None) -> WaitForPodsReadyConfig:
+    if wfpr is None:
+        return parse_config({}).wait_for_pods_ready
+    block: dict[str, Any] = {"enable": True}
+    if wfpr.get("timeout") is not None:
+        block["timeout"] = wfpr["timeout"]
+    if wfpr.get("recoveryTimeout") is not None:
+        block["recoveryTimeout"] = wfpr["recoveryTimeout"]
+    return parse_config({"waitForPodsReady": block}).wait_for_pods_ready
+
+
+def state_from(wl: dict[str, Any], now: float) -> PodsReadyState:
+    ready = wl.get("podsReady")
+    lost = None
+    if ready and ready["status"] != "True" and ready["reason"] == "WaitForRecovery":
+        lost = now + ready["t"]
+    return PodsReadyState(
+        admitted_at=now + wl["admittedAt"] if wl["admitted"] else None,
+        pods_ready=bool(ready and ready["status"] == "True"),
+        not_ready_since=lost,
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["source"]["case"] for c in CASES])
+def test_kueue_timeout_eval(case: dict[str, Any]) -> None:
+    inp, exp = case["input"], case["expected"]
+    now = NOW + inp["now_s"]
+    check = evaluate_pods_ready(
+        state_from(inp["workload"], NOW), now, config_from(inp["waitForPodsReady"])
+    )
+    assert check.cause == exp["underlyingCause"]
+    assert check.recheck_after == exp["recheckAfter_s"]
+    assert check.due is (check.recheck_after == 0 and check.cause != "")
+
+
+def test_every_kueue_feature_is_replayed_somewhere() -> None:
+    # test_backoff.py: kueue.backoff.*, kueue.requeue.*; test_ordering.py: kueue.ordering.*;
+    # this file: kueue.pods_ready.*. A new feature in the reference data must get a replay.
+    replayed = ("kueue.backoff.", "kueue.requeue.", "kueue.ordering.", "kueue.pods_ready.")
+    features = {c["feature"] for c in upstream_cases("kueue.")}
+    assert features and all(f.startswith(replayed) for f in features)
+
+
+ON = WaitForPodsReadyConfig(enable=True, timeout=300, recovery_timeout=120, block_admission=True)
+
+
+def test_start_timeout_becomes_due() -> None:
+    state = PodsReadyState(admitted_at=NOW, pods_ready=False)
+    early = evaluate_pods_ready(state, NOW + 299, ON)
+    assert (early.cause, early.due, early.recheck_after, early.deadline) == (
+        WAIT_FOR_START,
+        False,
+        1,
+        NOW + 300,
+    )
+    late = evaluate_pods_ready(state, NOW + 300, ON)
+    assert late.due and late.recheck_after == 0
+
+
+def test_recovery_counts_from_losing_readiness() -> None:
+    state = PodsReadyState(admitted_at=NOW - 10_000, pods_ready=False, not_ready_since=NOW)
+    check = evaluate_pods_ready(state, NOW + 100, ON)
+    assert (check.cause, check.due, check.recheck_after) == (WAIT_FOR_RECOVERY, False, 20)
+    assert evaluate_pods_ready(state, NOW + 120, ON).due
+
+
+def test_ready_workload_has_nothing_due() -> None:
+    state = PodsReadyState(admitted_at=NOW - 10_000, pods_ready=True, not_ready_since=NOW - 50)
+    assert not evaluate_pods_ready(state, NOW, ON).cause
+
+
+def test_block_admission_only_while_waiting_for_start() -> None:
+    starting = PodsReadyState(admitted_at=NOW, pods_ready=False)
+    assert blocks_admission(starting, NOW + 10, ON)
+    assert not blocks_admission(starting, NOW + 300, ON)  # timed out: about to be evicted
+    recovering = PodsReadyState(admitted_at=NOW - 900, pods_ready=False, not_ready_since=NOW)
+    assert not blocks_admission(recovering, NOW + 10, ON)
+    off = ON.model_copy(update={"block_admission": False})
+    assert not blocks_admission(starting, NOW + 10, off)
+    disabled = ON.model_copy(update={"enable": False})
+    assert not blocks_admission(starting, NOW + 10, disabled)
+
+
+def test_messages_name_the_setting() -> None:
+    start = evaluate_pods_ready(PodsReadyState(NOW, False), NOW + 400, ON)
+    assert "waitForPodsReady.timeout (300s)" in timeout_message("ns/wl", start, ON)
+    rec = evaluate_pods_ready(PodsReadyState(NOW, False, NOW + 1), NOW + 400, ON)
+    assert "recoveryTimeout (120s)" in timeout_message("ns/wl", rec, ON)
