@@ -193,7 +193,8 @@ def _block_admission(facts: FilterInput, now: float) -> Admission | None:
         rule="block-admission",
         until=first.timeout_at,
         reason=f"waitForPodsReady.blockAdmission: admitted workload {first.workload}{others} is "
-        f"not PodsReady yet; admission is blocked until it is ready or times out at "
+        f"not PodsReady yet; admission of {facts.workload} is blocked until it is ready or "
+        "times out at "
         f"{_when(first.timeout_at, now)}; to admit workloads concurrently set "
         "waitForPodsReady.blockAdmission: false",
     )
