@@ -22,8 +22,11 @@ def _serve(ns: argparse.Namespace) -> int:
     )
     config = config.model_copy(update={"server": server})
     configure_logging(config.logging)
+    from app.kube.client import connect
+
+    kube = connect(config.kubernetes, kubeconfig=ns.kubeconfig)
     uvicorn.run(
-        create_app(config),
+        create_app(config, kube=kube),
         host=server.host,
         port=server.port,
         # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled)
@@ -80,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
     serve.add_argument("--tls-cert-file", help="serve HTTPS with this PEM certificate (chain)")
     serve.add_argument("--tls-key-file", help="private key of --tls-cert-file (PEM)")
+    serve.add_argument(
+        "--kubeconfig",
+        help="kubeconfig of the cluster (default: kubernetes.kubeconfig, else $KUBECONFIG, else "
+        "the in-cluster service account, else no cluster: API calls are logged as dry-run)",
+    )
     serve.set_defaults(func=_serve)
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")

@@ -64,6 +64,45 @@ GATE_PODS = Gauge(
     registry=REGISTRY,
 )
 
+
+# --- Kubernetes API layer (app/kube, app/state) ---
+KUBE_API_REQUESTS = Counter(
+    "runway_kube_api_requests_total",
+    "Kubernetes API calls by verb, resource and HTTP code (`timeout`/`error`: no answer).",
+    ["verb", "resource", "code"],
+    registry=REGISTRY,
+)
+KUBE_API_DURATION = Histogram(
+    "runway_kube_api_request_duration_seconds",
+    "Latency of Kubernetes API calls (for watches: until the stream opened).",
+    ["verb", "resource"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+    registry=REGISTRY,
+)
+WATCH_EVENTS = Counter(
+    "runway_watch_events_total",
+    "Watch events received, by resource and type (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR).",
+    ["resource", "type"],
+    registry=REGISTRY,
+)
+WATCH_RELISTS = Counter(
+    "runway_watch_relists_total",
+    "Full LISTs of a resource after the first (410 Gone, or a watch that could not resume).",
+    ["resource"],
+    registry=REGISTRY,
+)
+CACHE_OBJECTS = Gauge(
+    "runway_cache_objects",
+    "Objects in runway's cache, by resource.",
+    ["resource"],
+    registry=REGISTRY,
+)
+LEADER = Gauge(
+    "runway_leader",
+    "1 while this replica holds the leader Lease (only the leader evicts), else 0.",
+    registry=REGISTRY,
+)
+
 UNKNOWN_QUEUE = Counter(
     "runway_unknown_queue_total",
     "Times a pod named a queue the config does not declare (treated as a top-level queue "

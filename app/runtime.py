@@ -10,7 +10,11 @@ from functools import cached_property
 
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.kube.client import KubeClient
+from app.kube.leader import LeaderElector
+from app.kube.sync import ClusterSync
 from app.policy.queues import QueueTree
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 
@@ -27,6 +31,23 @@ class Runtime:
     """Preemptors held while their preemption is in flight."""
     preemptions: PreemptionExecutor | None = None
     """Runs preemption API calls; built in the app's lifespan (it needs the event loop)."""
+    kube: KubeClient | None = None
+    """The API server client; None on the embedded default (no cluster: calls are dry-run)."""
+    cache: ClusterCache = field(default_factory=ClusterCache)
+    """Pods and nodes from list+watch (empty on the embedded default)."""
+    sync: ClusterSync | None = None
+    """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
+
+    @property
+    def leader(self) -> LeaderElector | None:
+        """The Lease elector (None without a cluster or with leader election off)."""
+        return self.sync.leader if self.sync is not None else None
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica may run leader-only work (evictions). True without election."""
+        leader = self.leader
+        return leader.is_leader if leader is not None else True
 
     @cached_property
     def queues(self) -> QueueTree:

@@ -13,10 +13,12 @@ from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
-from app.api import extender, ops, preemptions, tooling
+from app.api import cache_debug, extender, ops, preemptions, tooling
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunPreemptionApi
+from app.kube.sync import ClusterSync
 from app.logs import get_logger
 from app.runtime import Runtime
 from app.tasks.preemption import PreemptionExecutor
@@ -25,13 +27,28 @@ from app.wire import schema
 log = get_logger("server")
 
 
-def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -> FastAPI:
-    """Build the service for ``config`` (the embedded default when None)."""
+def create_app(
+    config: RunwayConfig | None = None,
+    clock: Clock | None = None,
+    *,
+    kube: KubeClient | None = None,
+) -> FastAPI:
+    """Build the service for ``config`` (the embedded default when None); with ``kube``, pods
+    and nodes are watched into the cache and ``/readyz`` waits for their first LIST."""
     config = config or RunwayConfig()
-    runtime = Runtime(config=config, clock=clock or SystemClock())
+    runtime = Runtime(config=config, clock=clock or SystemClock(), kube=kube)
+    if kube is not None:
+        runtime.ready = False
+
+        def synced() -> None:
+            runtime.ready = True
+
+        runtime.sync = ClusterSync(kube, runtime.cache, config.kubernetes, on_synced=synced)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if runtime.sync is not None:
+            runtime.sync.start()
         pre = config.preemption
         runtime.preemptions = PreemptionExecutor(
             DryRunPreemptionApi(),
@@ -51,6 +68,8 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
         )
         yield
         await runtime.preemptions.drain(pre.shutdown_grace)
+        if runtime.sync is not None:
+            await runtime.sync.stop()
         log.info("runway stopped")
 
     app = FastAPI(
@@ -65,6 +84,7 @@ def create_app(config: RunwayConfig | None = None, clock: Clock | None = None) -
     app.include_router(ops.router)
     app.include_router(preemptions.router)
     app.include_router(tooling.router)
+    app.include_router(cache_debug.router)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -8,26 +8,18 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-
-class Section(BaseModel):
-    """Base of every config section: camelCase keys, unknown keys rejected, immutable."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
-    )
-
-
-# The sections in other modules subclass Section, so they are imported after it.
-from app.config.queues import MinRuntimeConfig, QueueConfig, tree_problems  # noqa: E402
-from app.config.requeue import (  # noqa: E402
+from app.config.kubernetes import KubernetesConfig
+from app.config.preemption import PreemptionConfig
+from app.config.queues import MinRuntimeConfig, QueueConfig, tree_problems
+from app.config.requeue import (
     RequeueStrategyConfig,
     WaitForPodsReadyConfig,
     check_timestamps_agree,
 )
+from app.config.section import Section
 
 
 class ServerConfig(Section):
@@ -65,6 +57,10 @@ class RunwayConfig(Section):
 
     server: ServerConfig = Field(default_factory=ServerConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    preemption: PreemptionConfig = Field(
+        default_factory=PreemptionConfig,
+        description="Asynchronous preemption and the gate (SPEC §4).",
+    )
     wait_for_pods_ready: WaitForPodsReadyConfig = Field(
         default_factory=WaitForPodsReadyConfig,
         description="All-or-nothing PodsReady timeouts and the requeue backoff (SPEC §5).",
@@ -82,6 +78,10 @@ class RunwayConfig(Section):
     min_runtime: MinRuntimeConfig = Field(
         default_factory=MinRuntimeConfig,
         description="Node-pool min-runtime defaults and the reclaim resolution method (SPEC §3).",
+    )
+    kubernetes: KubernetesConfig = Field(
+        default_factory=KubernetesConfig,
+        description="API server access and Lease leader election (SPEC §6).",
     )
 
     @model_validator(mode="after")

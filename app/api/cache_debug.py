@@ -1,0 +1,124 @@
+"""``GET /v1/cache/summary``: what runway's cluster cache holds, to compare with the API server.
+
+Meant for operators debugging "runway does not see my pod" and for the end-to-end tests that
+check the cache converges. ``detail=true`` lists every pod and node (large on big clusters).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from app.runtime import Runtime
+
+router = APIRouter(prefix="/v1", tags=["debug"])
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+class CachedPod(_Out):
+    """One cached pod, reduced to what tells two caches apart."""
+
+    uid: str
+    namespace: str
+    name: str
+    node_name: str | None
+    phase: str | None
+    resource_version: str
+    workload: str
+    terminating: bool
+
+
+class CachedNode(_Out):
+    """One cached node."""
+
+    name: str
+    resource_version: str
+    labels: dict[str, str]
+    allocatable: dict[str, str]
+    unschedulable: bool
+
+
+class CacheSummary(_Out):
+    """Counts (always) and contents (with ``detail=true``) of the cluster cache."""
+
+    connected: bool = Field(description="False on the embedded default (no API server).")
+    synced: bool = Field(description="Pods and nodes have been listed.")
+    leader: bool | None = Field(description="This replica leads (None: no leader election).")
+    identity: str | None = Field(description="This replica's identity in the Lease.")
+    pods: int
+    pending: int
+    bound: int
+    nodes: int
+    workloads: int
+    queues: dict[str, int] = Field(description="Pods per leaf queue.")
+    pod_resource_version: str | None = Field(description="Where the pod watch resumes from.")
+    node_resource_version: str | None = Field(description="Where the node watch resumes from.")
+    pod_items: list[CachedPod] | None = None
+    node_items: list[CachedNode] | None = None
+
+
+@router.get(
+    "/cache/summary",
+    response_model=CacheSummary,
+    response_model_by_alias=True,
+    summary="What runway's cluster cache holds",
+)
+async def cache_summary(
+    request: Request,
+    detail: Annotated[bool, Query(description="List every cached pod and node.")] = False,
+) -> CacheSummary:
+    """Counts of the pod/node cache and its indexes, optionally with every object."""
+    runtime: Runtime = request.app.state.runtime
+    cache = runtime.cache
+    sync = runtime.sync
+    summary = CacheSummary(
+        connected=runtime.kube is not None,
+        synced=cache.synced,
+        leader=runtime.leader.is_leader if runtime.leader is not None else None,
+        identity=runtime.leader.identity if runtime.leader is not None else None,
+        pods=len(cache),
+        pending=len(cache.pending_pods()),
+        bound=cache.bound_count(),
+        nodes=cache.node_count(),
+        workloads=len(cache.workload_keys()),
+        queues={q: len(cache.pods_in_queue(q)) for q in cache.queues()},
+        pod_resource_version=sync.pods.resource_version if sync else None,
+        node_resource_version=sync.nodes.resource_version if sync else None,
+    )
+    if detail:
+        summary.pod_items = sorted(
+            (
+                CachedPod(
+                    uid=p.metadata.uid,
+                    namespace=p.metadata.namespace,
+                    name=p.metadata.name,
+                    node_name=p.spec.nodeName,
+                    phase=p.status.phase,
+                    resource_version=p.metadata.resourceVersion,
+                    workload=str(cache.workload_key_of(p.metadata.uid) or ""),
+                    terminating=p.metadata.deletionTimestamp is not None,
+                )
+                for p in cache.pods()
+            ),
+            key=lambda p: (p.namespace, p.name),
+        )
+        summary.node_items = sorted(
+            (
+                CachedNode(
+                    name=n.name,
+                    resource_version=n.metadata.resourceVersion,
+                    labels=n.labels,
+                    allocatable=n.allocatable,
+                    unschedulable=bool(n.spec.unschedulable),
+                )
+                for n in cache.nodes()
+            ),
+            key=lambda n: n.name,
+        )
+    return summary

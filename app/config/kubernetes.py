@@ -1,0 +1,86 @@
+"""``kubernetes:`` — how runway reaches the API server, and Lease leader election."""
+
+from __future__ import annotations
+
+from pydantic import Field, model_validator
+
+from app.config.durations import Duration
+from app.config.section import Section
+
+
+class LeaderElectionConfig(Section):
+    """Lease-based leader election (as kube-scheduler's ``leaderElection``). Only the leader
+    evicts; every replica answers the extender verbs."""
+
+    enable: bool = Field(True, description="Elect a leader among the replicas.")
+    lease_name: str = Field("runway", min_length=1, description="Name of the Lease object.")
+    lease_namespace: str | None = Field(
+        None,
+        description="Namespace of the Lease. Unset: the service account's namespace in a pod, "
+        "else `default`.",
+    )
+    lease_duration: Duration = Field(
+        15.0,
+        gt=0,
+        description="How long non-leaders wait after the last renewal before taking over.",
+    )
+    renew_deadline: Duration = Field(
+        10.0,
+        gt=0,
+        description="How long the leader keeps retrying a failed renewal before it steps down. "
+        "Must be shorter than `leaseDuration`.",
+    )
+    retry_period: Duration = Field(
+        2.0, gt=0, description="Time between attempts to acquire or renew the Lease."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LeaderElectionConfig:
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError(
+                "renewDeadline must be shorter than leaseDuration, or two replicas could both "
+                f"believe they lead (got renewDeadline {self.renew_deadline}s, leaseDuration "
+                f"{self.lease_duration}s)"
+            )
+        if self.retry_period >= self.renew_deadline:
+            raise ValueError(
+                "retryPeriod must be shorter than renewDeadline, or a single failed renewal "
+                f"loses the lease (got retryPeriod {self.retry_period}s, renewDeadline "
+                f"{self.renew_deadline}s)"
+            )
+        return self
+
+
+class KubernetesConfig(Section):
+    """API server access. Without a kubeconfig (flag, this field or ``$KUBECONFIG``) and outside
+    a pod, runway runs on the embedded default: no cluster, API calls logged as dry-run."""
+
+    kubeconfig: str | None = Field(
+        None, description="Path of a kubeconfig file (`serve --kubeconfig` overrides it)."
+    )
+    context: str | None = Field(None, description="kubeconfig context (default: current).")
+    qps: float | None = Field(
+        None, gt=0, description="Client-side limit on API calls per second (unset: none)."
+    )
+    burst: int = Field(20, ge=1, description="Calls allowed at once above `qps`.")
+    request_timeout: Duration = Field(
+        30.0, gt=0, description="Timeout of one API call (watches excepted)."
+    )
+    retry_timeout: Duration = Field(
+        30.0,
+        ge=0,
+        description="Bound on the total time one call is retried (429s, 5xx and connection "
+        "errors of idempotent calls), waits included. `0s` = no retry.",
+    )
+    watch_timeout: Duration = Field(
+        300.0,
+        ge=10,
+        description="A watch is re-opened after this long (server-side timeoutSeconds).",
+    )
+    page_size: int = Field(
+        500, ge=0, description="Objects per LIST page (`limit`); 0 = one unpaginated LIST."
+    )
+    identity: str | None = Field(
+        None, description="This replica's identity in the Lease. Unset: `<hostname>_<random>`."
+    )
+    leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig)

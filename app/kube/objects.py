@@ -1,0 +1,108 @@
+"""Lean msgspec views of the API objects the kube layer reads besides ``app.model.Pod``.
+
+Unknown fields are skipped while decoding, so a cached object costs only the fields kept here.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class ListMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``metadata`` of a list: the version to watch from and the next page's token."""
+
+    resourceVersion: str = ""
+    # ``continue`` is a Python keyword; the wire name is kept by ``rename``.
+    continue_: str | None = msgspec.field(default=None, name="continue")
+
+
+class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``metadata`` of a node."""
+
+    name: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+
+
+class NodeSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``spec`` of a node: only whether it is cordoned."""
+
+    unschedulable: bool | None = None
+
+
+class NodeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status`` of a node: what pods may request (quantities stay strings)."""
+
+    allocatable: dict[str, str] | None = None
+
+
+class Node(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A node as runway's cache keeps it: name, labels, allocatable, cordon flag."""
+
+    metadata: NodeMeta = NodeMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return self.metadata.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The node's labels (empty dict when it has none)."""
+        return self.metadata.labels or {}
+
+    @property
+    def allocatable(self) -> dict[str, str]:
+        """``status.allocatable`` (empty dict before the kubelet reports it)."""
+        return self.status.allocatable or {}
+
+
+class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Just enough of any object's metadata to follow its resourceVersion (watch bookmarks)."""
+
+    resourceVersion: str = ""
+
+
+class AnyObject(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An object reduced to its metadata.resourceVersion."""
+
+    metadata: ObjectRef = ObjectRef()
+
+
+class RawWatchEvent(msgspec.Struct, frozen=True):
+    """One line of a watch stream; ``object`` is decoded later by type (ERROR → Status)."""
+
+    type: str
+    object: msgspec.Raw
+
+
+class LeaseSpec(msgspec.Struct, omit_defaults=True):
+    """``coordination.k8s.io/v1`` Lease spec (times are MicroTime strings)."""
+
+    holderIdentity: str | None = None
+    leaseDurationSeconds: int | None = None
+    acquireTime: str | None = None
+    renewTime: str | None = None
+    leaseTransitions: int | None = None
+
+
+class LeaseMeta(msgspec.Struct, omit_defaults=True):
+    """``metadata`` of a Lease (resourceVersion makes updates compare-and-swap)."""
+
+    name: str = ""
+    namespace: str = ""
+    resourceVersion: str | None = None
+    uid: str | None = None
+
+
+class Lease(msgspec.Struct, omit_defaults=True):
+    """A Lease, decoded and re-encoded for PUT (unknown fields are dropped, which is fine:
+    runway is the only writer of its own lease)."""
+
+    metadata: LeaseMeta = msgspec.field(default_factory=LeaseMeta)
+    spec: LeaseSpec = msgspec.field(default_factory=LeaseSpec)
+    apiVersion: str = "coordination.k8s.io/v1"
+    kind: str = "Lease"

@@ -1,0 +1,206 @@
+"""List+watch one resource into a store, forever: the informer pattern without the informer.
+
+LIST (paginated with limit/continue) → ``store.replace`` → WATCH from the list's
+resourceVersion with bookmarks → ``store.upsert``/``store.delete`` per event. A watch that ends
+or breaks is re-opened from the last resourceVersion seen (with backoff when it broke); 410 Gone
+(the version was compacted away) means a fresh LIST, which the store diffs against what it has,
+so no object is lost or duplicated across the gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from app import metrics
+from app.kube.client import KubeClient, Resource
+from app.kube.errors import ApiError, Gone, KubeError, Status, error_from_status
+from app.kube.objects import AnyObject, ListMeta
+from app.kube.retry import Backoff
+from app.logs import get_logger
+
+log = get_logger("kube.reflector")
+
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
+
+
+class Store(Protocol[T_contra]):
+    """Where a reflector puts what it sees."""
+
+    def replace(self, items: Sequence[T_contra]) -> None:
+        """Hold exactly ``items`` (after a LIST)."""
+
+    def upsert(self, obj: T_contra) -> None:
+        """Add or update one object."""
+
+    def delete(self, obj: T_contra) -> None:
+        """Remove one object."""
+
+
+class ObjectList(msgspec.Struct, Generic[T], frozen=True):
+    """A ``<Kind>List``: its metadata and items decoded as ``T``."""
+
+    metadata: ListMeta = ListMeta()
+    items: list[T] | None = None
+
+
+_status_decoder = msgspec.json.Decoder(Status)
+_any_decoder = msgspec.json.Decoder(AnyObject)
+
+
+def _resource_version(obj: Any) -> str:
+    rv: str = obj.metadata.resourceVersion
+    return rv
+
+
+class Reflector(Generic[T]):
+    """Keeps ``store`` in step with ``resource`` on the API server. ``synced`` is set after the
+    first complete LIST."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        item_type: type[T],
+        store: Store[T],
+        *,
+        namespace: str | None = None,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.name = resource.plural
+        self.store = store
+        self.namespace = namespace
+        self.page_size = page_size
+        self.watch_timeout = watch_timeout
+        self.label_selector = label_selector
+        self.field_selector = field_selector
+        self.backoff = backoff or Backoff(base=0.5, cap=10.0)
+        self._list_type: type[ObjectList[T]] = ObjectList[item_type]  # type: ignore[valid-type]
+        self._item_decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(item_type)
+        self.synced = asyncio.Event()
+        self.resource_version: str | None = None
+        """The last version seen; the next watch starts here. None: LIST first."""
+        self.lists = 0
+        self.events = 0
+        """Watch events applied so far."""
+
+    async def run(self) -> None:
+        """List and watch until cancelled. Never raises (except CancelledError)."""
+        failures = 0
+        while True:
+            seen = self.events
+            try:
+                if self.resource_version is None:
+                    await self.list_once()
+                    failures = 0
+                events = await self.watch_once(self.resource_version)
+                if events:
+                    failures = 0
+                continue  # the server closed the watch at timeoutSeconds: re-open at once
+            except Gone as exc:
+                log.info("resource version too old, relisting", resource=self.name, error=str(exc))
+                self.resource_version = None
+                if failures == 0:
+                    failures = 1
+                    continue  # relist at once the first time
+            except KubeError as exc:
+                if self.events > seen:
+                    failures = 0  # the stream worked for a while: a fresh break, short wait
+                log.warning(
+                    "list/watch failed, retrying",
+                    resource=self.name,
+                    resume_from=self.resource_version,
+                    error=str(exc),
+                )
+            except Exception:  # a decoding bug must not kill the cache forever
+                log.exception("reflector error", resource=self.name)
+                self.resource_version = None
+            await asyncio.sleep(self.backoff.delay(failures))
+            failures += 1
+
+    async def list_once(self) -> None:
+        """One complete (paginated) LIST into the store; sets ``resource_version``."""
+        items: list[T] = []
+        cont: str | None = None
+        while True:
+            try:
+                page = await self.client.list(
+                    self.resource,
+                    self.namespace,
+                    into=self._list_type,
+                    limit=self.page_size or None,
+                    continue_=cont,
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
+                )
+            except Gone:
+                if cont is None:
+                    raise
+                # The continue token outlived etcd's compaction: start the LIST over.
+                log.info("continue token expired, restarting list", resource=self.name)
+                items, cont = [], None
+                continue
+            if page.items:
+                items.extend(page.items)
+            cont = page.metadata.continue_
+            if not cont:
+                rv = page.metadata.resourceVersion
+                break
+        if self.lists:
+            metrics.WATCH_RELISTS.labels(self.name).inc()
+        self.lists += 1
+        self.store.replace(items)
+        self.resource_version = rv
+        self.synced.set()
+        log.info("listed", resource=self.name, count=len(items), resource_version=rv)
+
+    async def watch_once(self, resource_version: str | None) -> int:
+        """One watch from ``resource_version`` until the server ends it; returns the number of
+        events applied. Raises ``Gone`` (relist) or another ``KubeError`` (resume later)."""
+        count = 0
+        stream = self.client.watch(
+            self.resource,
+            self.namespace,
+            resource_version=resource_version or "",
+            timeout_seconds=self.watch_timeout,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+        )
+        try:
+            async for event in stream:
+                kind = event.type
+                metrics.WATCH_EVENTS.labels(self.name, kind).inc()
+                if kind == "ADDED" or kind == "MODIFIED":
+                    obj = self._item_decoder.decode(event.object)
+                    self.store.upsert(obj)
+                    self.resource_version = _resource_version(obj)
+                elif kind == "DELETED":
+                    obj = self._item_decoder.decode(event.object)
+                    self.store.delete(obj)
+                    self.resource_version = _resource_version(obj)
+                elif kind == "BOOKMARK":
+                    self.resource_version = _any_decoder.decode(
+                        event.object
+                    ).metadata.resourceVersion
+                elif kind == "ERROR":
+                    raise _watch_error(_status_decoder.decode(event.object))
+                count += 1
+                self.events += 1
+        finally:
+            await stream.aclose()
+        return count
+
+
+def _watch_error(status: Status) -> ApiError:
+    # An ERROR event's HTTP answer was 200; the real code is in the Status (410 → Gone).
+    return error_from_status(status.code or 500, status, method="WATCH")

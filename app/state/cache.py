@@ -1,0 +1,350 @@
+"""runway's view of the cluster: pods and nodes fed by the reflectors, indexed for the verbs.
+
+Everything here is synchronous and in memory: the extender verbs read it on the hot path without
+awaiting. Writers are the reflectors (one event at a time, on the event loop), so no locking.
+
+Indexes: pod by UID and by ``namespace/name``; pods by node, by workload (``workload_of``), by
+leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, the start
+time and PodsReady are derived from its pods and memoised until one of them changes.
+Subscribers are called after every change (gate opening, PodsReady tracking...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from app import metrics
+from app.kube.objects import Node
+from app.logs import get_logger
+from app.model import Pod
+from app.policy.workload import (
+    QUEUE_LABELS,
+    WorkloadKey,
+    min_available,
+    pods_ready,
+    queue_of,
+    start_time,
+    workload_of,
+)
+
+log = get_logger("state.cache")
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+ObjT = TypeVar("ObjT", Pod, Node)
+
+
+@dataclass(frozen=True)
+class CacheEvent(Generic[ObjT]):
+    """One change of the cache: ``old`` is None when added, ``new`` is None when deleted."""
+
+    kind: Literal["pod", "node"]
+    type: EventType
+    old: ObjT | None
+    new: ObjT | None
+
+
+Subscriber = Callable[[CacheEvent[Pod] | CacheEvent[Node]], None]
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    """A workload as the cache sees it now (pods sorted by ``namespace/name``)."""
+
+    key: WorkloadKey
+    pods: tuple[Pod, ...]
+    min_available: int
+    start_time: float | None
+    """When its minAvailable-th pod was bound (SPEC §2); None until admitted."""
+    pods_ready: bool
+    """Ready + Succeeded pods ≥ minAvailable (SPEC §5)."""
+
+    @property
+    def bound(self) -> int:
+        """Pods with a node."""
+        return sum(1 for p in self.pods if p.spec.nodeName)
+
+
+def _add(index: dict[str, set[str]] | dict[WorkloadKey, set[str]], key: object, uid: str) -> None:
+    index.setdefault(key, set()).add(uid)  # type: ignore[arg-type]
+
+
+def _remove(
+    index: dict[str, set[str]] | dict[WorkloadKey, set[str]], key: object, uid: str
+) -> None:
+    members = index.get(key)  # type: ignore[call-overload]
+    if members is not None:
+        members.discard(uid)
+        if not members:
+            del index[key]  # type: ignore[arg-type]
+
+
+class ClusterCache:
+    """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
+
+    def __init__(self, queue_labels: Sequence[str] = QUEUE_LABELS) -> None:
+        self.queue_labels = tuple(queue_labels)
+        self._pods: dict[str, Pod] = {}
+        self._uid_by_key: dict[str, str] = {}
+        # uid -> (key, node, workload, queue) as indexed, so removal never needs the object.
+        self._indexed: dict[str, tuple[str, str | None, WorkloadKey, str]] = {}
+        self._by_node: dict[str, set[str]] = {}
+        self._by_workload: dict[WorkloadKey, set[str]] = {}
+        self._by_queue: dict[str, set[str]] = {}
+        self._pending: set[str] = set()
+        self._workloads: dict[WorkloadKey, WorkloadView] = {}
+        self._nodes: dict[str, Node] = {}
+        self._subscribers: list[Subscriber] = []
+        self.pods_synced = False
+        self.nodes_synced = False
+
+    # -- subscribers -----------------------------------------------------------------------
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback`` after every change; returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, event: CacheEvent[Pod] | CacheEvent[Node]) -> None:
+        for callback in tuple(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # a broken subscriber must not stop the reflector
+                log.exception("cache subscriber failed", subscriber=repr(callback))
+
+    # -- pods: reads -----------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once pods and nodes have been listed (``/readyz``)."""
+        return self.pods_synced and self.nodes_synced
+
+    def __len__(self) -> int:
+        return len(self._pods)
+
+    def pod(self, uid: str) -> Pod | None:
+        """The pod with this UID."""
+        return self._pods.get(uid)
+
+    def pod_by_key(self, namespace: str, name: str) -> Pod | None:
+        """The pod ``namespace/name``."""
+        uid = self._uid_by_key.get(f"{namespace}/{name}")
+        return self._pods.get(uid) if uid is not None else None
+
+    def pods(self) -> Iterator[Pod]:
+        """Every cached pod."""
+        return iter(self._pods.values())
+
+    def pods_on_node(self, node: str) -> list[Pod]:
+        """Pods bound to ``node`` (terminating ones included: they still hold resources)."""
+        return [self._pods[u] for u in self._by_node.get(node, ())]
+
+    def pods_in_queue(self, queue: str) -> list[Pod]:
+        """Pods whose leaf queue is ``queue``."""
+        return [self._pods[u] for u in self._by_queue.get(queue, ())]
+
+    def pending_pods(self) -> list[Pod]:
+        """Pods with no node yet."""
+        return [self._pods[u] for u in self._pending]
+
+    def bound_count(self) -> int:
+        """Pods with a node."""
+        return len(self._pods) - len(self._pending)
+
+    def queues(self) -> list[str]:
+        """Leaf queues that have at least one pod."""
+        return sorted(self._by_queue)
+
+    def workload_keys(self) -> list[WorkloadKey]:
+        """Every workload that has at least one pod."""
+        return list(self._by_workload)
+
+    def workload_key_of(self, uid: str) -> WorkloadKey | None:
+        """The workload of the pod with this UID (as indexed)."""
+        entry = self._indexed.get(uid)
+        return entry[2] if entry else None
+
+    def workload_pods(self, key: WorkloadKey) -> list[Pod]:
+        """Pods of workload ``key``, sorted by name."""
+        pods = [self._pods[u] for u in self._by_workload.get(key, ())]
+        pods.sort(key=lambda p: p.metadata.name)
+        return pods
+
+    def workload(self, key: WorkloadKey) -> WorkloadView | None:
+        """The workload with its derived start time and PodsReady (memoised until it changes)."""
+        view = self._workloads.get(key)
+        if view is not None:
+            return view
+        pods = self.workload_pods(key)
+        if not pods:
+            return None
+        view = WorkloadView(
+            key=key,
+            pods=tuple(pods),
+            min_available=min_available(pods),
+            start_time=start_time(pods),
+            pods_ready=pods_ready(pods),
+        )
+        self._workloads[key] = view
+        return view
+
+    def workload_of_pod(self, pod: Pod) -> WorkloadView | None:
+        """The workload ``pod`` belongs to, as the cache sees it."""
+        return self.workload(workload_of(pod))
+
+    # -- pods: writes (the pod reflector) --------------------------------------------------
+
+    def upsert_pod(self, pod: Pod) -> None:
+        """Add or update a pod (watch ADDED/MODIFIED)."""
+        uid = pod.metadata.uid
+        old = self._pods.get(uid)
+        if old is not None and old == pod:
+            return  # a relist hands back what we have: no event
+        self._unindex(uid)
+        self._pods[uid] = pod
+        self._index(uid, pod)
+        metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
+        self._notify(CacheEvent("pod", "ADDED" if old is None else "MODIFIED", old, pod))
+
+    def delete_pod(self, pod: Pod) -> None:
+        """Remove a pod (watch DELETED); unknown pods are ignored."""
+        uid = pod.metadata.uid
+        if uid not in self._pods:
+            uid = self._uid_by_key.get(pod.key, "")
+        old = self._pods.pop(uid, None)
+        if old is None:
+            return
+        self._unindex(uid)
+        metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
+        self._notify(CacheEvent("pod", "DELETED", old, None))
+
+    def replace_pods(self, pods: Iterable[Pod]) -> None:
+        """Make the cache hold exactly ``pods`` (after a LIST), with one event per difference."""
+        fresh = {p.metadata.uid: p for p in pods}
+        for uid in [u for u in self._pods if u not in fresh]:
+            self.delete_pod(self._pods[uid])
+        for pod in fresh.values():
+            self.upsert_pod(pod)
+        self.pods_synced = True
+        metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
+
+    def _index(self, uid: str, pod: Pod) -> None:
+        node = pod.spec.nodeName or None
+        workload = workload_of(pod)
+        queue = queue_of(pod, self.queue_labels)
+        self._indexed[uid] = (pod.key, node, workload, queue)
+        self._uid_by_key[pod.key] = uid
+        if node:
+            _add(self._by_node, node, uid)
+        else:
+            self._pending.add(uid)
+        _add(self._by_workload, workload, uid)
+        _add(self._by_queue, queue, uid)
+        self._workloads.pop(workload, None)
+
+    def _unindex(self, uid: str) -> None:
+        entry = self._indexed.pop(uid, None)
+        if entry is None:
+            return
+        key, node, workload, queue = entry
+        if self._uid_by_key.get(key) == uid:
+            del self._uid_by_key[key]
+        if node:
+            _remove(self._by_node, node, uid)
+        else:
+            self._pending.discard(uid)
+        _remove(self._by_workload, workload, uid)
+        _remove(self._by_queue, queue, uid)
+        self._workloads.pop(workload, None)
+
+    # -- nodes -----------------------------------------------------------------------------
+
+    def node(self, name: str) -> Node | None:
+        """The node called ``name``."""
+        return self._nodes.get(name)
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        """Labels of node ``name`` (empty when unknown)."""
+        node = self._nodes.get(name)
+        return node.labels if node is not None else {}
+
+    def nodes(self) -> Iterator[Node]:
+        """Every cached node."""
+        return iter(self._nodes.values())
+
+    def node_count(self) -> int:
+        """Number of cached nodes."""
+        return len(self._nodes)
+
+    def upsert_node(self, node: Node) -> None:
+        """Add or update a node."""
+        old = self._nodes.get(node.name)
+        if old == node:
+            return
+        self._nodes[node.name] = node
+        metrics.CACHE_OBJECTS.labels("nodes").set(len(self._nodes))
+        self._notify(CacheEvent("node", "ADDED" if old is None else "MODIFIED", old, node))
+
+    def delete_node(self, node: Node) -> None:
+        """Remove a node."""
+        old = self._nodes.pop(node.name, None)
+        if old is None:
+            return
+        metrics.CACHE_OBJECTS.labels("nodes").set(len(self._nodes))
+        self._notify(CacheEvent("node", "DELETED", old, None))
+
+    def replace_nodes(self, nodes: Iterable[Node]) -> None:
+        """Make the cache hold exactly ``nodes``."""
+        fresh = {n.name: n for n in nodes}
+        for name in [n for n in self._nodes if n not in fresh]:
+            self.delete_node(self._nodes[name])
+        for node in fresh.values():
+            self.upsert_node(node)
+        self.nodes_synced = True
+        metrics.CACHE_OBJECTS.labels("nodes").set(len(self._nodes))
+
+    # -- reflector adapters ----------------------------------------------------------------
+
+    @property
+    def pod_store(self) -> _PodStore:
+        """The pod reflector's view of this cache."""
+        return _PodStore(self)
+
+    @property
+    def node_store(self) -> _NodeStore:
+        """The node reflector's view of this cache."""
+        return _NodeStore(self)
+
+
+class _PodStore:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def replace(self, items: Sequence[Pod]) -> None:
+        self.cache.replace_pods(items)
+
+    def upsert(self, obj: Pod) -> None:
+        self.cache.upsert_pod(obj)
+
+    def delete(self, obj: Pod) -> None:
+        self.cache.delete_pod(obj)
+
+
+class _NodeStore:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def replace(self, items: Sequence[Node]) -> None:
+        self.cache.replace_nodes(items)
+
+    def upsert(self, obj: Node) -> None:
+        self.cache.upsert_node(obj)
+
+    def delete(self, obj: Node) -> None:
+        self.cache.delete_node(obj)
