@@ -1,0 +1,187 @@
+"""Invariants of the victim policy over random clusters (hypothesis)."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import TypeVar
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.policy.quantity import add_resources, covers
+from app.policy.victims import (
+    Decision,
+    NodeOffer,
+    PodFacts,
+    Preemptor,
+    Rule,
+    WorkloadFacts,
+    decide,
+    protection,
+)
+
+NOW = 50_000.0
+P = Preemptor(uid="p", key="ns/p", priority=1000, queue="q0", workload="ns/p")
+NODES = ("n0", "n1", "n2", "n3")
+T = TypeVar("T")
+
+
+@dataclass
+class Cluster:
+    offers: dict[str, NodeOffer]
+    workloads: dict[str, WorkloadFacts]
+    pods: dict[str, PodFacts]
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Cluster:
+    nodes = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=4, unique=True))
+    pods: dict[str, PodFacts] = {}
+    workloads: dict[str, WorkloadFacts] = {}
+    for w in range(draw(st.integers(1, 6))):
+        key = f"ns/w{w}"
+        size = draw(st.integers(1, 4))
+        priority = draw(st.sampled_from([0, 50, 100, 999, 1000, 2000]))
+        queue = draw(st.sampled_from(["q0", "q1", "q2"]))
+        ago = draw(st.sampled_from([None, 10.0, 299.5, 300.0, 700.0, 5000.0]))
+        rule = draw(st.one_of(st.none(), st.sampled_from([0.0, 300.0, 1000.0])))
+        members = []
+        for i in range(size):
+            uid = f"w{w}-{i}"
+            facts = PodFacts(
+                uid=uid,
+                key=f"ns/{uid}",
+                node=draw(st.one_of(st.sampled_from(nodes), st.none())),
+                # Mostly one priority per workload, sometimes a stray member
+                priority=draw(st.sampled_from([priority, priority, priority, 1000, 10])),
+                queue=queue,
+                workload=key,
+                start=None if ago is None else NOW - ago,
+                resolution=None
+                if rule is None
+                else Rule(
+                    "preempt" if queue == P.queue else "reclaim", rule, f"{queue} sets {rule}s"
+                ),
+                requests={
+                    k: v
+                    for k, v in {
+                        "cpu": draw(st.sampled_from([0, 500, 1000, 2000])),
+                        "memory": draw(st.sampled_from([0, 1 << 30])),
+                    }.items()
+                    if v
+                },
+            )
+            members.append(facts)
+            pods[uid] = facts
+        running = sum(1 for m in members if m.node) - draw(st.integers(0, 1))
+        workloads[key] = WorkloadFacts(
+            key=key,
+            min_available=draw(st.integers(1, size)),
+            running=max(0, running),
+            pods=tuple(members),
+        )
+    offers: dict[str, NodeOffer] = {}
+    for node in nodes:
+        on_node = [p for p in pods.values() if p.node == node]
+        eligible = [p for p in on_node if p.priority < P.priority]
+        victims = draw(
+            st.lists(st.sampled_from(eligible), min_size=1, unique_by=lambda p: p.uid)
+            if eligible
+            else st.just([])
+        )
+        if draw(st.booleans()) and draw(st.booleans()):
+            victims.append(PodFacts.unknown(f"ghost-{node}", node))
+        taken = {v.uid for v in victims}
+        others = [p for p in on_node if p.uid not in taken]
+        offers[node] = NodeOffer(victims, draw(st.integers(0, 2)), others)
+    return Cluster(offers, workloads, pods)
+
+
+def run(c: Cluster) -> Decision:
+    return decide(P, c.offers, c.workloads, NOW)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_reply_is_one_offered_node_with_its_own_pods(c: Cluster) -> None:
+    d = run(c)
+    reply = d.reply()
+    assert len(reply) <= 1
+    assert set(reply) <= set(c.offers)
+    for node, (uids, pdb) in reply.items():
+        offer = c.offers[node]
+        on_node = {p.uid for p in list(offer.victims) + list(offer.others)}
+        assert set(uids) <= on_node
+        assert len(uids) == len(set(uids))
+        assert pdb == offer.pdb_violations
+    for uid, elsewhere in d.off_node:
+        assert elsewhere != d.chosen and uid not in d.victims
+    json.dumps(d.to_dict(), allow_nan=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_chosen_node_frees_at_least_what_the_scheduler_asked_for(c: Cluster) -> None:
+    d = run(c)
+    if d.chosen is None:
+        return
+    offer = c.offers[d.chosen]
+    by_uid = {p.uid: p for p in list(offer.victims) + list(offer.others)}
+    freed = add_resources(*(by_uid[u].requests for u in d.victims))
+    assert covers(freed, add_resources(*(v.requests for v in offer.victims)))
+
+
+def _evicted(d: Decision) -> set[str]:
+    return {uid for uid, _ in d.all_victims()}
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_no_protected_victim_and_elastic_floor_holds(c: Cluster) -> None:
+    d = run(c)
+    evicted = _evicted(d)
+    for wl in c.workloads.values():
+        gone = [p for p in wl.pods if p.uid in evicted]
+        if not gone:
+            continue
+        protected = [p for p in wl.pods if protection(P, p, NOW).protected]
+        if wl.elastic:
+            if protected:
+                assert len(gone) <= max(0, wl.running - wl.min_available)
+        else:
+            assert not protected, f"protected gang {wl.key} evicted"
+            assert {p.uid for p in wl.pods} <= evicted, f"gang {wl.key} evicted partly"
+            assert all(p.priority < P.priority for p in wl.pods)
+    for uid in evicted:
+        facts = c.pods.get(uid)
+        if facts is not None:
+            assert facts.priority < P.priority
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters(), st.randoms(use_true_random=False))
+def test_answer_does_not_depend_on_input_order(c: Cluster, rnd: random.Random) -> None:
+    def shuffled(items: list[T]) -> list[T]:
+        out = list(items)
+        rnd.shuffle(out)
+        return out
+
+    offers = {
+        node: NodeOffer(shuffled(list(o.victims)), o.pdb_violations, shuffled(list(o.others)))
+        for node, o in shuffled(list(c.offers.items()))
+    }
+    workloads = {
+        key: WorkloadFacts(w.key, w.min_available, w.running, tuple(shuffled(list(w.pods))))
+        for key, w in shuffled(list(c.workloads.items()))
+    }
+    again = decide(P, offers, workloads, NOW)
+    assert again.to_dict() == run(c).to_dict()
+
+
+@settings(max_examples=100, deadline=None)
+@given(clusters())
+def test_gate_always_vetoes(c: Cluster) -> None:
+    d = decide(P, c.offers, c.workloads, NOW, gated=True)
+    assert d.reply() == {} and d.all_victims() == ()
