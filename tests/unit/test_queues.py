@@ -1,0 +1,169 @@
+"""The queue tree: KAI's hierarchy-path cases, lowest common ancestor, unknown queues."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import FrozenInstanceError
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.config import parse_config
+from app.policy.queues import QueueNode, QueueTree
+from tests.reference import upstream_cases
+
+
+def tree_of(queues: dict[str, dict[str, Any]]) -> QueueTree:
+    """A tree from an upstream case's ``queues`` map (``parent: ""`` = top-level)."""
+    return QueueTree.from_nodes(
+        QueueNode(
+            name=name,
+            parent=q.get("parent") or None,
+            preempt_min_runtime_s=q.get("preemptMinRuntime_s"),
+            reclaim_min_runtime_s=q.get("reclaimMinRuntime_s"),
+        )
+        for name, q in queues.items()
+    )
+
+
+@st.composite
+def forests(draw: st.DrawFn, max_size: int = 12) -> QueueTree:
+    """Random forests: each queue's parent is an earlier queue or none; settings None/0/positive."""
+    n = draw(st.integers(0, max_size))
+    setting = st.one_of(st.none(), st.just(0.0), st.integers(1, 10_000).map(float))
+    nodes = []
+    for i in range(n):
+        parent = draw(st.one_of(st.none(), st.integers(0, i - 1))) if i else None
+        nodes.append(
+            QueueNode(
+                name=f"q{i}",
+                parent=None if parent is None else f"q{parent}",
+                preempt_min_runtime_s=draw(setting),
+                reclaim_min_runtime_s=draw(setting),
+            )
+        )
+    return QueueTree.from_nodes(nodes)
+
+
+def queue_names(tree: QueueTree) -> st.SearchStrategy[str]:
+    """A known queue of ``tree`` or a name the config does not declare."""
+    unknown = st.sampled_from(["default", "ghost", "q99"])
+    known = [n.name for n in tree]
+    return st.one_of(st.sampled_from(known), unknown) if known else unknown
+
+
+PATH_CASES = upstream_cases("kai.queue.hierarchy_path")
+
+
+@pytest.mark.parametrize("case", PATH_CASES, ids=[c["source"]["case"] for c in PATH_CASES])
+def test_kai_hierarchy_path(case: dict[str, Any]) -> None:
+    tree = tree_of(case["input"]["queues"])
+    assert list(tree.hierarchy_path(case["input"]["queue"])) == case["expected"]["path"]
+
+
+STANDARD = tree_of(PATH_CASES[0]["input"]["queues"])  # dev, prod, research and their teams
+
+
+def test_parent_children_roots_and_leaves() -> None:
+    assert STANDARD.parent("dev-team1") == "dev"
+    assert STANDARD.parent("dev") is None
+    assert STANDARD.children("dev") == ("dev-team1", "dev-team2")
+    assert STANDARD.roots() == ("dev", "prod", "research")
+    assert STANDARD.is_leaf("dev-team1") and not STANDARD.is_leaf("dev")
+    assert STANDARD.path_to_root("prod-team2") == ("prod-team2", "prod")
+    assert STANDARD.top_level("prod-team2") == "prod"
+    assert len(STANDARD) == 8 and "research-project" in STANDARD
+
+
+def test_lowest_common_ancestor() -> None:
+    assert STANDARD.lowest_common_ancestor("dev-team1", "dev-team2") == "dev"
+    assert STANDARD.lowest_common_ancestor("dev-team1", "dev-team1") == "dev-team1"
+    assert STANDARD.lowest_common_ancestor("dev", "dev-team2") == "dev"
+    assert STANDARD.lowest_common_ancestor("dev-team1", "prod-team2") is None
+
+
+def test_unknown_queue_is_a_top_level_queue_with_no_settings() -> None:
+    assert not STANDARD.is_known("ghost")
+    assert STANDARD.node("ghost") == QueueNode("ghost")
+    assert STANDARD.parent("ghost") is None
+    assert STANDARD.path_to_root("ghost") == ("ghost",)
+    assert STANDARD.lowest_common_ancestor("ghost", "dev") is None
+    assert STANDARD.lowest_common_ancestor("ghost", "ghost") == "ghost"
+
+
+def test_kai_empty_parent_is_top_level() -> None:
+    tree = QueueTree.from_nodes([QueueNode("a", parent=""), QueueNode("b", parent="a")])
+    assert tree.parent("a") is None and tree.roots() == ("a",)
+    assert tree.hierarchy_path("b") == ("a", "b")
+
+
+def test_duplicate_name_is_refused() -> None:
+    with pytest.raises(ValueError, match="duplicate queue name 'a'"):
+        QueueTree.from_nodes([QueueNode("a"), QueueNode("a")])
+
+
+def test_a_hand_built_cycle_cannot_hang_a_walk() -> None:
+    # The config refuses cycles; the tree still bounds its walks.
+    tree = QueueTree.from_nodes([QueueNode("a", parent="b"), QueueNode("b", parent="a")])
+    assert tree.path_to_root("a") == ("a", "b")
+    assert tree.lowest_common_ancestor("a", "b") == "a"
+
+
+def test_tree_is_immutable() -> None:
+    with pytest.raises(FrozenInstanceError):
+        STANDARD._nodes = {}  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        STANDARD._nodes["x"] = QueueNode("x")  # type: ignore[index]
+
+
+def test_from_config_keeps_settings_and_strategy() -> None:
+    config = parse_config(
+        {
+            "queues": [
+                {"name": "root", "reclaimMinRuntime": "10m"},
+                {
+                    "name": "leaf",
+                    "parentQueue": "root",
+                    "preemptMinRuntime": "0s",
+                    "queueingStrategy": "StrictFIFO",
+                },
+            ]
+        }
+    )
+    tree = QueueTree.from_config(config.queues)
+    assert tree.node("root") == QueueNode("root", None, None, 600.0)
+    assert tree.node("leaf") == QueueNode("leaf", "root", 0.0, None, "StrictFIFO")
+
+
+def test_empty_tree() -> None:
+    tree = QueueTree()
+    assert len(tree) == 0 and tree.roots() == ()
+    assert tree.path_to_root("default") == ("default",)
+
+
+@given(st.data(), forests())
+def test_paths_start_at_the_queue_and_end_at_a_root(data: st.DataObject, tree: QueueTree) -> None:
+    name = data.draw(queue_names(tree))
+    up = tree.path_to_root(name)
+    assert up[0] == name
+    assert tree.parent(up[-1]) is None
+    for child, parent in itertools.pairwise(up):
+        assert tree.parent(child) == parent
+    assert tree.hierarchy_path(name) == up[::-1]
+    assert len(set(up)) == len(up)
+
+
+@given(st.data(), forests())
+def test_lca_is_the_deepest_shared_ancestor(data: st.DataObject, tree: QueueTree) -> None:
+    a, b = data.draw(queue_names(tree)), data.draw(queue_names(tree))
+    lca = tree.lowest_common_ancestor(a, b)
+    assert lca == tree.lowest_common_ancestor(b, a)
+    up_a, up_b = tree.path_to_root(a), tree.path_to_root(b)
+    if lca is None:
+        assert up_a[-1] != up_b[-1]
+        return
+    assert lca in up_a and lca in up_b
+    # Nothing below the LCA is shared.
+    assert not set(up_a[: up_a.index(lca)]) & set(up_b)
