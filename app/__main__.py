@@ -72,6 +72,38 @@ def _resolve(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _requeue_schedule(ns: argparse.Namespace) -> int:
+    from app.policy.backoff import (
+        default_schedule_attempts,
+        no_jitter,
+        random_jitter,
+        requeue_schedule,
+    )
+
+    wait = load_config(ns.config).wait_for_pods_ready
+    strategy = wait.requeuing_strategy
+    attempts = ns.attempts or default_schedule_attempts(strategy)
+    jitter = no_jitter if ns.no_jitter else random_jitter
+    rows = [
+        {
+            "attempt": r.attempt,
+            "backoffSeconds": round(r.backoff_seconds, 3),
+            "elapsedSeconds": round(r.elapsed_seconds, 3),
+            "deactivated": r.deactivated,
+        }
+        for r in requeue_schedule(wait.timeout, strategy, attempts, jitter)
+    ]
+    sys.stdout.write(json.dumps(rows, indent=2) + "\n")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
@@ -106,6 +138,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--pool", help="value of the node's pool label (minRuntime.poolLabel); default: global"
     )
     resolve.set_defaults(func=_resolve)
+
+    schedule = sub.add_parser(
+        "requeue-schedule",
+        help="print the backoff table of a workload that never gets PodsReady (JSON)",
+        description="Each attempt: admitted, evicted after waitForPodsReady.timeout, backed off "
+        "per waitForPodsReady.requeuingStrategy; elapsedSeconds counts from the first admission "
+        "to the requeue (or to the deactivation). Stops at deactivation.",
+    )
+    schedule.add_argument(
+        "--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)"
+    )
+    schedule.add_argument(
+        "--attempts",
+        type=_positive_int,
+        help="most rows to print (default: until deactivation, or 10 without a limit)",
+    )
+    schedule.add_argument(
+        "--no-jitter", action="store_true", help="leave out the random 0..0.01%% jitter"
+    )
+    schedule.set_defaults(func=_requeue_schedule)
     return parser
 
 

@@ -196,3 +196,51 @@ def reactivate(record: EvictionRecord) -> EvictionRecord:
 def in_backoff(record: EvictionRecord | None, now: float) -> bool:
     """True while ``now < requeueAt``."""
     return record is not None and record.requeue_at is not None and now < record.requeue_at
+
+
+@dataclass(frozen=True)
+class ScheduleRow:
+    """One requeue in :func:`requeue_schedule`."""
+
+    attempt: int
+    """The n-th PodsReadyTimeout eviction."""
+    backoff_seconds: float
+    """Backoff before the workload may be admitted again (0 when deactivated)."""
+    elapsed_seconds: float
+    """Seconds since the first admission until it is requeued (or deactivated)."""
+    deactivated: bool
+
+
+def requeue_schedule(
+    timeout: float,
+    config: RequeuingStrategyConfig,
+    attempts: int,
+    jitter: JitterSource = no_jitter,
+) -> list[ScheduleRow]:
+    """The seed's table: a workload that never gets ready, evicted after ``timeout`` every time.
+
+    Each attempt: admitted (at once, when its backoff ends), evicted ``timeout`` later, then backed
+    off — the same :func:`next_eviction_state` the evictor uses. Stops at deactivation or after
+    ``attempts`` rows.
+    """
+    rows: list[ScheduleRow] = []
+    record: EvictionRecord | None = None
+    admitted_at = 0.0
+    for attempt in range(1, attempts + 1):
+        evicted_at = admitted_at + timeout
+        record = next_eviction_state(record, PODS_READY_TIMEOUT, evicted_at, config, jitter)
+        if record.deactivated:
+            rows.append(ScheduleRow(attempt, 0.0, evicted_at, True))
+            break
+        requeue_at = record.requeue_at if record.requeue_at is not None else evicted_at
+        rows.append(ScheduleRow(attempt, requeue_at - evicted_at, requeue_at, False))
+        admitted_at = requeue_at
+    return rows
+
+
+def default_schedule_attempts(config: RequeuingStrategyConfig) -> int:
+    """Rows :func:`requeue_schedule` prints by default: until deactivation, else 10."""
+    if config.backoff_limit_count is not None:
+        return config.backoff_limit_count + 1
+    # A time limit always ends the table: every attempt adds at least the PodsReady timeout.
+    return 1000 if config.backoff_limit_timeout is not None else 10
