@@ -1,0 +1,39 @@
+# syntax=docker/dockerfile:1
+# runway: kube-scheduler extender. Two stages: the builder makes the wheel and installs it into a
+# virtualenv; the final image gets only that virtualenv (no compiler, no build frontend).
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY app ./app
+# Build the wheel (setuptools in an isolated build env), then install it with its dependencies
+# (binary wheels only) into the virtualenv that the final stage copies.
+RUN python -m venv /opt/runway \
+    && /opt/runway/bin/pip wheel --no-deps --wheel-dir /wheels . \
+    && /opt/runway/bin/pip install --only-binary=:all: /wheels/runway-*.whl \
+    && /opt/runway/bin/pip uninstall --yes setuptools pip
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="runway" \
+      org.opencontainers.image.description="kube-scheduler extender: minimum runtime before preemption, requeue ordering with backoff, asynchronous preemption" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/runway/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=builder /opt/runway /opt/runway
+# A numeric user, so runAsNonRoot can verify it without reading /etc/passwd.
+RUN groupadd --system --gid 10001 runway \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+       --shell /usr/sbin/nologin runway
+USER 10001:10001
+WORKDIR /tmp
+EXPOSE 8888
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s --retries=3 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8888/healthz', timeout=2)"]
+# One uvicorn worker per process (Prometheus metrics stay in one registry); scale with replicas.
+# Without --config runway runs on its embedded default (no API server, dry-run API calls).
+# The Helm chart passes its own args: serve --config /etc/runway/config.yaml --host 0.0.0.0 ...
+CMD ["python", "-m", "app", "serve", "--host", "0.0.0.0", "--port", "8888"]
