@@ -159,20 +159,24 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     assert granted == expected
 
 
-def test_leader_election_role_and_bindings_point_at_the_service_account(
+def test_leader_election_role_covers_the_configured_lease_only(
     objects: list[dict[str, Any]],
 ) -> None:
     deployment = runway_deployment(objects)
     account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
     one(objects, "ServiceAccount", account)
     name = deployment["metadata"]["name"]
+    election = chart_config(objects).kubernetes.leader_election
     role = one(objects, "Role", f"{name}-leader-election")
+    assert role["metadata"]["namespace"] == (election.lease_namespace or NAMESPACE)
     assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "verbs": ["get", "create", "update"],
-        }
+            "resourceNames": [election.lease_name],
+            "verbs": ["get", "update"],
+        },
     ]
     for binding in (
         one(objects, "RoleBinding", f"{name}-leader-election"),
@@ -181,6 +185,16 @@ def test_leader_election_role_and_bindings_point_at_the_service_account(
         assert binding["subjects"] == [
             {"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}
         ]
+
+
+def test_lease_in_another_namespace_moves_the_role() -> None:
+    election = {"leaseName": "sched-leader", "leaseNamespace": "kube-system"}
+    objects = render({"config": {"kubernetes": {"leaderElection": election}}})
+    role = one(objects, "Role", "rw-runway-leader-election")
+    binding = one(objects, "RoleBinding", "rw-runway-leader-election")
+    assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "kube-system"
+    assert role["rules"][1]["resourceNames"] == ["sched-leader"]
+    assert binding["subjects"][0]["namespace"] == NAMESPACE
 
 
 def test_deployment_runs_runway_serve_with_the_mounted_config(
@@ -480,3 +494,11 @@ def test_existing_service_account_is_required_by_name() -> None:
     assert (
         runway_deployment(objects)["spec"]["template"]["spec"]["serviceAccountName"] == "prebuilt"
     )
+
+
+def test_config_example_in_values_yaml_is_valid() -> None:
+    # the commented example operators copy from must keep up with the config model
+    text = (CHART / "values.yaml").read_text(encoding="utf-8")
+    block = text[text.index("#   config:") : text.index("\nconfig: {}")]
+    example = yaml.safe_load("\n".join(line[3:] for line in block.splitlines()))
+    parse_config(example["config"], "values.yaml example")

@@ -114,3 +114,12 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{- end }}
 {{- toYaml $probe }}
 {{- end }}
+
+{{/* The Lease runway's replicas elect a leader on (config kubernetes.leaderElection). */}}
+{{- define "runway.leaseName" -}}
+{{- dig "kubernetes" "leaderElection" "leaseName" "runway" .Values.config }}
+{{- end }}
+
+{{- define "runway.leaseNamespace" -}}
+{{- dig "kubernetes" "leaderElection" "leaseNamespace" .Release.Namespace .Values.config | default .Release.Namespace }}
+{{- end }}
