@@ -51,7 +51,7 @@ class Resolution:
     min_runtime_s: float
     resolved_from: str
     """The queue whose setting applied, or ``"default"`` for the pool default."""
-    path: list[str] = field(default_factory=list)
+    path: list[str] = field(default_factory=list, hash=False)
     """The queues consulted, in walk order: from where the walk started up to ``resolved_from``
     (or up to the top-level queue when the pool default applied)."""
     pool_default: bool = False

@@ -343,6 +343,10 @@ def test_embedded_default_protects_nothing() -> None:
 TEN_MIN = Resolution("reclaim", 600.0, "D", ["D"])
 
 
+def test_resolution_is_hashable_for_caches() -> None:
+    assert len({TEN_MIN, Resolution("reclaim", 600.0, "D", ["D"])}) == 1
+
+
 def test_protected_until_and_is_protected() -> None:
     assert protected_until(None, TEN_MIN) is None
     assert protected_until(NOW, TEN_MIN) == NOW + 600
