@@ -63,7 +63,11 @@ def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
     """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always by UID)."""
     args = decode_preemption_args(body)
     offers = {
-        node: victims.Offer(uids=[c.uid for c in cands], pdb_violations=args.pdb_violations[node])
+        node: victims.Offer(
+            uids=[c.uid for c in cands],
+            pdb_violations=args.pdb_violations[node],
+            pods=[c.pod for c in cands],
+        )
         for node, cands in args.victims.items()
     }
     decision = victims.choose_victims(args.pod, offers)

@@ -355,7 +355,8 @@ class Decision:
     victims: tuple[str, ...] = ()
     """UIDs on the chosen node, returned to the scheduler."""
     off_node: tuple[tuple[str, str | None], ...] = ()
-    """(UID, node) of gang siblings on other nodes: the executor deletes them too."""
+    """(UID, node) of gang siblings not in the reply (other nodes, pending, or missing from the
+    node's listing): the executor deletes them too."""
     pdb_violations: int = 0
     nodes: tuple[NodeRecord, ...] = ()
     counts: Counts = field(
@@ -414,52 +415,78 @@ def _time(seconds: float | None) -> str | None:
 
 @dataclass
 class _Context:
-    """Shared, read-only facts of one decision."""
+    """Shared facts of one decision, with per-workload caches (gangs can be large)."""
 
     preemptor: Preemptor
     now: float
     workloads: Mapping[str, WorkloadFacts]
+    claimed: Mapping[str, Sequence[PodFacts]]
+    """Per workload key, the offered and other pods (every node) that claim it."""
+    _members: dict[str, list[PodFacts]] = field(default_factory=dict)
+    _blockers: dict[str, tuple[str, str] | None] = field(default_factory=dict)
+    _elastic: dict[str, Protection | None] = field(default_factory=dict)
+    _protection: dict[str, Protection] = field(default_factory=dict)
+    _fallback: dict[str, WorkloadFacts] = field(default_factory=dict)
+
+    def protection(self, pod: PodFacts) -> Protection:
+        found = self._protection.get(pod.uid)
+        if found is None:
+            found = self._protection[pod.uid] = protection(self.preemptor, pod, self.now)
+        return found
 
     def workload(self, pod: PodFacts) -> WorkloadFacts:
         key = pod.workload_key
-        found = self.workloads.get(key)
-        if found is not None:
-            return found
-        # Unknown workload: the pod alone, a gang of one.
-        return WorkloadFacts(key=key, min_available=1, running=1, pods=(pod,))
+        found = self.workloads.get(key) or self._fallback.get(key)
+        if found is None:
+            # Not described by the caller: a gang (no minAvailable known) of the pods that claim it.
+            pods = self.claimed.get(key) or (pod,)
+            found = WorkloadFacts(key, len(pods), sum(1 for p in pods if p.node), tuple(pods))
+            self._fallback[key] = found
+        return found
 
-    def members(self, wl: WorkloadFacts, extra: Iterable[PodFacts]) -> list[PodFacts]:
-        """The workload's pods, plus pods seen on the node that claim it, by UID."""
-        by_uid = {p.uid: p for p in wl.pods}
-        for p in extra:
-            if p.workload_key == wl.key:
+    def members(self, wl: WorkloadFacts) -> list[PodFacts]:
+        """The workload's pods, plus pods seen in the offer that claim it, by UID."""
+        found = self._members.get(wl.key)
+        if found is None:
+            by_uid = {p.uid: p for p in wl.pods}
+            for p in self.claimed.get(wl.key, ()):
                 by_uid.setdefault(p.uid, p)
-        return [by_uid[u] for u in sorted(by_uid)]
+            found = self._members[wl.key] = [by_uid[u] for u in sorted(by_uid)]
+        return found
 
-    def blocker(self, wl: WorkloadFacts, members: Sequence[PodFacts]) -> tuple[str, str] | None:
+    def blocker(self, wl: WorkloadFacts) -> tuple[str, str] | None:
         """Why a gang may not be evicted at all: (kind, text), or None when it may."""
+        if wl.key in self._blockers:
+            return self._blockers[wl.key]
+        members = self.members(wl)
+        found: tuple[str, str] | None = None
         for m in members:
             if m.priority >= self.preemptor.priority:
-                return "ineligible", (
-                    f"gang {wl.key}: member {m.key} has priority {m.priority}, not below the "
-                    f"preemptor's {self.preemptor.priority}"
+                found = (
+                    "ineligible",
+                    (
+                        f"gang {wl.key}: member {m.key} has priority {m.priority}, not below the "
+                        f"preemptor's {self.preemptor.priority}"
+                    ),
                 )
-        for m in members:
-            prot = protection(self.preemptor, m, self.now)
-            if prot.protected:
-                whose = (
-                    "" if len(members) == 1 else f"gang {wl.key} is protected as a whole: {m.key} "
-                )
-                return "protected", f"{whose}{prot.describe()}"
-        return None
+                break
+        else:
+            for m in members:
+                prot = self.protection(m)
+                if prot.protected:
+                    whose = "" if len(members) == 1 else f"gang {wl.key} is protected as a whole: "
+                    found = "protected", f"{whose}{m.key} {prot.describe()}"
+                    break
+        self._blockers[wl.key] = found
+        return found
 
-    def elastic_protection(self, members: Sequence[PodFacts]) -> Protection | None:
+    def elastic_protection(self, wl: WorkloadFacts) -> Protection | None:
         """The protection of an elastic workload: the first protected member's, else None."""
-        for m in members:
-            prot = protection(self.preemptor, m, self.now)
-            if prot.protected:
-                return prot
-        return None
+        if wl.key not in self._elastic:
+            self._elastic[wl.key] = next(
+                (prot for m in self.members(wl) if (prot := self.protection(m)).protected), None
+            )
+        return self._elastic[wl.key]
 
 
 @dataclass
@@ -475,6 +502,10 @@ class _NodePlan:
     gangs: set[str] = field(default_factory=set)
     floor_used: dict[str, int] = field(default_factory=dict)
     extras: list[PodFacts] = field(default_factory=list)
+    node_uids: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.node_uids = {p.uid for p in (*self.offer.victims, *self.offer.others)}
 
     def record(
         self, ctx: _Context, pod: PodFacts, outcome: Outcome, reason: str, offered: bool
@@ -482,14 +513,14 @@ class _NodePlan:
         self.records[pod.uid] = VictimRecord(
             uid=pod.uid,
             key=pod.key,
-            node=pod.node if pod.node is not None else None,
+            node=pod.node,
             workload=pod.workload_key,
             priority=pod.priority,
             queue=pod.queue,
             outcome=outcome,
             reason=reason,
             offered=offered,
-            protection=protection(ctx.preemptor, pod, ctx.now),
+            protection=ctx.protection(pod),
         )
 
 
@@ -514,7 +545,9 @@ def _expand_gang(
         if m.uid == trigger.uid or m.uid in offered or m.uid in plan.victims:
             continue
         reason = f"gang {wl.key}: evicted with {trigger.key} ({outcome_note})"
-        if m.node == plan.node:
+        # Only pods the node's listing holds go in the reply: a UID kube-scheduler does not
+        # know on that node fails the whole call. Anything else is left to the executor.
+        if m.node == plan.node and m.uid in plan.node_uids:
             plan.victims[m.uid] = m
             plan.extras.append(m)
         else:
@@ -533,7 +566,6 @@ def _floor_text(wl: WorkloadFacts, used: int) -> str:
 def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
     """Steps 1-2 on the offered victims: keep, drop (protected/ineligible), expand gangs."""
     offered = {p.uid for p in plan.offer.victims}
-    node_pods = list(plan.offer.victims) + list(plan.offer.others)
     for pod in _sorted_pods(plan.offer.victims):
         if not pod.known:
             plan.victims[pod.uid] = pod
@@ -546,17 +578,16 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
             )
             continue
         wl = ctx.workload(pod)
-        members = ctx.members(wl, node_pods)
+        members = ctx.members(wl)
         if wl.elastic:
-            prot = ctx.elastic_protection(members)
+            prot = ctx.elastic_protection(wl)
             if prot is None:
                 plan.victims[pod.uid] = pod
                 plan.record(
                     ctx,
                     pod,
                     "kept",
-                    f"elastic {wl.key} not protected: "
-                    f"{protection(ctx.preemptor, pod, ctx.now).describe()}",
+                    f"elastic {wl.key} not protected: {ctx.protection(pod).describe()}",
                     offered=True,
                 )
                 continue
@@ -586,14 +617,14 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
             plan.victims[pod.uid] = pod
             plan.record(ctx, pod, "kept", f"gang {wl.key} is evicted as a whole", offered=True)
             continue
-        block = ctx.blocker(wl, members)
+        block = ctx.blocker(wl)
         if block is not None:
             kind, text = block
             plan.dropped.append(pod)
             plan.record(ctx, pod, "dropped", f"{kind}: {text}", offered=True)
             continue
         plan.victims[pod.uid] = pod
-        note = protection(ctx.preemptor, pod, ctx.now).describe()
+        note = ctx.protection(pod).describe()
         plan.record(
             ctx,
             pod,
@@ -625,26 +656,29 @@ class _Unit:
 
 def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
     """Units of the node's other pods that may be evicted instead of the dropped victims."""
-    node_pods = list(plan.offer.victims) + list(plan.offer.others)
     taken = set(plan.victims) | {p.uid for p in plan.dropped}
-    units: dict[str, _Unit] = {}
+    units: dict[tuple[str, str], _Unit] = {}
     for pod in _sorted_pods(plan.offer.others):
         if pod.uid in taken or pod.node != plan.node or not pod.known:
             continue
         if pod.priority >= ctx.preemptor.priority:
             continue
         wl = ctx.workload(pod)
-        members = ctx.members(wl, node_pods)
         if wl.elastic:
-            prot = ctx.elastic_protection(members)
+            prot = ctx.elastic_protection(wl)
             if prot is not None and plan.floor_used.get(wl.key, 0) >= wl.running - wl.min_available:
                 continue
-            units[pod.uid] = _Unit((pod,), (pod,), wl, prot is not None, _freed([pod]))
+            units["pod", pod.uid] = _Unit((pod,), (pod,), wl, prot is not None, _freed([pod]))
             continue
-        if wl.key in plan.gangs or wl.key in units or ctx.blocker(wl, members) is not None:
+        if wl.key in plan.gangs or ("gang", wl.key) in units or ctx.blocker(wl) is not None:
             continue
-        on_node = tuple(m for m in members if m.node == plan.node and m.uid not in plan.victims)
-        units[wl.key] = _Unit(tuple(members), on_node, wl, False, _freed(on_node))
+        members = ctx.members(wl)
+        on_node = tuple(
+            m
+            for m in members
+            if m.node == plan.node and m.uid in plan.node_uids and m.uid not in plan.victims
+        )
+        units["gang", wl.key] = _Unit(tuple(members), on_node, wl, False, _freed(on_node))
     return sorted(units.values(), key=_Unit.sort_key)
 
 
@@ -784,7 +818,15 @@ def decide(
                 "flight; preemption is vetoed until its victims are gone"
             ),
         )
-    ctx = _Context(preemptor, now, workloads)
+    # Pods seen in the offer that claim a workload join its members (the cache's view of the
+    # workload may lag). A UID is one pod, so which duplicate wins does not matter.
+    claimed: dict[str, dict[str, PodFacts]] = {}
+    for offer in offers.values():
+        for pods in (offer.victims, offer.others):
+            for pod in pods:
+                if pod.known:
+                    claimed.setdefault(pod.workload_key, {}).setdefault(pod.uid, pod)
+    ctx = _Context(preemptor, now, workloads, {k: list(v.values()) for k, v in claimed.items()})
     plans: list[_NodePlan] = []
     dropped_nodes: list[tuple[_NodePlan, str]] = []
     for node in sorted(offers):
@@ -920,8 +962,8 @@ class PreemptDecision:
 def choose_victims(preemptor: Pod, offers: Mapping[str, Offer]) -> PreemptDecision:
     """Choose the victims from the offer alone (no cache, no queue tree, no clock).
 
-    Without start times nothing is protected, so this applies gang expansion among the offered
-    pods and the one-node choice. ``decide`` with cache facts replaces it.
+    Without start times nothing is protected and without the cache no gang is known, so this
+    only makes the one-node choice. ``decide`` with cache facts replaces it.
     """
     pre = Preemptor.from_pod(preemptor)
     node_offers: dict[str, NodeOffer] = {}
@@ -933,7 +975,8 @@ def choose_victims(preemptor: Pod, offers: Mapping[str, Offer]) -> PreemptDecisi
                 facts.append(PodFacts.unknown(uid, node))
             else:
                 try:
-                    facts.append(PodFacts.from_pod(pod))
+                    # Each pod alone: gangs need the cache's view of the whole workload.
+                    facts.append(PodFacts.from_pod(pod, workload=""))
                 except quantity.QuantityError:
                     facts.append(PodFacts.unknown(uid, node))
         node_offers[node] = NodeOffer(victims=facts, pdb_violations=offer.pdb_violations)

@@ -265,6 +265,23 @@ def test_gang_expands_on_and_off_node() -> None:
     assert node_record(d, "n1").victim_count == 4
 
 
+def test_workload_without_facts_is_a_gang_of_the_pods_that_claim_it() -> None:
+    g1, g2, g3 = (
+        pod(u, node=n, workload="ns/g") for u, n in [("g1", "n1"), ("g2", "n1"), ("g3", "n2")]
+    )
+    d = run({"n1": NodeOffer([g1], others=[g2]), "n2": NodeOffer([], others=[g3])})
+    assert d.reply() == {"n2": ([], 0)}  # no victims at all beats evicting the gang
+    d = run({"n1": NodeOffer([g1], others=[g2]), "n2": NodeOffer([g3])})
+    assert d.chosen == "n1" and d.all_victims() == (("g1", "n1"), ("g2", "n1"), ("g3", "n2"))
+
+
+def test_sibling_missing_from_the_node_listing_is_left_to_the_executor() -> None:
+    members = [pod("g1", workload="ns/g"), pod("g2", workload="ns/g")]
+    d = run({"n1": NodeOffer([members[0]])}, [workload("ns/g", members)])
+    assert d.reply() == {"n1": (["g1"], 0)}
+    assert d.off_node == (("g2", "n1"),)
+
+
 def test_gang_with_one_protected_pod_is_protected_as_a_whole() -> None:
     members = [
         pod("g1", workload="ns/g", started_ago=9999, min_runtime=600),
