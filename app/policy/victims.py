@@ -217,6 +217,8 @@ class Protection:
             return "start unknown, so not protected"
         if self.min_runtime_s is None:
             return "no min-runtime resolved, so not protected"
+        if self.min_runtime_s <= 0:
+            return f"{self.action} min-runtime 0s ({self.resolved_from}), so not protected"
         rule = f"{self.action} min-runtime {self.min_runtime_s:g}s ({self.resolved_from})"
         until = self.protected_until if self.protected_until is not None else self.start
         state = "protected until" if self.protected else "protection ended"
@@ -234,7 +236,8 @@ def protection(preemptor: Preemptor, pod: PodFacts, now: float) -> Protection:
     """The pod's own min-runtime protection at ``now`` (SPEC §3): ``now < start + minRuntime``."""
     res = pod.resolution
     until = None
-    if res is not None and pod.start is not None:
+    # 0s means no protection at all, even if the start is (by clock skew) in the future.
+    if res is not None and pod.start is not None and res.min_runtime_s > 0:
         until = pod.start + res.min_runtime_s
     return Protection(
         protected=until is not None and now < until,

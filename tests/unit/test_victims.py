@@ -11,6 +11,8 @@ import pytest
 
 from app.model import Pod
 from app.model.timestamps import parse_time
+from app.policy.minruntime import PoolDefaults, resolve
+from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
     Decision,
     NodeOffer,
@@ -120,6 +122,7 @@ def test_no_offer_is_an_empty_reply() -> None:
         (600, 600, False),  # now == start + minRuntime: protection over
         (700, 600, False),
         (0, 0, False),  # explicit 0s: never protected
+        (-5, 0, False),  # ... even with a start in the future (clock skew)
     ],
 )
 def test_protection_window(
@@ -433,6 +436,32 @@ def test_decision_serialises_to_json() -> None:
     assert d.record_of("old") is not None and d.record_of("old").outcome == "reselected"  # type: ignore[union-attr]
     assert d.record_of("nobody") is None
     json.dumps(run({}, gated=True).to_dict(), allow_nan=False)
+
+
+def test_resolution_from_the_queue_tree_plugs_in() -> None:
+    # KAI design example: preemptor in leaf1, victim in leaf3 → reclaim, resolved at D (60s).
+    tree = QueueTree.from_nodes(
+        [
+            QueueNode("A"),
+            QueueNode("B", "A", reclaim_min_runtime_s=600),
+            QueueNode("C", "B"),
+            QueueNode("D", "B", reclaim_min_runtime_s=60),
+            QueueNode("leaf1", "C", reclaim_min_runtime_s=0),
+            QueueNode("leaf2", "C", reclaim_min_runtime_s=180),
+            QueueNode("leaf3", "D"),
+        ]
+    )
+    preemptor = Preemptor("p", "ns/p", 1000, "leaf1")
+    res = resolve(tree, PoolDefaults(), "leaf1", "leaf3")
+    victim = PodFacts("v", "ns/v", "n1", 1, "leaf3", start=NOW - 30, resolution=res)
+    d = decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW)
+    assert d.reply() == {}
+    rec = node_record(d, "n1").records[0].to_dict()
+    assert (rec["action"], rec["minRuntimeSeconds"], rec["rule"]) == ("reclaim", 60, "D")
+    assert rec["queuePath"] == list(res.path)
+    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30).reply() == {
+        "n1": (["v"], 0)
+    }
 
 
 # --- upstream cases (KAI min-runtime) -------------------------------------------------------
