@@ -114,6 +114,11 @@ class _TokenFile:
     def __call__(self, configuration: Any) -> None:
         if self.previous is not None:
             self.previous(configuration)
+            # The package's hooks re-install themselves on every call; stay on top of them.
+            current = configuration.refresh_api_key_hook
+            if current is not self:
+                self.previous = current
+                configuration.refresh_api_key_hook = self
         try:
             st = os.stat(self.path)
             stamp = (st.st_ino, st.st_mtime_ns, st.st_size)

@@ -42,6 +42,8 @@ class RetryPolicy:
 
     total: float = 30.0
     backoff: Backoff = field(default_factory=Backoff)
+    sleep: Callable[[float], Awaitable[None]] = field(default=asyncio.sleep, compare=False)
+    """How to wait (tests pass a recorder)."""
 
 
 def should_retry(exc: BaseException, *, idempotent: bool, on_conflict: bool) -> bool:
@@ -62,7 +64,6 @@ async def retrying(
     idempotent: bool,
     on_conflict: bool = False,
     what: str = "",
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     monotonic: Callable[[], float] = time.monotonic,
 ) -> T:
     """Run ``call`` until it succeeds, fails for good, or ``policy.total`` seconds would pass.
@@ -89,4 +90,4 @@ async def retrying(
                 "retrying", what=what, attempt=attempt + 1, wait=round(wait, 3), error=str(exc)
             )
             attempt += 1
-            await sleep(wait)
+            await policy.sleep(wait)

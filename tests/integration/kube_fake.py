@@ -1,0 +1,234 @@
+"""An in-memory API server for pods and nodes behind a respx router, with faults on demand.
+
+It keeps objects with a global resourceVersion counter and an event history, serves paginated
+LISTs (limit/continue), and WATCHes that replay history after the requested version and then
+block for new events, the way kube-apiserver does. Faults: ``compact()`` drops history (watches
+from older versions get a 410 ERROR event), ``gone_now()`` ends open watches with a 410 ERROR,
+``cut_streams()`` breaks open watch connections mid-stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import respx
+
+BASE = "https://kube.test"
+
+
+def make_pod(
+    name: str,
+    *,
+    namespace: str = "default",
+    uid: str | None = None,
+    node: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A pod object as the API server would return it (resourceVersion set by the fake)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid or f"uid-{namespace}-{name}",
+            "labels": labels or {},
+            "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
+        "status": {"phase": "Pending"},
+    }
+
+
+def make_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A node object."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "uid": f"uid-node-{name}", "labels": labels or {}},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
+    }
+
+
+class _WatchStream(httpx.AsyncByteStream):
+    def __init__(self, fake: FakeApiServer, kind: str, after: int, gen: int) -> None:
+        self.fake = fake
+        self.kind = kind
+        self.after = after
+        self.gen = gen
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        fake = self.fake
+        sent = 0
+        while True:
+            async with fake.changed:
+                if self.gen != fake.generation:
+                    if fake.fault == "gone":
+                        yield _line("ERROR", _status(410, "Expired", "too old resource version"))
+                        return
+                    if fake.fault == "cut":
+                        raise httpx.ReadError("connection reset by peer (fake)")
+                    return
+                pending = [e for e in fake.history[self.kind] if e[0] > self.after]
+                if not pending:
+                    await fake.changed.wait()
+                    continue
+            for rv, type_, obj in pending:
+                self.after = rv
+                sent += 1
+                yield _line(type_, obj)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _line(type_: str, obj: dict[str, Any]) -> bytes:
+    return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
+
+
+def _status(code: int, reason: str, message: str) -> dict[str, Any]:
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+    }
+
+
+@dataclass
+class FakeApiServer:
+    """Pods and nodes with list/watch semantics; ``router`` is the respx router to inject."""
+
+    rv: int = 100
+    objects: dict[str, dict[str, dict[str, Any]]] = field(
+        default_factory=lambda: {"pods": {}, "nodes": {}}
+    )
+    history: dict[str, list[tuple[int, str, dict[str, Any]]]] = field(
+        default_factory=lambda: {"pods": [], "nodes": []}
+    )
+    compacted: int = 0
+    generation: int = 0
+    fault: str = ""
+    lists: list[dict[str, str]] = field(default_factory=list)
+    watches: list[dict[str, str]] = field(default_factory=list)
+    list_errors: list[int] = field(default_factory=list)
+    """HTTP codes to answer the next LISTs with (popped one per LIST)."""
+    router: respx.Router = field(init=False)
+    changed: asyncio.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.changed = asyncio.Condition()
+        self.router = respx.Router(base_url=BASE, assert_all_called=False)
+        self.router.get(path="/api/v1/pods").mock(side_effect=self._handle("pods"))
+        self.router.get(path="/api/v1/nodes").mock(side_effect=self._handle("nodes"))
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        """Hand this to ``KubeClient(transport=...)``."""
+        return httpx.MockTransport(self.router.async_handler)
+
+    # -- state changes (no await needed by tests: notification is scheduled) --------------
+
+    def _key(self, kind: str, obj: dict[str, Any]) -> str:
+        meta = obj["metadata"]
+        return f"{meta.get('namespace', '')}/{meta['name']}" if kind == "pods" else meta["name"]
+
+    def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
+        self.rv += 1
+        obj = json.loads(json.dumps(obj))
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        key = self._key(kind, obj)
+        if type_ == "DELETED":
+            self.objects[kind].pop(key, None)
+        else:
+            self.objects[kind][key] = obj
+        self.history[kind].append((self.rv, type_, obj))
+        self._notify()
+
+    def _notify(self) -> None:
+        async def wake() -> None:
+            async with self.changed:
+                self.changed.notify_all()
+
+        asyncio.get_running_loop().create_task(wake())
+
+    def add(self, kind: str, obj: dict[str, Any]) -> None:
+        """Create (ADDED) or, when it exists, update (MODIFIED) an object."""
+        exists = self._key(kind, obj) in self.objects[kind]
+        self._record(kind, "MODIFIED" if exists else "ADDED", obj)
+
+    def delete(self, kind: str, key: str) -> None:
+        """Delete an object by key (``ns/name`` for pods, name for nodes)."""
+        self._record(kind, "DELETED", self.objects[kind][key])
+
+    def silently(self, kind: str, change: str, obj: dict[str, Any] | str) -> None:
+        """Change state without any watch seeing it (as if it happened while compacted)."""
+        if change == "delete":
+            assert isinstance(obj, str)
+            self.objects[kind].pop(obj)
+            self.rv += 1
+            return
+        assert isinstance(obj, dict)
+        self.rv += 1
+        obj = json.loads(json.dumps(obj))
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[kind][self._key(kind, obj)] = obj
+
+    def compact(self) -> None:
+        """Forget history up to now: watches from older versions get 410."""
+        self.compacted = self.rv
+        for kind in self.history:
+            self.history[kind] = []
+
+    def gone_now(self) -> None:
+        """End every open watch with an ERROR 410 event."""
+        self.fault = "gone"
+        self.generation += 1
+        self._notify()
+
+    def cut_streams(self) -> None:
+        """Break every open watch connection (ReadError in the client)."""
+        self.fault = "cut"
+        self.generation += 1
+        self._notify()
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _handle(self, kind: str) -> Any:
+        def handler(request: httpx.Request) -> httpx.Response:
+            params = dict(request.url.params)
+            if params.get("watch") == "true":
+                return self._watch(kind, params)
+            return self._list(kind, params)
+
+        return handler
+
+    def _list(self, kind: str, params: dict[str, str]) -> httpx.Response:
+        self.lists.append({"kind": kind, **params})
+        if self.list_errors:
+            code = self.list_errors.pop(0)
+            return httpx.Response(code, json=_status(code, "Expired", "continue token expired"))
+        items = sorted(self.objects[kind].items())
+        start = int(params.get("continue") or 0)
+        limit = int(params.get("limit") or 0) or len(items) or 1
+        page = [obj for _, obj in items[start : start + limit]]
+        meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
+        body = {"kind": "List", "apiVersion": "v1", "metadata": meta, "items": page}
+        return httpx.Response(200, json=body)
+
+    def _watch(self, kind: str, params: dict[str, str]) -> httpx.Response:
+        self.watches.append({"kind": kind, **params})
+        after = int(params.get("resourceVersion") or 0)
+        if after < self.compacted:
+            body = _line("ERROR", _status(410, "Expired", f"too old resource version: {after}"))
+            return httpx.Response(200, content=body)
+        return httpx.Response(200, stream=_WatchStream(self, kind, after, self.generation))

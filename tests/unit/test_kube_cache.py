@@ -1,0 +1,156 @@
+"""The cluster cache: indexes, relist diffs, derived workload facts, subscribers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.kube.objects import Node, NodeMeta, NodeStatus
+from app.model import ObjectMeta, OwnerReference, Pod, PodCondition, PodSpec, PodStatus
+from app.model.timestamps import parse_time
+from app.policy.workload import WorkloadKey
+from app.state.cache import CacheEvent, ClusterCache
+
+
+def pod(
+    name: str,
+    *,
+    uid: str | None = None,
+    node: str | None = None,
+    rv: str = "1",
+    labels: dict[str, str] | None = None,
+    job: str | None = None,
+    bound_at: str | None = None,
+    ready: bool = False,
+    annotations: dict[str, str] | None = None,
+) -> Pod:
+    conditions = []
+    if bound_at:
+        conditions.append(PodCondition("PodScheduled", "True", bound_at))
+    if ready:
+        conditions.append(PodCondition("Ready", "True", bound_at))
+    owners = [OwnerReference("batch/v1", "Job", job, f"job-{job}", True)] if job else None
+    return Pod(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="ns",
+            uid=uid or f"u-{name}",
+            resourceVersion=rv,
+            labels=labels,
+            annotations=annotations,
+            ownerReferences=owners,
+        ),
+        spec=PodSpec(nodeName=node),
+        status=PodStatus(phase="Running" if node else "Pending", conditions=conditions or None),
+    )
+
+
+def node(name: str, **labels: str) -> Node:
+    return Node(NodeMeta(name=name, labels=labels), status=NodeStatus(allocatable={"cpu": "8"}))
+
+
+def test_indexes_follow_updates_and_deletes() -> None:
+    cache = ClusterCache()
+    cache.replace_pods(
+        [
+            pod("a", labels={"runway.dev/queue": "q1"}),
+            pod("b", node="n1", labels={"kai.scheduler/queue": "q2"}),
+            pod("c", node="n1"),
+        ]
+    )
+    assert cache.synced is False and cache.pods_synced
+    assert {p.key for p in cache.pods_on_node("n1")} == {"ns/b", "ns/c"}
+    assert [p.key for p in cache.pending_pods()] == ["ns/a"]
+    assert cache.queues() == ["default", "q1", "q2"]
+    assert cache.bound_count() == 2
+    # a gets bound and moves queue; c goes away
+    cache.upsert_pod(pod("a", node="n2", rv="2", labels={"runway.dev/queue": "q3"}))
+    cache.delete_pod(pod("c", node="n1"))
+    assert cache.pending_pods() == []
+    assert [p.key for p in cache.pods_on_node("n2")] == ["ns/a"]
+    assert [p.key for p in cache.pods_on_node("n1")] == ["ns/b"]
+    assert cache.queues() == ["q2", "q3"]
+    assert cache.pod_by_key("ns", "c") is None and cache.pod("u-c") is None
+    assert cache.pod_by_key("ns", "a") is not None
+
+
+def test_recreated_pod_with_the_same_name_is_a_new_uid() -> None:
+    cache = ClusterCache()
+    cache.upsert_pod(pod("a", uid="old", node="n1"))
+    cache.upsert_pod(pod("a", uid="new"))  # ADDED of the replacement before DELETED of the old
+    cache.delete_pod(pod("a", uid="old", node="n1"))
+    assert cache.pod_by_key("ns", "a").uid == "new"  # type: ignore[union-attr]
+    assert len(cache) == 1 and cache.pods_on_node("n1") == []
+
+
+def test_replace_emits_one_event_per_difference() -> None:
+    cache = ClusterCache()
+    events: list[CacheEvent[Any]] = []
+    cache.replace_pods([pod("a"), pod("b"), pod("c")])
+    unsubscribe = cache.subscribe(events.append)
+    cache.replace_pods([pod("a"), pod("b", rv="5", node="n1"), pod("d")])
+    assert sorted((e.type, (e.new or e.old).key) for e in events) == [
+        ("ADDED", "ns/d"),
+        ("DELETED", "ns/c"),
+        ("MODIFIED", "ns/b"),
+    ]
+    modified = next(e for e in events if e.type == "MODIFIED")
+    assert modified.old.spec.nodeName is None and modified.new.spec.nodeName == "n1"
+    unsubscribe()
+    cache.delete_pod(pod("a"))
+    assert len(events) == 3
+
+
+def test_a_failing_subscriber_does_not_break_the_cache() -> None:
+    cache = ClusterCache()
+
+    def boom(event: object) -> None:
+        raise RuntimeError("subscriber bug")
+
+    cache.subscribe(boom)
+    cache.upsert_pod(pod("a"))
+    assert len(cache) == 1
+
+
+def test_workload_start_time_and_pods_ready_are_derived_and_refreshed() -> None:
+    cache = ClusterCache()
+    t1, t2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+    cache.upsert_pod(
+        pod(
+            "j-0",
+            job="train",
+            node="n1",
+            bound_at=t1,
+            ready=True,
+            annotations={"runway.dev/min-available": "2"},
+        )
+    )
+    cache.upsert_pod(pod("j-1", job="train"))
+    key = WorkloadKey("ns", "train", "owner:Job")
+    view = cache.workload(key)
+    assert view is not None and view.start_time is None and not view.pods_ready
+    assert view.min_available == 2 and view.bound == 1
+    assert cache.workload(key) is view  # memoised
+    cache.upsert_pod(pod("j-1", job="train", node="n2", bound_at=t2, rv="2", ready=True))
+    view = cache.workload(key)
+    assert view is not None and view.start_time == parse_time(t2) and view.pods_ready
+    assert cache.workload_key_of("u-j-1") == key
+    assert cache.workload_of_pod(pod("j-0", job="train")) is view
+    assert cache.workload(WorkloadKey("ns", "nope", "pod")) is None
+
+
+def test_nodes() -> None:
+    cache = ClusterCache()
+    events: list[CacheEvent[Any]] = []
+    cache.subscribe(events.append)
+    cache.replace_nodes([node("n1", pool="a"), node("n2")])
+    assert cache.nodes_synced and cache.node_count() == 2
+    assert cache.node_labels("n1") == {"pool": "a"} and cache.node_labels("zz") == {}
+    cache.replace_nodes([node("n1", pool="a")])
+    cache.upsert_node(node("n1", pool="b"))
+    assert [(e.type, (e.new or e.old).name) for e in events] == [
+        ("ADDED", "n1"),
+        ("ADDED", "n2"),
+        ("DELETED", "n2"),
+        ("MODIFIED", "n1"),
+    ]
+    assert cache.node("n1").allocatable == {"cpu": "8"}  # type: ignore[union-attr]
