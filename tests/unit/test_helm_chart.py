@@ -383,6 +383,8 @@ def test_all_options_extender_url_matches_the_service() -> None:
     assert extender["tlsConfig"] == {
         "caFile": "/etc/runway-tls/ca.crt",
         "serverName": values["tls"]["serverName"],
+        "certFile": "/etc/runway-client-tls/tls.crt",
+        "keyFile": "/etc/runway-client-tls/tls.key",
     }
     name = values["scheduler"]["schedulerName"]
     assert config["profiles"][0]["schedulerName"] == name
@@ -423,6 +425,9 @@ def test_all_options_scheduler_deployment_mounts_its_config_and_the_ca() -> None
     )
     ca = volumes[mounts["/etc/runway-tls"]]["secret"]
     assert ca == {"secretName": "runway-ext-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+    client = volumes[mounts["/etc/runway-client-tls"]]["secret"]
+    assert client["secretName"] == values["tls"]["clientCertSecretName"]
+    assert sorted(item["key"] for item in client["items"]) == ["tls.crt", "tls.key"]
     annotations = deployment["spec"]["template"]["metadata"]["annotations"]
     assert len(annotations["checksum/config"]) == 64
 
@@ -502,3 +507,14 @@ def test_config_example_in_values_yaml_is_valid() -> None:
     block = text[text.index("#   config:") : text.index("\nconfig: {}")]
     example = yaml.safe_load("\n".join(line[3:] for line in block.splitlines()))
     parse_config(example["config"], "values.yaml example")
+
+
+def test_tls_without_client_certificate_only_verifies_the_server() -> None:
+    objects = render({"tls": {"enabled": True, "secretName": "s"}, "scheduler": {"enabled": True}})
+    config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
+    assert config["extenders"][0]["tlsConfig"] == {
+        "caFile": "/etc/runway-tls/ca.crt",
+        "serverName": f"rw-runway.{NAMESPACE}.svc",
+    }
+    pod = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["spec"]
+    assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "runway-ca"}
