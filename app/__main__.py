@@ -11,34 +11,35 @@ from app.config import ConfigError, load_config
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    import uvicorn
-
     from app.logs import configure_logging
     from app.server import create_app
+    from app.tls import ReloadingTLS, serve_uvicorn, tls_with_flags
 
     config = load_config(ns.config)
     server = config.server.model_copy(
         update={k: v for k, v in (("host", ns.host), ("port", ns.port)) if v is not None}
+        | {"tls": tls_with_flags(config.server.tls, ns.tls_cert_file, ns.tls_key_file)}
     )
     config = config.model_copy(update={"server": server})
     configure_logging(config.logging)
+    # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled); the
+    # certificate is re-read when its files change (docs/security.md).
+    tls = ReloadingTLS(server.tls) if server.tls.enabled else None
     from app.kube.client import connect
 
     kube = connect(config.kubernetes, kubeconfig=ns.kubeconfig)
-    uvicorn.run(
+    started = serve_uvicorn(
         create_app(config, kube=kube),
+        tls,
         host=server.host,
         port=server.port,
-        # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled)
-        ssl_certfile=ns.tls_cert_file,
-        ssl_keyfile=ns.tls_key_file,
         workers=1,
         log_level="warning",
         access_log=False,
         # Fail the header read quickly but never cut a 50 MB NodeList body short.
         timeout_keep_alive=30,
     )
-    return 0
+    return 0 if started else 3
 
 
 def _openapi(ns: argparse.Namespace) -> int:
@@ -113,8 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, or server.host)")
     serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
-    serve.add_argument("--tls-cert-file", help="serve HTTPS with this PEM certificate (chain)")
-    serve.add_argument("--tls-key-file", help="private key of --tls-cert-file (PEM)")
+    serve.add_argument(
+        "--tls-cert-file", help="serve HTTPS with this PEM certificate chain (server.tls.certFile)"
+    )
+    serve.add_argument("--tls-key-file", help="private key of --tls-cert-file (server.tls.keyFile)")
     serve.add_argument(
         "--kubeconfig",
         help="kubeconfig of the cluster (default: kubernetes.kubeconfig, else $KUBECONFIG, else "
@@ -164,6 +167,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m app`` and the ``runway`` console script."""
     ns = build_parser().parse_args(argv)
+    # Logs go to stderr from the start, so tools that print JSON keep stdout clean.
+    from app.config import LoggingConfig
+    from app.logs import configure_logging
+
+    configure_logging(LoggingConfig())
     try:
         code: int = ns.func(ns)
     except ConfigError as exc:
