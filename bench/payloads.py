@@ -140,3 +140,117 @@ def extender_args(n: int, mode: str) -> bytes:
             "NodeNames": None,
         }
     return json.dumps(body, separators=(",", ":")).encode()
+
+
+def victim(i: int, j: int) -> dict[str, Any]:
+    """A running low-priority pod offered as a victim (about 3 KB, managedFields included)."""
+    name = f"train-low-{i:05d}-{j}"
+    fields = {
+        "f:metadata": {
+            "f:labels": {".": {}, "f:job-name": {}, "f:runway.dev/queue": {}},
+            "f:ownerReferences": {".": {}, f'k:{{"uid":"job-{i:05d}"}}': {".": {}, "f:uid": {}}},
+        },
+        "f:spec": {
+            "f:containers": {
+                'k:{"name":"c"}': {
+                    ".": {},
+                    "f:image": {},
+                    "f:resources": {".": {}, "f:requests": {".": {}, "f:cpu": {}}},
+                }
+            }
+        },
+        "f:status": {"f:conditions": {'k:{"type":"Ready"}': {".": {}, "f:status": {}}}},
+    }
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"{i:08x}-{j:04x}-4000-8000-{i * 16 + j:012x}",
+            "resourceVersion": str(20_000 + i * 16 + j),
+            "creationTimestamp": _TS,
+            "labels": {
+                "job-name": f"train-low-{i:05d}",
+                "runway.dev/queue": "team-a",
+                "runway.dev/workload": f"train-low-{i:05d}",
+            },
+            "annotations": {"runway.dev/min-available": "1"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": f"train-low-{i:05d}",
+                    "uid": f"job-{i:05d}",
+                    "controller": True,
+                }
+            ],
+            "managedFields": [
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "apiVersion": "v1",
+                    "time": _TS,
+                    "fieldsType": "FieldsV1",
+                    "fieldsV1": fields,
+                }
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.example.com/team/trainer:v1.4.2",
+                    "resources": {"limits": {"cpu": "1"}, "requests": {"cpu": "1"}},
+                    "terminationMessagePath": "/dev/termination-log",
+                    "terminationMessagePolicy": "File",
+                    "imagePullPolicy": "IfNotPresent",
+                }
+            ],
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "nodeName": f"node-{i:05d}",
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {
+                    "key": f"node.kubernetes.io/{t}",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+                for t in ("not-ready", "unreachable")
+            ],
+            "priorityClassName": "low",
+            "priority": 100,
+            "preemptionPolicy": "PreemptLowerPriority",
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": _TS}
+                for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+            ],
+            "hostIP": f"10.128.{i // 250}.{i % 250}",
+            "podIP": f"10.{i // 250}.{i % 250}.{j + 2}",
+            "startTime": _TS,
+            "qosClass": "Burstable",
+        },
+    }
+
+
+def preemption_args(n: int, mode: str, per_node: int = 2) -> bytes:
+    """An ``ExtenderPreemptionArgs`` body offering ``per_node`` victims on each of ``n`` nodes.
+
+    Mode ``names`` (nodeCacheCapable) sends ``NodeNameToMetaVictims`` (UIDs), ``list`` sends
+    ``NodeNameToVictims`` with full pods.
+    """
+    pods = {f"node-{i:05d}": [victim(i, j) for j in range(per_node)] for i in range(n)}
+    if mode == "names":
+        meta = {
+            node: {"Pods": [{"UID": p["metadata"]["uid"]} for p in ps], "NumPDBViolations": 0}
+            for node, ps in pods.items()
+        }
+        body = {"Pod": pod(), "NodeNameToVictims": None, "NodeNameToMetaVictims": meta}
+    else:
+        full = {node: {"Pods": ps, "NumPDBViolations": 0} for node, ps in pods.items()}
+        body = {"Pod": pod(), "NodeNameToVictims": full, "NodeNameToMetaVictims": None}
+    return json.dumps(body, separators=(",", ":")).encode()

@@ -8,14 +8,19 @@ import msgspec
 
 from app.model import Pod
 from app.wire.errors import WireError
-from app.wire.types import ExtenderArgs, NodeItems, PreemptionArgs, VictimCandidate
-
-_NULL = b"null"
+from app.wire.types import (
+    ExtenderArgs,
+    NodeItems,
+    NodeListItems,
+    PreemptionArgs,
+    VictimCandidate,
+)
 
 
 class _ArgsBody(msgspec.Struct, rename={"pod": "Pod", "nodes": "Nodes", "node_names": "NodeNames"}):
     pod: Pod | None = None
-    nodes: msgspec.Raw = msgspec.Raw(_NULL)
+    # Split into raw items in the same pass as the rest of the body (one scan of 50 MB, not two).
+    nodes: NodeListItems | None = None
     node_names: list[str] | None = None
 
 
@@ -47,10 +52,6 @@ _preemption_decoder = msgspec.json.Decoder(_PreemptionBody)
 _encoder = msgspec.json.Encoder()
 
 
-def _is_null(raw: msgspec.Raw) -> bool:
-    return len(raw) == len(_NULL) and bytes(raw) == _NULL
-
-
 def _decode(
     decoder: msgspec.json.Decoder[_ArgsBody] | msgspec.json.Decoder[_PreemptionBody], body: bytes
 ) -> object:
@@ -68,18 +69,23 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     Exactly one of ``Nodes`` and ``NodeNames`` must be non-null: which one tells the mode the
     extender was registered with.
     """
-    decoded = _decode(_args_decoder, body)
-    assert isinstance(decoded, _ArgsBody)
+    try:
+        decoded = _args_decoder.decode(body)
+    except msgspec.ValidationError as exc:
+        if "`$.Nodes" in str(exc):
+            raise WireError(
+                f"invalid request: `Nodes` must be a NodeList object with `items`: {exc}"
+            ) from exc
+        raise WireError(f"invalid request: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise WireError(f"request body is not valid JSON: {exc}") from exc
     if decoded.pod is None:
         raise WireError("invalid request: missing required field `Pod`")
-    has_nodes = not _is_null(decoded.nodes)
-    if has_nodes and decoded.node_names is not None:
+    if decoded.nodes is not None and decoded.node_names is not None:
         raise WireError("invalid request: send either `Nodes` or `NodeNames`, not both")
-    if not has_nodes and decoded.node_names is None:
+    if decoded.nodes is None and decoded.node_names is None:
         raise WireError("invalid request: one of `Nodes` (a NodeList) or `NodeNames` is required")
-    nodes = None
-    if has_nodes:
-        nodes = NodeItems.decode(decoded.nodes)
+    nodes = None if decoded.nodes is None else NodeItems.of(decoded.nodes)
     return ExtenderArgs(pod=decoded.pod, node_names=decoded.node_names, nodes=nodes)
 
 
@@ -128,8 +134,9 @@ def encode_filter_result(
 ) -> bytes:
     """Encode ``ExtenderFilterResult``.
 
-    ``passed`` None means every offered node passed: in NodeList mode the offered ``Nodes`` are
-    then sent back byte for byte, without being decoded or re-encoded.
+    ``passed`` None means every offered node passed: in NodeList mode the offered node items are
+    then sent back byte for byte, without being decoded or re-encoded. The reply is built by one
+    join of views into the request body: a 50 MB reply costs one allocation and one copy.
     """
     tail = b"".join(
         (
@@ -143,22 +150,19 @@ def encode_filter_result(
     if args.nodes is None:
         names = args.node_names if passed is None else list(passed)
         return b'{"Nodes":null,"NodeNames":' + _encoder.encode(names) + tail
-    if passed is None:
-        return b'{"Nodes":' + bytes(args.nodes.raw) + b',"NodeNames":null' + tail
-    keep = set(passed)
-    items = [
-        item
-        for item, name in zip(args.nodes.items, args.nodes.names(), strict=True)
-        if name in keep
-    ]
-    return b"".join(
-        (
-            b'{"Nodes":{"metadata":{},"items":[',
-            b",".join(bytes(i) for i in items),
-            b']},"NodeNames":null',
-            tail,
-        )
-    )
+    items = args.nodes.items
+    if passed is not None:
+        keep = set(passed)
+        items = [item for item, name in zip(items, args.nodes.names(), strict=True) if name in keep]
+    parts: list[bytes | msgspec.Raw] = [b'{"Nodes":{"metadata":{},"items":[']
+    for item in items:
+        parts.append(item)
+        parts.append(b",")
+    if items:
+        parts.pop()
+    parts.append(b']},"NodeNames":null')
+    parts.append(tail)
+    return b"".join(parts)
 
 
 class _HostPriority(msgspec.Struct, rename={"host": "Host", "score": "Score"}):

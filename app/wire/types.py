@@ -10,27 +10,31 @@ from app.model import NodeName, Pod
 from app.wire.errors import WireError
 
 
-class _ItemsRaw(msgspec.Struct):
-    """A NodeList with each item kept as raw JSON: validated as JSON, never built into objects."""
+class NodeListItems(msgspec.Struct):
+    """A NodeList with each item kept as raw JSON: validated as JSON, never built into objects.
+
+    Decoded inside the request body in the same pass as the rest of it: the items are zero-copy
+    views into the body, so a 5,000-node NodeList costs one scan and no allocation per field.
+    """
 
     items: list[msgspec.Raw] | None = None
 
 
-_items_decoder = msgspec.json.Decoder(_ItemsRaw)
+_items_decoder = msgspec.json.Decoder(NodeListItems)
 _node_decoder = msgspec.json.Decoder(NodeName)
+_OPEN_BRACE = ord("{")
 
 
 @dataclass
 class NodeItems:
     """The ``Nodes`` NodeList of a non-node-cache-capable request, items kept as raw JSON."""
 
-    raw: msgspec.Raw
     items: list[msgspec.Raw]
     _names: list[str] | None = field(default=None, repr=False)
     _labels: list[dict[str, str]] | None = field(default=None, repr=False)
 
     @classmethod
-    def decode(cls, raw: msgspec.Raw) -> NodeItems:
+    def decode(cls, raw: msgspec.Raw | bytes) -> NodeItems:
         """Split a raw NodeList into raw items, checking only its shape (``WireError`` if wrong)."""
         try:
             decoded = _items_decoder.decode(raw)
@@ -38,11 +42,17 @@ class NodeItems:
             raise WireError(
                 f"invalid request: `Nodes` must be a NodeList object with `items`: {exc}"
             ) from exc
+        return cls.of(decoded)
+
+    @classmethod
+    def of(cls, decoded: NodeListItems) -> NodeItems:
+        """Wrap already-split items, checking that each is a JSON object (``WireError`` if not)."""
         items = decoded.items or []
         for i, item in enumerate(items):
-            if bytes(memoryview(item)[:1]) != b"{":
+            # One byte read per item: the JSON scan already proved each item well-formed.
+            if memoryview(item)[0] != _OPEN_BRACE:
                 raise WireError(f"invalid request: `Nodes.items[{i}]` must be a Node object")
-        return cls(raw=raw, items=items)
+        return cls(items=items)
 
     def names(self) -> list[str]:
         """Every node's ``metadata.name``, decoded on first use only."""
@@ -59,12 +69,16 @@ class NodeItems:
         return self._labels
 
     def _decode_meta(self) -> None:
-        nodes = []
-        for i, item in enumerate(self.items):
-            try:
-                nodes.append(_node_decoder.decode(item))
-            except msgspec.ValidationError as exc:
-                raise WireError(f"invalid request: `Nodes.items[{i}]`: {exc}") from exc
+        decode = _node_decoder.decode
+        try:
+            nodes = [decode(item) for item in self.items]
+        except msgspec.ValidationError:
+            for i, item in enumerate(self.items):  # the error path only: find which item
+                try:
+                    decode(item)
+                except msgspec.ValidationError as exc:
+                    raise WireError(f"invalid request: `Nodes.items[{i}]`: {exc}") from exc
+            raise
         self._names = [n.metadata.name for n in nodes]
         self._labels = [n.metadata.labels or {} for n in nodes]
 
