@@ -111,6 +111,14 @@ UNKNOWN_QUEUE = Counter(
     registry=REGISTRY,
 )
 
+AUTH_DECISIONS = Counter(
+    "runway_auth_decisions_total",
+    "REST authentication checks by scope (write, read, metrics) and result (allowed, "
+    "unauthenticated, forbidden, unavailable).",
+    ["scope", "result"],
+    registry=REGISTRY,
+)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus text format."""

@@ -14,6 +14,7 @@ from pydantic.json_schema import models_json_schema
 
 import app as package
 from app.api import cache_debug, extender, ops, preemptions, tooling
+from app.api.auth import install_auth
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
@@ -85,6 +86,10 @@ def create_app(
     app.include_router(preemptions.router)
     app.include_router(tooling.router)
     app.include_router(cache_debug.router)
+    # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
+    # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
+    # guarded here when auth.protectMetrics / auth.protectReadOnly say so.
+    install_auth(app, config.auth, lambda: runtime.kube, host=config.server.host)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -7,9 +7,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -25,25 +26,35 @@ def free_port() -> int:
 class RunwayProcess:
     """A running runway: its URL, pid and captured log file."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], port: int, log: Path, scheme: str = "http"
+    ) -> None:
         self.proc = proc
         self.port = port
         self.log = log
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{scheme}://127.0.0.1:{port}"
 
     def logs(self) -> str:
         """Everything the process wrote to stderr/stdout so far."""
         return self.log.read_text(errors="replace")
 
 
-def wait_until_healthy(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 30) -> None:
-    """Poll ``/healthz`` until it answers 200, the process dies, or the deadline passes."""
+def wait_until_healthy(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    deadline_s: float = 30,
+    client_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Poll ``/healthz`` until it answers 200, the process dies, or the deadline passes.
+
+    ``client_options`` go to ``httpx.get`` (``verify``/``cert`` for HTTPS).
+    """
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"runway exited with {proc.returncode} before becoming healthy")
         try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/healthz", timeout=1, **(client_options or {})).status_code == 200:
                 return
         except httpx.TransportError:
             pass
@@ -53,9 +64,17 @@ def wait_until_healthy(url: str, proc: subprocess.Popen[bytes], deadline_s: floa
 
 @contextmanager
 def run_runway(
-    tmp: Path, args: Sequence[str] = (), env: dict[str, str] | None = None
+    tmp: Path,
+    args: Sequence[str] = (),
+    env: dict[str, str] | None = None,
+    *,
+    scheme: str = "http",
+    client_options: Mapping[str, Any] | None = None,
 ) -> Iterator[RunwayProcess]:
-    """Run ``python -m app serve --port <free> *args``; stop it by pid on exit, even on failure."""
+    """Run ``python -m app serve --port <free> *args``; stop it by pid on exit, even on failure.
+
+    ``scheme="https"`` with ``client_options`` (httpx ``verify``/``cert``) for a TLS runway.
+    """
     port = free_port()
     log = tmp / f"runway-{port}.log"
     full_env = {**os.environ, **(env or {})}
@@ -68,8 +87,8 @@ def run_runway(
             env=full_env,
         )
     try:
-        wait_until_healthy(f"http://127.0.0.1:{port}", proc)
-        yield RunwayProcess(proc, port, log)
+        wait_until_healthy(f"{scheme}://127.0.0.1:{port}", proc, client_options=client_options)
+        yield RunwayProcess(proc, port, log, scheme)
     finally:
         if proc.poll() is None:
             proc.terminate()

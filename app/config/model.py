@@ -20,6 +20,7 @@ from app.config.requeue import (
     check_timestamps_agree,
 )
 from app.config.section import Section
+from app.config.security import AuthConfig, TLSConfig
 
 
 class ServerConfig(Section):
@@ -38,6 +39,11 @@ class ServerConfig(Section):
         ge=1024,
         description="Largest request body accepted; larger bodies get 413. A 5,000-node "
         "NodeList of production nodes is about 55 MB.",
+    )
+    tls: TLSConfig = Field(
+        default_factory=TLSConfig,
+        description="HTTPS (with certificate reload and optional client certificates); off "
+        "unless `certFile` is set. See docs/security.md.",
     )
 
 
@@ -82,6 +88,11 @@ class RunwayConfig(Section):
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig,
         description="API server access and Lease leader election (SPEC §6).",
+    )
+    auth: AuthConfig = Field(
+        default_factory=AuthConfig,
+        description="Bearer-token authentication of the REST API (static tokens or "
+        "TokenReview + SubjectAccessReview). See docs/security.md.",
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,608 @@
+"""Bearer-token authentication and authorization of the REST API.
+
+* ``require_auth(scope)`` is the FastAPI dependency a route adds; every mutating ``/v1`` route
+  must carry it (``unguarded_mutating_routes`` lists those that do not)::
+
+      @router.post("/workloads/{namespace}/{name}:activate")
+      async def activate(
+          principal: Annotated[Principal, Depends(require_auth("write"))], ...
+      ) -> ...: ...
+
+  With path parameters ``namespace``/``name`` the SubjectAccessReview is asked for that object,
+  so a namespaced Role can grant it.
+* ``install_auth`` puts the ``AuthGuard`` at ``app.state.auth`` and, when configured, guards
+  read-only ``/v1`` GETs (``auth.protectReadOnly``) and ``/metrics`` (``auth.protectMetrics``)
+  with a small ASGI middleware, so routes added later are covered without touching them.
+
+Modes: ``static`` compares the token in constant time with the configured ones; ``kubernetes``
+asks the API server (TokenReview, then SubjectAccessReview) and remembers positive answers for
+``cacheTTL``, keyed by a hash of the token (the token itself is never stored or logged).
+Answers: 401 + ``WWW-Authenticate: Bearer`` (no or bad token), 403 naming the missing
+permission, 503 when the API server cannot be asked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import os
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Protocol, TypeVar
+
+import msgspec
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from app import metrics
+from app.config import ConfigError
+from app.config.security import AuthConfig
+from app.kube.client import Resource
+from app.kube.errors import ApiError, KubeError
+from app.logs import get_logger
+
+log = get_logger("auth")
+
+T = TypeVar("T")
+Scope = Literal["write", "read", "metrics"]
+Mode = Literal["none", "static", "kubernetes"]
+
+TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", namespaced=False)
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False
+)
+_MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_CACHE_MAX = 4096
+
+
+class ReviewClient(Protocol):
+    """What auth needs of ``app.kube.client.KubeClient``: POST a review object."""
+
+    async def create(self, resource: Resource, body: Any, *, into: type[T]) -> T:
+        """Create ``body`` in ``resource`` and decode the answer into ``into``."""
+        ...
+
+
+# --- outcomes ---------------------------------------------------------------------------------
+
+
+class AuthError(Exception):
+    """A refused request: ``status`` 401/403/503 with an operator-readable ``message``."""
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+    def response(self) -> JSONResponse:
+        """The API's one error body shape, ``{"error": message}``."""
+        return JSONResponse({"error": self.message}, status_code=self.status, headers=self.headers)
+
+
+def _unauthenticated(message: str, error: str | None = None) -> AuthError:
+    challenge = 'Bearer realm="runway"' + (f', error="{error}"' if error else "")
+    return AuthError(401, message, {"WWW-Authenticate": challenge})
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who made an authenticated request."""
+
+    user: str
+    groups: tuple[str, ...] = ()
+    via: Mode = "none"
+
+
+ANONYMOUS = Principal("system:anonymous")
+
+
+# --- static tokens ----------------------------------------------------------------------------
+
+
+def _digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode()).digest()
+
+
+class StaticTokens:
+    """Tokens from the config and/or a token file (re-read when the file changes)."""
+
+    def __init__(self, tokens: list[str], path: str | None) -> None:
+        # Compare fixed-length digests: compare_digest on the raw strings leaks their length.
+        self.inline = [(_digest(t), f"static-token-{i}") for i, t in enumerate(tokens)]
+        self.path = path
+        self.from_file: list[tuple[bytes, str]] = []
+        self._stamp: tuple[int, int, int] | None = None
+        if path is not None:
+            try:
+                self._reload()
+            except OSError as exc:
+                raise ConfigError(f"auth.staticTokenFile: cannot read {path!r}: {exc}") from None
+
+    def _reload(self) -> None:
+        assert self.path is not None
+        st = os.stat(self.path)
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._stamp:
+            return
+        entries: list[tuple[bytes, str]] = []
+        with open(self.path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                line = line.strip()
+                if not line or line.startswith("#"):
+                    continue
+                token, _, rest = line.partition(",")
+                user = rest.split(",", 1)[0].strip().strip('"') or f"token-file-line-{lineno}"
+                entries.append((_digest(token.strip()), user))
+        self.from_file, self._stamp = entries, stamp
+        log.info("static token file loaded", path=self.path, tokens=len(entries))
+
+    def match(self, token: str) -> str | None:
+        """The user of ``token``, or None. Compares against every token (constant time)."""
+        if self.path is not None:
+            try:
+                self._reload()
+            except OSError as exc:  # keep the last good tokens
+                log.warning("cannot re-read the static token file", path=self.path, error=str(exc))
+        probe = _digest(token)
+        found: str | None = None
+        for digest, user in (*self.inline, *self.from_file):
+            if hmac.compare_digest(digest, probe) and found is None:
+                found = user
+        return found
+
+
+# --- Kubernetes reviews -----------------------------------------------------------------------
+
+
+class UserInfo(msgspec.Struct, omit_defaults=True):
+    """``authentication.k8s.io/v1`` UserInfo."""
+
+    username: str = ""
+    uid: str = ""
+    groups: list[str] = msgspec.field(default_factory=list)
+    extra: dict[str, list[str]] = msgspec.field(default_factory=dict)
+
+
+class TokenReviewStatus(msgspec.Struct):
+    """What the API server says about a token."""
+
+    authenticated: bool = False
+    user: UserInfo = msgspec.field(default_factory=UserInfo)
+    error: str = ""
+
+
+class TokenReview(msgspec.Struct):
+    """A TokenReview answer (only the status is read)."""
+
+    status: TokenReviewStatus = msgspec.field(default_factory=TokenReviewStatus)
+
+
+class AccessReviewStatus(msgspec.Struct):
+    """What the authorizer says about one request."""
+
+    allowed: bool = False
+    denied: bool = False
+    reason: str = ""
+    evaluationError: str = ""
+
+
+class SubjectAccessReview(msgspec.Struct):
+    """A SubjectAccessReview answer (only the status is read)."""
+
+    status: AccessReviewStatus = msgspec.field(default_factory=AccessReviewStatus)
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One RBAC permission, as asked in a SubjectAccessReview."""
+
+    verb: str
+    group: str = ""
+    resource: str = ""
+    namespace: str | None = None
+    name: str | None = None
+    path: str | None = None
+    """A non-resource URL (``/metrics``) instead of a resource."""
+
+    def attributes(self) -> dict[str, Any]:
+        """The SubjectAccessReview ``spec`` attributes."""
+        if self.path is not None:
+            return {"nonResourceAttributes": {"path": self.path, "verb": self.verb}}
+        attrs = {"verb": self.verb, "group": self.group, "resource": self.resource}
+        attrs |= {k: v for k, v in (("namespace", self.namespace), ("name", self.name)) if v}
+        return {"resourceAttributes": attrs}
+
+    def describe(self) -> str:
+        """``update workloads.runway.dev "ns/name"`` — what a Role must grant."""
+        if self.path is not None:
+            return f"{self.verb} on the non-resource URL {self.path}"
+        what = f"{self.resource}.{self.group}" if self.group else self.resource
+        text = f"{self.verb} {what}"
+        if self.name:
+            text += f" named {self.name!r}"
+        if self.namespace:
+            text += f" in namespace {self.namespace!r}"
+        return text
+
+
+class _TTLCache:
+    """Positive answers for ``ttl`` seconds, bounded in size."""
+
+    def __init__(self, ttl: float, monotonic: Callable[[], float]) -> None:
+        self.ttl = ttl
+        self.monotonic = monotonic
+        self.entries: MutableMapping[tuple[Any, ...], tuple[float, Any]] = {}
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        hit = self.entries.get(key)
+        if hit is None:
+            return None
+        if hit[0] <= self.monotonic():
+            del self.entries[key]
+            return None
+        return hit[1]
+
+    def put(self, key: tuple[Any, ...], value: Any) -> None:
+        if self.ttl <= 0:
+            return
+        now = self.monotonic()
+        if len(self.entries) >= _CACHE_MAX:
+            for k in [k for k, (exp, _) in self.entries.items() if exp <= now]:
+                del self.entries[k]
+            while len(self.entries) >= _CACHE_MAX:  # still full: drop the oldest
+                del self.entries[next(iter(self.entries))]
+        self.entries[key] = (now + self.ttl, value)
+
+
+_RBAC_HINT = (
+    "runway's service account needs create on tokenreviews.authentication.k8s.io and "
+    "subjectaccessreviews.authorization.k8s.io (ClusterRole system:auth-delegator)"
+)
+
+
+class KubernetesReviewer:
+    """TokenReview + SubjectAccessReview through the API server, positive answers cached."""
+
+    def __init__(
+        self,
+        client: Callable[[], ReviewClient | None],
+        audiences: list[str],
+        cache_ttl: float,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.audiences = audiences
+        self.cache = _TTLCache(cache_ttl, monotonic)
+
+    def _client(self) -> ReviewClient:
+        client = self.client()
+        if client is None:
+            raise AuthError(
+                503,
+                "auth.mode is kubernetes but runway has no API server to ask (no kubeconfig, not "
+                "in a pod); set auth.mode to static or run runway with cluster access",
+            )
+        return client
+
+    async def _ask(self, what: str, resource: Resource, body: Any, into: type[T]) -> T:
+        try:
+            return await self._client().create(resource, body, into=into)
+        except ApiError as exc:
+            hint = f"; {_RBAC_HINT}" if exc.code in (401, 403) else ""
+            log.warning("review refused by the API server", review=what, error=str(exc))
+            raise AuthError(
+                503,
+                f"cannot check the token: the API server refused the {what} ({exc}){hint}",
+                {"Retry-After": "5"},
+            ) from None
+        except KubeError as exc:
+            log.warning("API server unavailable for a review", review=what, error=str(exc))
+            raise AuthError(
+                503,
+                f"cannot check the token: the API server did not answer the {what} ({exc}); "
+                "retry later",
+                {"Retry-After": "5"},
+            ) from None
+        except msgspec.DecodeError as exc:
+            raise AuthError(
+                503, f"cannot check the token: undecodable {what} answer ({exc})"
+            ) from None
+
+    async def authenticate(self, token: str, key: bytes) -> UserInfo:
+        """The user of ``token`` per TokenReview (raises 401 when not authenticated)."""
+        cached: UserInfo | None = self.cache.get(("user", key))
+        if cached is not None:
+            return cached
+        spec: dict[str, Any] = {"token": token}
+        if self.audiences:
+            spec["audiences"] = self.audiences
+        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
+        review = await self._ask("TokenReview", TOKEN_REVIEWS, body, TokenReview)
+        if not review.status.authenticated:
+            log.info("token rejected by TokenReview", error=review.status.error or None)
+            raise _unauthenticated("invalid or expired bearer token", "invalid_token")
+        self.cache.put(("user", key), review.status.user)
+        return review.status.user
+
+    async def authorize(self, user: UserInfo, key: bytes, permission: Permission) -> None:
+        """Raise 403 unless the SubjectAccessReview allows ``permission`` for ``user``."""
+        if self.cache.get(("allowed", key, permission)):
+            return
+        spec: dict[str, Any] = {"user": user.username, "groups": user.groups}
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.extra:
+            spec["extra"] = user.extra
+        spec |= permission.attributes()
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": spec,
+        }
+        review = await self._ask(
+            "SubjectAccessReview", SUBJECT_ACCESS_REVIEWS, body, SubjectAccessReview
+        )
+        status = review.status
+        if not status.allowed:
+            why = status.reason or status.evaluationError or "no RBAC rule allows it"
+            raise AuthError(
+                403,
+                f"forbidden: user {user.username!r} may not {permission.describe()} ({why}); "
+                "grant it with a Role or ClusterRole",
+            )
+        self.cache.put(("allowed", key, permission), True)
+
+
+# --- the guard --------------------------------------------------------------------------------
+
+
+def resolve_mode(config: AuthConfig, has_cluster: bool) -> Mode:
+    """The effective mode: ``auto`` is static with tokens, kubernetes with a cluster, else none."""
+    if config.mode != "auto":
+        return config.mode
+    if config.static_tokens or config.static_token_file is not None:
+        return "static"
+    return "kubernetes" if has_cluster else "none"
+
+
+@dataclass
+class AuthGuard:
+    """Checks bearer tokens per ``auth``; held at ``app.state.auth``."""
+
+    config: AuthConfig
+    mode: Mode
+    static: StaticTokens | None = None
+    reviewer: KubernetesReviewer | None = None
+
+    @classmethod
+    def build(
+        cls,
+        config: AuthConfig,
+        client: Callable[[], ReviewClient | None] = lambda: None,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> AuthGuard:
+        """The guard for ``config``; ``client`` yields the API client (None: no cluster)."""
+        mode = resolve_mode(config, client() is not None)
+        guard = cls(config, mode)
+        if mode == "static":
+            guard.static = StaticTokens(
+                [t.get_secret_value() for t in config.static_tokens], config.static_token_file
+            )
+        elif mode == "kubernetes":
+            guard.reviewer = KubernetesReviewer(
+                client, config.audiences, config.cache_ttl, monotonic
+            )
+        return guard
+
+    def protects(self, method: str, path: str) -> Scope | None:
+        """Which scope the middleware checks for this request (None: left to the route)."""
+        if self.mode == "none" or method not in ("GET", "HEAD"):
+            return None
+        if self.config.protect_metrics and path.rstrip("/") == "/metrics":
+            return "metrics"
+        if self.config.protect_read_only and path.startswith("/v1/"):
+            return "read"
+        return None
+
+    def permission(
+        self,
+        scope: Scope,
+        *,
+        verb: str | None = None,
+        namespace: str | None = None,
+        name: str | None = None,
+    ) -> Permission:
+        """The RBAC permission ``scope`` needs in kubernetes mode."""
+        sar = self.config.sar
+        if scope == "metrics":
+            return Permission(verb or "get", path="/metrics")
+        default = sar.verb if scope == "write" else sar.read_verb
+        return Permission(verb or default, sar.group, sar.resource, namespace, name)
+
+    async def check(
+        self, authorization: str | None, scope: Scope, permission: Permission | None = None
+    ) -> Principal:
+        """The caller of a request with header ``authorization``, or raise ``AuthError``."""
+        try:
+            principal = await self._check(authorization, scope, permission)
+        except AuthError as exc:
+            result = {401: "unauthenticated", 403: "forbidden"}.get(exc.status, "unavailable")
+            metrics.AUTH_DECISIONS.labels(scope, result).inc()
+            raise
+        metrics.AUTH_DECISIONS.labels(scope, "allowed").inc()
+        return principal
+
+    async def _check(
+        self, authorization: str | None, scope: Scope, permission: Permission | None
+    ) -> Principal:
+        if self.mode == "none":
+            return ANONYMOUS
+        token = bearer_token(authorization)
+        if self.static is not None:
+            user = self.static.match(token)
+            if user is None:
+                raise _unauthenticated("invalid bearer token", "invalid_token")
+            return Principal(user, via="static")
+        assert self.reviewer is not None
+        key = _digest(token)
+        info = await self.reviewer.authenticate(token, key)
+        await self.reviewer.authorize(info, key, permission or self.permission(scope))
+        return Principal(info.username, tuple(info.groups), via="kubernetes")
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header (raise 401 otherwise)."""
+    if not authorization:
+        raise _unauthenticated("missing bearer token: send `Authorization: Bearer <token>`")
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise _unauthenticated(
+            "unsupported Authorization header: send `Authorization: Bearer <token>`",
+            "invalid_request",
+        )
+    return token
+
+
+# --- FastAPI integration ----------------------------------------------------------------------
+
+# Declares the bearer scheme in the OpenAPI document; the header is parsed by the guard itself.
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="A runway token (auth.mode static) or a "
+    "Kubernetes bearer token (auth.mode kubernetes).",
+)
+
+
+def _guard_of(request: Request) -> AuthGuard:
+    guard: AuthGuard | None = getattr(request.app.state, "auth", None)
+    if guard is None:  # fail closed: a route asked for auth in an app that never set it up
+        raise AuthError(500, "authentication is not set up in this app (install_auth not called)")
+    return guard
+
+
+def require_auth(
+    scope: Scope = "write", *, verb: str | None = None
+) -> Callable[..., Awaitable[Principal]]:
+    """The dependency a route adds to require an authenticated, authorized caller.
+
+    ``scope`` "write" asks ``auth.sar.verb`` (or ``verb``) on ``auth.sar.resource``, for the
+    object named by the route's ``namespace``/``name`` path parameters when it has them.
+    """
+
+    async def dependency(
+        request: Request,
+        _: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> Principal:
+        guard = _guard_of(request)
+        params = request.path_params
+        permission = guard.permission(
+            scope, verb=verb, namespace=params.get("namespace"), name=params.get("name")
+        )
+        principal = await guard.check(request.headers.get("authorization"), scope, permission)
+        if principal is not ANONYMOUS:
+            log.info("authorized", user=principal.user, scope=scope, path=request.url.path)
+        return principal
+
+    dependency.__runway_auth_scope__ = scope  # type: ignore[attr-defined]
+    return dependency
+
+
+class AuthMiddleware:
+    """Guards read-only ``/v1`` GETs (``protectReadOnly``) and ``/metrics`` (``protectMetrics``)."""
+
+    def __init__(self, app: Any, guard: AuthGuard) -> None:
+        self.app = app
+        self.guard = guard
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """ASGI entry point."""
+        if scope["type"] == "http":
+            needed = self.guard.protects(scope["method"], scope["path"])
+            if needed is not None:
+                request = Request(scope)
+                try:
+                    await self.guard.check(request.headers.get("authorization"), needed)
+                except AuthError as exc:
+                    await exc.response()(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def install_auth(
+    app: FastAPI,
+    config: AuthConfig,
+    client: Callable[[], ReviewClient | None] = lambda: None,
+    *,
+    host: str = "127.0.0.1",
+    monotonic: Callable[[], float] = time.monotonic,
+) -> AuthGuard:
+    """Build the guard, hold it at ``app.state.auth``, add the read/metrics middleware."""
+    guard = AuthGuard.build(config, client, monotonic=monotonic)
+    app.state.auth = guard
+
+    async def refused(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, AuthError)
+        return exc.response()
+
+    app.add_exception_handler(AuthError, refused)
+    if config.protect_read_only or config.protect_metrics:
+        app.add_middleware(AuthMiddleware, guard=guard)
+    if guard.mode == "none":
+        if not _is_loopback(host):
+            log.warning(
+                "REST endpoints that change state are NOT authenticated (auth.mode none) and "
+                "runway listens beyond loopback; set auth.mode static or kubernetes",
+                host=host,
+            )
+        if config.protect_read_only or config.protect_metrics:
+            log.warning("auth.protectReadOnly/protectMetrics have no effect with auth.mode none")
+    elif guard.mode == "kubernetes" and client() is None:
+        log.error(
+            "auth.mode is kubernetes but there is no API server: authenticated requests get 503"
+        )
+    log.info(
+        "REST authentication",
+        mode=guard.mode,
+        configured=config.mode,
+        protect_read_only=config.protect_read_only,
+        protect_metrics=config.protect_metrics,
+    )
+    return guard
+
+
+def _auth_scopes(dependant: Any) -> set[str]:
+    found: set[str] = set()
+    for dep in dependant.dependencies:
+        scope = getattr(dep.call, "__runway_auth_scope__", None)
+        if scope is not None:
+            found.add(scope)
+        found |= _auth_scopes(dep)
+    return found
+
+
+def unguarded_mutating_routes(app: FastAPI) -> list[str]:
+    """``METHOD path`` of every ``/v1`` route that changes state without ``require_auth``."""
+    out: list[str] = []
+    for route in app.routes:
+        if not isinstance(route, APIRoute) or not route.path.startswith("/v1/"):
+            continue
+        mutating = sorted((route.methods or set()) & _MUTATING)
+        if mutating and "write" not in _auth_scopes(route.dependant):
+            out.extend(f"{m} {route.path}" for m in mutating)
+    return out

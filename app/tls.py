@@ -1,0 +1,160 @@
+"""HTTPS serving: the server ``SSLContext``, re-read when the certificate files change.
+
+The listening socket keeps one *front* context for its whole life. Its SNI callback runs at the
+start of every handshake (with or without SNI) and, when a newer context was built from changed
+files, switches the connection over to it — so a rotated cert-manager Secret is served to new
+connections without a restart, and established connections are left alone. A rebuild that fails
+(a half-written rotation: new certificate, old key) keeps serving the last good files and is
+retried when the files change again.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.config import ConfigError
+from app.config.security import TLSConfig
+from app.logs import get_logger
+
+log = get_logger("tls")
+
+_Stamp = tuple[tuple[int, int, int] | None, ...]
+
+_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class TLSFilesError(ConfigError):
+    """The certificate, key or client CA files cannot be loaded (at startup)."""
+
+
+def build_context(config: TLSConfig) -> ssl.SSLContext:
+    """A server context from the files named in ``config`` (raises ``ssl.SSLError``/``OSError``)."""
+    if config.cert_file is None:
+        raise ValueError("TLS is off: server.tls.certFile is not set")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = _VERSIONS[config.min_version]
+    ctx.load_cert_chain(config.cert_file, config.key_file)
+    if config.client_ca_file is not None:
+        ctx.load_verify_locations(cafile=config.client_ca_file)
+        ctx.verify_mode = ssl.CERT_REQUIRED if config.require_client_cert else ssl.CERT_OPTIONAL
+    return ctx
+
+
+def _stat(path: str | None) -> tuple[int, int, int] | None:
+    if path is None:
+        return None
+    try:
+        # stat follows symlinks: a Secret volume swaps its `..data` link, changing the inode.
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class ReloadingTLS:
+    """The server's TLS: ``context`` for the listener, rebuilt from the files when they change."""
+
+    def __init__(
+        self, config: TLSConfig, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.config = config
+        self.monotonic = monotonic
+        self._paths = (config.cert_file, config.key_file, config.client_ca_file)
+        self._stamp = self._stamps()
+        try:
+            self.context = build_context(config)
+        except (ssl.SSLError, OSError) as exc:
+            raise TLSFilesError(
+                f"cannot serve HTTPS with server.tls certFile={config.cert_file!r} "
+                f"keyFile={config.key_file!r} clientCAFile={config.client_ca_file!r}: {exc}"
+            ) from None
+        self.current = self.context
+        """The context new connections get (``context`` until the first reload)."""
+        self.reloads = 0
+        self._checked = monotonic()
+        self.context.sni_callback = self._on_client_hello
+
+    def _stamps(self) -> _Stamp:
+        return tuple(_stat(p) for p in self._paths)
+
+    def maybe_reload(self, *, force: bool = False) -> bool:
+        """Rebuild ``current`` if the files changed (checked at most once per reloadInterval).
+
+        Returns whether a new context is now served.
+        """
+        now = self.monotonic()
+        if not force and now - self._checked < self.config.reload_interval:
+            return False
+        self._checked = now
+        stamp = self._stamps()
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            fresh = build_context(self.config)
+        except (ssl.SSLError, OSError) as exc:
+            log.warning(
+                "TLS files changed but cannot be loaded; still serving the previous certificate",
+                cert_file=self.config.cert_file,
+                key_file=self.config.key_file,
+                error=str(exc),
+            )
+            return False
+        self.current = fresh
+        self.reloads += 1
+        log.info("TLS certificate reloaded", cert_file=self.config.cert_file, reloads=self.reloads)
+        return True
+
+    def _on_client_hello(self, conn: Any, server_name: str | None, ctx: ssl.SSLContext) -> None:
+        # Runs inside the handshake: never raise (that would abort the connection).
+        try:
+            self.maybe_reload()
+            if self.current is not ctx:
+                conn.context = self.current
+        except Exception as exc:  # pragma: no cover - defensive, logged
+            log.error("TLS reload check failed", error=repr(exc))
+
+
+def tls_with_flags(config: TLSConfig, cert_file: str | None, key_file: str | None) -> TLSConfig:
+    """``server.tls`` with ``serve --tls-cert-file/--tls-key-file`` applied over it."""
+    flags = {k: v for k, v in (("certFile", cert_file), ("keyFile", key_file)) if v}
+    if not flags:
+        return config
+    try:
+        return TLSConfig.model_validate({**config.model_dump(by_alias=True), **flags})
+    except ValidationError as exc:
+        problems = "; ".join(e["msg"] for e in exc.errors())
+        raise ConfigError(f"--tls-cert-file/--tls-key-file with server.tls: {problems}") from None
+
+
+def uvicorn_config(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> Any:
+    """A ``uvicorn.Config`` serving ``app``, over HTTPS with ``tls``'s context when given.
+
+    uvicorn builds its own context from file names, which could never be swapped; this config
+    hands it ours instead (works with every uvicorn version, unlike ``ssl_context_factory``).
+    """
+    import uvicorn
+
+    class _Config(uvicorn.Config):
+        def load(self) -> None:
+            super().load()
+            if tls is not None:
+                self.ssl = tls.context
+
+    return _Config(app, **kwargs)
+
+
+def serve_uvicorn(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> bool:
+    """Run uvicorn in this process until it is stopped; False when it failed to start."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn_config(app, tls, **kwargs))
+    server.run()
+    started: bool = server.started
+    return started
