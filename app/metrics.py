@@ -58,6 +58,18 @@ PREEMPTION_IN_FLIGHT = Gauge(
     "Preemption tasks currently running.",
     registry=REGISTRY,
 )
+VICTIMS = Counter(
+    "runway_victims_total",
+    "Offered victims by kind (preempt: same queue, reclaim: other queue) and decision: kept, "
+    "protected (dropped by min-runtime) or reselected (chosen instead of a protected one).",
+    ["kind", "decision"],
+    registry=REGISTRY,
+)
+PREEMPT_NODES_DROPPED = Counter(
+    "runway_preempt_nodes_dropped_total",
+    "Offered nodes dropped by preempt: a needed victim was protected and no replacement fit.",
+    registry=REGISTRY,
+)
 GATE_PODS = Gauge(
     "runway_gate_pods",
     "Preemptors held in the gate while their preemption is in flight.",

@@ -15,6 +15,7 @@ from app.kube.leader import LeaderElector
 from app.kube.sync import ClusterSync
 from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
+from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 
@@ -31,6 +32,8 @@ class Runtime:
     """Preemptors held while their preemption is in flight."""
     preemptions: PreemptionExecutor | None = None
     """Runs preemption API calls; built in the app's lifespan (it needs the event loop)."""
+    decisions: DecisionLog = field(default_factory=DecisionLog)
+    """The last preempt decisions (``preemption.decisionHistory`` of them)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: calls are dry-run)."""
     cache: ClusterCache = field(default_factory=ClusterCache)

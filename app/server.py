@@ -19,10 +19,12 @@ from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunPreemptionApi
+from app.kube.preemption import KubePreemptionApi
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
 from app.runtime import Runtime
-from app.tasks.preemption import PreemptionExecutor
+from app.state.decisions import DecisionLog
+from app.tasks.preemption import PreemptionApi, PreemptionExecutor
 from app.wire import schema
 
 log = get_logger("server")
@@ -51,21 +53,29 @@ def create_app(
         if runtime.sync is not None:
             runtime.sync.start()
         pre = config.preemption
+        api: PreemptionApi = (
+            DryRunPreemptionApi()
+            if runtime.kube is None
+            else KubePreemptionApi(runtime.kube, getattr(runtime, "records", None))
+        )
         runtime.preemptions = PreemptionExecutor(
-            DryRunPreemptionApi(),
+            api,
             runtime.gate,
             runtime.clock,
             concurrency=pre.max_concurrent_tasks,
             victim_parallelism=pre.victim_parallelism,
             gate_bound_s=pre.gate_timeout,
             history=pre.history,
+            identity=runtime.leader.identity if runtime.leader is not None else "",
         )
+        runtime.decisions = DecisionLog(pre.decision_history)
         log.info(
             "runway started",
             version=package.__version__,
             url_prefix=config.server.url_prefix,
             max_body_bytes=config.server.max_body_bytes,
-            mode="embedded default (no cluster)",
+            mode="embedded default (no cluster)" if runtime.kube is None else "cluster",
+            preemption="async" if pre.async_ else "sync",
         )
         yield
         await runtime.preemptions.drain(pre.shutdown_grace)

@@ -17,8 +17,9 @@ from fastapi.responses import JSONResponse, Response
 from app import metrics
 from app.api.body import BodyTooLarge, read_body
 from app.logs import get_logger
-from app.policy import admission, scoring, victims
+from app.policy import admission, scoring
 from app.runtime import Runtime
+from app.state.preemption import PreemptOutcome, decide_preemption
 from app.wire import (
     WireError,
     decode_extender_args,
@@ -59,19 +60,27 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
     return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
 
 
-def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
-    """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always by UID)."""
+def plan_preempt(runtime: Runtime, body: bytes) -> tuple[bytes, PreemptOutcome]:
+    """``ExtenderPreemptionArgs`` → the reply bytes and the decision with its executor plan."""
     args = decode_preemption_args(body)
-    offers = {
-        node: victims.Offer(
-            uids=[c.uid for c in cands],
-            pdb_violations=args.pdb_violations[node],
-            pods=[c.pod for c in cands],
-        )
-        for node, cands in args.victims.items()
-    }
-    decision = victims.choose_victims(args.pod, offers)
-    return encode_preemption_result(decision.nodes)
+    outcome = decide_preemption(runtime, args)
+    counts = outcome.decision.counts
+    for decision_label, by_kind in (
+        ("kept", counts.kept),
+        ("protected", counts.protected),
+        ("reselected", counts.reselected),
+    ):
+        for kind, n in by_kind.items():
+            if n:
+                metrics.VICTIMS.labels(kind, decision_label).inc(n)
+    if counts.nodes_dropped:
+        metrics.PREEMPT_NODES_DROPPED.inc(counts.nodes_dropped)
+    return encode_preemption_result(outcome.decision.reply()), outcome
+
+
+def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
+    """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always by UID), no API calls."""
+    return plan_preempt(runtime, body)[0]
 
 
 Handler = Callable[[Runtime, bytes], bytes]
@@ -87,6 +96,17 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+async def _execute(runtime: Runtime, outcome: PreemptOutcome) -> None:
+    """Start the preemption's API calls: in the background (async mode) or before answering."""
+    executor = runtime.preemptions
+    if outcome.plan is None or executor is None:
+        return
+    if runtime.config.preemption.async_:
+        executor.submit(outcome.plan)
+    else:
+        await executor.run_inline(outcome.plan)
+
+
 async def serve_verb(request: Request, verb: str) -> Response:
     """Read, dispatch, account. Bad input is a 4xx with a message; a bug is a logged 500."""
     runtime: Runtime = request.app.state.runtime
@@ -94,7 +114,11 @@ async def serve_verb(request: Request, verb: str) -> Response:
     outcome = "ok"
     try:
         body = await read_body(request, runtime.config.server.max_body_bytes)
-        reply = _HANDLERS[verb](runtime, body)
+        if verb == "preempt":
+            reply, preemption = plan_preempt(runtime, body)
+            await _execute(runtime, preemption)
+        else:
+            reply = _HANDLERS[verb](runtime, body)
         return Response(reply, media_type="application/json")
     except BodyTooLarge as exc:
         outcome = "too_large"

@@ -1,0 +1,212 @@
+"""Turn a preempt request plus what runway knows into the plain facts ``policy.victims`` decides on.
+
+Victims are looked up by UID in the pod cache; without a cache (the embedded default) the pods the
+scheduler sent (``NodeNameToVictims``) stand in, and a UID-only offer is an unknown pod (never
+protected). Min-runtime is resolved per (victim queue, node pool) through the queue tree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from app.model import Pod
+from app.policy import minruntime
+from app.policy.gate import PodRef, VictimState, check_gate
+from app.policy.quantity import QuantityError
+from app.policy.victims import Decision, NodeOffer, PodFacts, Preemptor, WorkloadFacts, decide
+from app.policy.workload import queue_of, start_time, workload_of
+from app.runtime import Runtime
+from app.tasks.preemption import PreemptionPlan
+from app.wire import PreemptionArgs
+
+
+@dataclass
+class PreemptionFacts:
+    """Everything ``policy.victims.decide`` needs, and the pods behind the UIDs."""
+
+    preemptor: Preemptor
+    offers: dict[str, NodeOffer]
+    workloads: dict[str, WorkloadFacts]
+    pods: dict[str, Pod] = field(default_factory=dict)
+    """Every pod known by UID (cache or payload): names for the API calls."""
+
+
+def victim_state(runtime: Runtime, uid: str) -> VictimState:
+    """What the cache says of a victim (``UNKNOWN`` without a cluster)."""
+    if runtime.kube is None:
+        return VictimState.UNKNOWN
+    pod = runtime.cache.pod(uid)
+    if pod is None:
+        return VictimState.GONE
+    if pod.metadata.deletionTimestamp is not None or pod.status.phase in ("Succeeded", "Failed"):
+        return VictimState.TERMINATING
+    return VictimState.PRESENT
+
+
+def pod_ref(pod: Pod) -> PodRef:
+    """The API names of a pod."""
+    return PodRef(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
+
+
+class _Builder:
+    def __init__(self, runtime: Runtime, args: PreemptionArgs) -> None:
+        self.runtime = runtime
+        self.args = args
+        self.preemptor = Preemptor.from_pod(args.pod)
+        self.cache = runtime.cache
+        self.pods: dict[str, Pod] = {}
+        # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
+        self.payload: dict[str, Pod] = {
+            c.uid: c.pod for cands in args.victims.values() for c in cands if c.pod is not None
+        }
+        self.resolutions: dict[tuple[str, str | None], minruntime.Resolution] = {}
+        self.workload_members: dict[str, list[Pod]] = {}
+        self.starts: dict[str, float | None] = {}
+
+    def lookup(self, uid: str) -> Pod | None:
+        pod = self.cache.pod(uid) or self.payload.get(uid)
+        if pod is not None:
+            self.pods[uid] = pod
+        return pod
+
+    def resolution(self, victim_queue: str, node: str) -> minruntime.Resolution:
+        labels = self.cache.node_labels(node) if node else {}
+        pool = labels.get(self.runtime.config.min_runtime.pool_label)
+        key = (victim_queue, pool)
+        res = self.resolutions.get(key)
+        if res is None:
+            defaults = minruntime.defaults_for_pool(self.runtime.config.min_runtime, labels)
+            res = minruntime.resolve(
+                self.runtime.queues, defaults, self.preemptor.queue, victim_queue
+            )
+            self.resolutions[key] = res
+        return res
+
+    def members(self, pod: Pod) -> tuple[str, list[Pod]]:
+        key = workload_of(pod)
+        name = str(key)
+        members = self.workload_members.get(name)
+        if members is None:
+            members = self.cache.workload_pods(key) or [
+                p for p in self.payload.values() if workload_of(p) == key
+            ]
+            if not any(p.metadata.uid == pod.metadata.uid for p in members):
+                members = [*members, pod]
+            self.workload_members[name] = members
+            self.starts[name] = start_time(members)
+            for member in members:
+                self.pods.setdefault(member.metadata.uid, member)
+        return name, members
+
+    def facts(self, pod: Pod, node: str) -> PodFacts:
+        name, _ = self.members(pod)
+        queue = queue_of(pod)
+        try:
+            return PodFacts.from_pod(
+                pod,
+                start=self.starts[name],
+                resolution=self.resolution(queue, pod.spec.nodeName or node),
+                workload=name,
+                queue=queue,
+            )
+        except QuantityError:
+            return PodFacts.unknown(pod.metadata.uid, node)
+
+    def build(self) -> PreemptionFacts:
+        offers: dict[str, NodeOffer] = {}
+        for node, cands in self.args.victims.items():
+            offered = {c.uid for c in cands}
+            victims = []
+            for cand in cands:
+                pod = self.lookup(cand.uid)
+                victims.append(
+                    PodFacts.unknown(cand.uid, node) if pod is None else self.facts(pod, node)
+                )
+            others = [
+                self.facts(p, node)
+                for p in self.cache.pods_on_node(node)
+                if p.metadata.uid not in offered and p.metadata.deletionTimestamp is None
+            ]
+            offers[node] = NodeOffer(
+                victims=victims, pdb_violations=self.args.pdb_violations.get(node, 0), others=others
+            )
+        workloads = {}
+        for name, members in self.workload_members.items():
+            facts: Sequence[PodFacts] = [self.facts(p, p.spec.nodeName or "") for p in members]
+            workloads[name] = WorkloadFacts.from_pods(name, members, facts)
+        return PreemptionFacts(self.preemptor, offers, workloads, self.pods)
+
+
+def preemption_facts(runtime: Runtime, args: PreemptionArgs) -> PreemptionFacts:
+    """Build the facts of one preempt call (no I/O: cache and payload only)."""
+    return _Builder(runtime, args).build()
+
+
+@dataclass(frozen=True)
+class PreemptOutcome:
+    """A preempt call's decision and, when a node was chosen, the work for the executor."""
+
+    decision: Decision
+    plan: PreemptionPlan | None
+
+
+def _gated(runtime: Runtime, pod: Pod, now: float) -> bool:
+    """Whether the preemptor is still held by its previous preemption (opens the gate if not)."""
+    entry = runtime.gate.lookup(pod)
+    if entry is None:
+        return False
+    done = runtime.preemptions is not None and not any(
+        r.plan.preemptor.uid == entry.preemptor.uid for r in runtime.preemptions.in_flight()
+    )
+    check = check_gate(entry, lambda uid: victim_state(runtime, uid), now, task_done=done)
+    if check.open:
+        if runtime.preemptions is not None:
+            runtime.preemptions.release(entry.preemptor.uid, check.why)
+        else:
+            runtime.gate.release(entry.preemptor.uid)
+        return False
+    return True
+
+
+def _message(decision: Decision) -> str:
+    p = decision.preemptor
+    rules = sorted(
+        {
+            rec.protection.describe()
+            for n in decision.nodes
+            if n.node == decision.chosen
+            for rec in n.records
+            if rec.outcome != "dropped"
+        }
+    )
+    rule = rules[0] if len(rules) == 1 else f"{len(rules)} rules" if rules else "no rule"
+    return (
+        f"Preempted by {p.key} (queue {p.queue}, priority {p.priority}) to run on node "
+        f"{decision.chosen}; victim's min-runtime: {rule}"
+    )
+
+
+def decide_preemption(runtime: Runtime, args: PreemptionArgs) -> PreemptOutcome:
+    """Facts → ``policy.victims.decide`` → the executor's plan. Records the decision."""
+    now = runtime.clock.now()
+    facts = preemption_facts(runtime, args)
+    decision = decide(
+        facts.preemptor, facts.offers, facts.workloads, now, gated=_gated(runtime, args.pod, now)
+    )
+    runtime.decisions.add(decision)
+    if decision.chosen is None:
+        return PreemptOutcome(decision, None)
+    refs = []
+    for uid, _node in decision.all_victims():
+        pod = facts.pods.get(uid)
+        # A UID-only victim unknown to runway (no cache): the name is unknown too.
+        refs.append(pod_ref(pod) if pod is not None else PodRef(uid, "", uid))
+    plan = PreemptionPlan(
+        preemptor=pod_ref(args.pod),
+        node=decision.chosen,
+        victims=tuple(refs),
+        message=_message(decision),
+        rule=decision.reason,
+    )
+    return PreemptOutcome(decision, plan)
