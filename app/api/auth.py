@@ -261,7 +261,8 @@ class _TTLCache:
 
 _RBAC_HINT = (
     "runway's service account needs create on tokenreviews.authentication.k8s.io and "
-    "subjectaccessreviews.authorization.k8s.io (ClusterRole system:auth-delegator)"
+    "subjectaccessreviews.authorization.k8s.io (the Helm chart grants both; elsewhere bind "
+    "the ClusterRole system:auth-delegator)"
 )
 
 

@@ -1,0 +1,299 @@
+"""The auth guard without HTTP: config rules, modes, static tokens, reviews, caching."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from app.api.auth import (
+    ANONYMOUS,
+    AuthError,
+    AuthGuard,
+    Permission,
+    StaticTokens,
+    bearer_token,
+    resolve_mode,
+    unguarded_mutating_routes,
+)
+from app.config import ConfigError, parse_config
+from app.config.security import AuthConfig
+from app.kube.client import Resource
+from app.kube.errors import ApiUnavailable, error_from_status
+from app.server import create_app
+
+T = TypeVar("T")
+GOOD = "a" * 32
+OTHER = "b" * 32
+
+
+def auth(**fields: Any) -> AuthConfig:
+    return AuthConfig.model_validate(fields)
+
+
+# --- config -----------------------------------------------------------------------------------
+
+
+def test_defaults_are_auto_and_nothing_protected() -> None:
+    cfg = parse_config({}).auth
+    assert (cfg.mode, cfg.protect_read_only, cfg.protect_metrics) == ("auto", False, False)
+    assert (cfg.sar.verb, cfg.sar.group, cfg.sar.resource) == ("update", "runway.dev", "workloads")
+    assert cfg.cache_ttl == 10.0
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"mode": "static"}, "mode static needs staticTokens or staticTokenFile"),
+        ({"staticTokens": ["short"]}, "shorter than 16 characters"),
+        ({"staticTokens": [f" {GOOD}"]}, "surrounding spaces"),
+        ({"mode": "ldap"}, "auth.mode"),
+        ({"cacheTTL": "-1s"}, "auth.cacheTTL"),
+        ({"sar": {"verbs": "update"}}, "auth.sar.verbs"),
+    ],
+)
+def test_bad_auth_config_names_the_field(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"auth": data})
+
+
+def test_static_tokens_are_not_printed() -> None:
+    cfg = parse_config({"auth": {"staticTokens": [GOOD]}})
+    assert GOOD not in cfg.model_dump_json()
+    assert GOOD not in repr(cfg)
+
+
+@pytest.mark.parametrize(
+    ("fields", "has_cluster", "mode"),
+    [
+        ({}, False, "none"),
+        ({}, True, "kubernetes"),
+        ({"staticTokens": [GOOD]}, True, "static"),
+        ({"staticTokenFile": "/x"}, False, "static"),
+        ({"mode": "none", "staticTokens": [GOOD]}, True, "none"),
+        ({"mode": "kubernetes"}, False, "kubernetes"),
+    ],
+)
+def test_auto_mode(fields: dict[str, Any], has_cluster: bool, mode: str) -> None:
+    assert resolve_mode(auth(**fields), has_cluster) == mode
+
+
+# --- header parsing and static tokens ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [(f"Bearer {GOOD}", GOOD), (f"bearer   {GOOD} ", GOOD), (f"BEARER {GOOD}", GOOD)],
+)
+def test_bearer_token(header: str, token: str) -> None:
+    assert bearer_token(header) == token
+
+
+@pytest.mark.parametrize("header", [None, "", "Bearer", "Bearer  ", f"Basic {GOOD}", GOOD])
+def test_missing_or_malformed_header_is_401_with_challenge(header: str | None) -> None:
+    with pytest.raises(AuthError) as err:
+        bearer_token(header)
+    assert err.value.status == 401
+    assert err.value.headers["WWW-Authenticate"].startswith('Bearer realm="runway"')
+
+
+def test_static_token_file_layout_and_reload(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.csv"
+    path.write_text(f'# comment\n\n{GOOD},alice,uid-1,"ops,dev"\n{OTHER}\n')
+    tokens = StaticTokens([], str(path))
+    assert tokens.match(GOOD) == "alice"
+    assert tokens.match(OTHER) == "token-file-line-4"
+    assert tokens.match("c" * 32) is None
+    path.write_text(f"{OTHER},bob\n")  # rotated Secret: GOOD is revoked
+    assert tokens.match(GOOD) is None
+    assert tokens.match(OTHER) == "bob"
+    path.unlink()  # unreadable later: the last good tokens stay
+    assert tokens.match(OTHER) == "bob"
+
+
+def test_missing_static_token_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"auth\.staticTokenFile"):
+        StaticTokens([], str(tmp_path / "absent"))
+
+
+async def test_static_guard() -> None:
+    guard = AuthGuard.build(auth(staticTokens=[GOOD, OTHER]))
+    assert guard.mode == "static"
+    principal = await guard.check(f"Bearer {OTHER}", "write")
+    assert (principal.user, principal.via) == ("static-token-1", "static")
+    for header in (None, f"Bearer {GOOD[:-1]}", f"Bearer {GOOD}x"):
+        with pytest.raises(AuthError) as err:
+            await guard.check(header, "write")
+        assert err.value.status == 401
+
+
+async def test_none_mode_lets_everyone_in() -> None:
+    guard = AuthGuard.build(auth(mode="none"))
+    assert await guard.check(None, "write") is ANONYMOUS
+    assert guard.protects("GET", "/metrics") is None
+
+
+@pytest.mark.parametrize(
+    ("flags", "method", "path", "scope"),
+    [
+        ({}, "GET", "/metrics", None),
+        ({}, "GET", "/v1/gate", None),
+        ({"protectMetrics": True}, "GET", "/metrics", "metrics"),
+        ({"protectMetrics": True}, "GET", "/v1/gate", None),
+        ({"protectReadOnly": True}, "GET", "/v1/gate", "read"),
+        ({"protectReadOnly": True}, "HEAD", "/v1/gate", "read"),
+        ({"protectReadOnly": True}, "GET", "/metrics", None),
+        ({"protectReadOnly": True}, "POST", "/v1/x", None),  # left to require_auth
+        ({"protectReadOnly": True, "protectMetrics": True}, "GET", "/healthz", None),
+        ({"protectReadOnly": True, "protectMetrics": True}, "GET", "/readyz", None),
+        ({"protectReadOnly": True}, "POST", "/scheduler/filter", None),
+    ],
+)
+def test_what_the_middleware_protects(
+    flags: dict[str, Any], method: str, path: str, scope: str | None
+) -> None:
+    guard = AuthGuard.build(auth(staticTokens=[GOOD], **flags))
+    assert guard.protects(method, path) == scope
+
+
+# --- kubernetes mode with a fake review client --------------------------------------------------
+
+
+class FakeReviews:
+    """Answers TokenReviews and SubjectAccessReviews from tables; records what was asked."""
+
+    def __init__(self) -> None:
+        self.users: dict[str, dict[str, Any]] = {GOOD: {"username": "alice", "groups": ["ops"]}}
+        self.allowed: set[tuple[str, str]] = {("alice", "update")}
+        self.asked: list[dict[str, Any]] = []
+        self.fail: Exception | None = None
+
+    async def create(self, resource: Resource, body: Any, *, into: type[T]) -> T:
+        import msgspec
+
+        self.asked.append(body)
+        if self.fail is not None:
+            raise self.fail
+        if resource.plural == "tokenreviews":
+            user = self.users.get(body["spec"]["token"])
+            status: dict[str, Any] = (
+                {"authenticated": True, "user": user}
+                if user
+                else {"authenticated": False, "error": "token expired"}
+            )
+        else:
+            spec = body["spec"]
+            verb = (spec.get("resourceAttributes") or spec.get("nonResourceAttributes"))["verb"]
+            ok = (spec["user"], verb) in self.allowed
+            status = {"allowed": ok, "reason": "" if ok else "no binding"}
+        return msgspec.convert({"status": status}, into)
+
+
+def kube_guard(fake: FakeReviews, now: list[float], **fields: Any) -> AuthGuard:
+    return AuthGuard.build(auth(**fields), lambda: fake, monotonic=lambda: now[0])
+
+
+async def test_kubernetes_accepts_and_caches_positive_answers() -> None:
+    fake, now = FakeReviews(), [0.0]
+    guard = kube_guard(fake, now)
+    assert guard.mode == "kubernetes"
+    principal = await guard.check(f"Bearer {GOOD}", "write")
+    assert (principal.user, principal.groups, principal.via) == ("alice", ("ops",), "kubernetes")
+    token_review, sar = fake.asked
+    assert token_review["kind"] == "TokenReview" and token_review["spec"] == {"token": GOOD}
+    assert sar["spec"] == {
+        "user": "alice",
+        "groups": ["ops"],
+        "resourceAttributes": {"verb": "update", "group": "runway.dev", "resource": "workloads"},
+    }
+    now[0] = 9.9
+    await guard.check(f"Bearer {GOOD}", "write")
+    assert len(fake.asked) == 2  # both answers cached
+    now[0] = 10.0
+    await guard.check(f"Bearer {GOOD}", "write")
+    assert len(fake.asked) == 4  # expired: asked again
+
+
+async def test_cache_is_keyed_by_token_hash_and_permission() -> None:
+    fake, now = FakeReviews(), [0.0]
+    guard = kube_guard(fake, now)
+    await guard.check(f"Bearer {GOOD}", "write")
+    other = guard.permission("write", namespace="team-a", name="job-1")
+    await guard.check(f"Bearer {GOOD}", "write", other)
+    assert len(fake.asked) == 3  # the user is cached, the new permission is asked
+    keys = list(guard.reviewer.cache.entries) if guard.reviewer else []
+    assert all(GOOD not in repr(k) for k in keys)
+
+
+async def test_rejected_token_is_401_and_not_cached() -> None:
+    fake, now = FakeReviews(), [0.0]
+    guard = kube_guard(fake, now)
+    for _ in range(2):
+        with pytest.raises(AuthError) as err:
+            await guard.check(f"Bearer {OTHER}", "write")
+        assert err.value.status == 401
+        assert 'error="invalid_token"' in err.value.headers["WWW-Authenticate"]
+    assert len(fake.asked) == 2
+
+
+async def test_denied_sar_is_403_naming_the_permission() -> None:
+    fake, now = FakeReviews(), [0.0]
+    fake.allowed.clear()
+    guard = kube_guard(fake, now)
+    perm = guard.permission("write", namespace="team-a", name="job-1")
+    with pytest.raises(AuthError) as err:
+        await guard.check(f"Bearer {GOOD}", "write", perm)
+    assert err.value.status == 403
+    assert "alice" in err.value.message
+    assert "update workloads.runway.dev named 'job-1' in namespace 'team-a'" in err.value.message
+    assert "no binding" in err.value.message
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        ApiUnavailable("connection refused"),
+        error_from_status(503, None, fallback_message="etcd down"),
+        error_from_status(403, None, fallback_message="cannot create tokenreviews"),
+    ],
+)
+async def test_api_server_trouble_is_503(failure: Exception) -> None:
+    fake, now = FakeReviews(), [0.0]
+    fake.fail = failure
+    guard = kube_guard(fake, now)
+    with pytest.raises(AuthError) as err:
+        await guard.check(f"Bearer {GOOD}", "write")
+    assert err.value.status == 503
+    assert err.value.headers.get("Retry-After") == "5"
+
+
+async def test_kubernetes_mode_without_a_cluster_is_503() -> None:
+    guard = AuthGuard.build(auth(mode="kubernetes"))
+    with pytest.raises(AuthError) as err:
+        await guard.check(f"Bearer {GOOD}", "write")
+    assert err.value.status == 503 and "no API server" in err.value.message
+
+
+async def test_read_and_metrics_permissions() -> None:
+    fake, now = FakeReviews(), [0.0]
+    fake.allowed = {("alice", "get")}
+    guard = kube_guard(fake, now, sar={"readVerb": "get"}, audiences=["runway"])
+    await guard.check(f"Bearer {GOOD}", "read")
+    await guard.check(f"Bearer {GOOD}", "metrics")
+    assert fake.asked[0]["spec"]["audiences"] == ["runway"]
+    assert fake.asked[1]["spec"]["resourceAttributes"]["verb"] == "get"
+    assert fake.asked[2]["spec"]["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
+
+
+def test_permission_descriptions() -> None:
+    assert Permission("get", path="/metrics").describe() == "get on the non-resource URL /metrics"
+    assert Permission("update", "", "pods").describe() == "update pods"
+
+
+# --- the app -----------------------------------------------------------------------------------
+
+
+def test_every_mutating_rest_route_requires_auth() -> None:
+    # A POST/PUT/PATCH/DELETE under /v1 must add Depends(require_auth("write")).
+    assert unguarded_mutating_routes(create_app()) == []
