@@ -24,6 +24,7 @@ from app.kube.sync import ClusterSync
 from app.logs import get_logger
 from app.runtime import Runtime
 from app.state.decisions import DecisionLog
+from app.tasks.gatekeeper import GateKeeper
 from app.tasks.preemption import PreemptionApi, PreemptionExecutor
 from app.wire import schema
 
@@ -69,6 +70,8 @@ def create_app(
             identity=runtime.leader.identity if runtime.leader is not None else "",
         )
         runtime.decisions = DecisionLog(pre.decision_history)
+        gatekeeper = GateKeeper(runtime)
+        gatekeeper.start()
         log.info(
             "runway started",
             version=package.__version__,
@@ -78,6 +81,7 @@ def create_app(
             preemption="async" if pre.async_ else "sync",
         )
         yield
+        await gatekeeper.stop()
         await runtime.preemptions.drain(pre.shutdown_grace)
         if runtime.sync is not None:
             await runtime.sync.stop()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
 from app.model.timestamps import format_time
 from app.runtime import Runtime
+from app.state.preemption import explain_pair
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
 
@@ -82,3 +83,86 @@ async def gate(request: Request) -> list[dict[str, Any]]:
         }
         for e in _runtime(request).gate
     ]
+
+
+class DecisionsView(BaseModel):
+    """The last preempt decisions, newest first (``victims.Decision.to_dict``)."""
+
+    decisions: list[dict[str, Any]]
+
+
+@router.get(
+    "/preemptions/decisions",
+    response_model=DecisionsView,
+    summary="Recent preempt decisions, with every rule applied",
+)
+async def decisions(
+    request: Request,
+    limit: int = Query(50, ge=1, le=10_000, description="How many, newest first."),
+    preemptor: str | None = Query(None, description="Only this preemptor (`namespace/name`)."),
+) -> dict[str, Any]:
+    """Per offered node and victim: kept, dropped, re-selected or gang-expanded, and why."""
+    log = _runtime(request).decisions.latest()
+    if preemptor:
+        log = [d for d in log if d.preemptor.key == preemptor]
+    return {"decisions": [d.to_dict() for d in log[:limit]]}
+
+
+class ExplainView(BaseModel):
+    """Why a pod is (not) a victim of a preemptor, from the live state."""
+
+    preemptor: str
+    victim: str
+    action: str = Field(description="preempt (same leaf queue) or reclaim (another leaf queue)")
+    minRuntimeSeconds: float | None
+    resolvedFrom: str = Field(description="the queue that set the value, or 'default'")
+    path: list[str] = Field(description="queues walked to resolve the value")
+    start: str | None = Field(description="the victim workload's start (RFC 3339), if known")
+    protectedUntil: str | None
+    protected: bool
+    eligible: bool = Field(description="lower priority than the preemptor and not protected")
+    workload: dict[str, Any]
+    explanation: str
+    lastDecision: dict[str, Any] | None = Field(
+        None, description="the victim's record in the newest decision of this preemptor"
+    )
+
+
+def _split(value: str, name: str) -> tuple[str, str]:
+    ns, sep, pod = value.partition("/")
+    if not sep or not ns or not pod:
+        raise HTTPException(400, f"{name} must be `namespace/name`, got {value!r}")
+    return ns, pod
+
+
+@router.get(
+    "/explain",
+    response_model=ExplainView,
+    summary="Why a pod is (not) a victim of a preemptor",
+    responses={400: {"description": "bad parameter"}, 404: {"description": "pod not known"}},
+)
+async def explain(
+    request: Request,
+    preemptor: str = Query(description="`namespace/name` of the preempting pod"),
+    victim: str = Query(description="`namespace/name` of the candidate victim"),
+) -> dict[str, Any]:
+    """Resolve min-runtime for the pair now and say whether the victim is protected."""
+    runtime = _runtime(request)
+    p_ns, p_name = _split(preemptor, "preemptor")
+    v_ns, v_name = _split(victim, "victim")
+    p_pod = runtime.cache.pod_by_key(p_ns, p_name)
+    v_pod = runtime.cache.pod_by_key(v_ns, v_name)
+    missing = [k for k, pod in ((preemptor, p_pod), (victim, v_pod)) if pod is None]
+    if missing or p_pod is None or v_pod is None:
+        hint = (
+            " runway has no cluster cache (embedded default):"
+            " use GET /v1/resolve?preemptorQueue=..&victimQueue=.. for the rule alone"
+            if runtime.kube is None
+            else ""
+        )
+        raise HTTPException(404, f"pod {', '.join(missing)} not in runway's cache.{hint}")
+    answer = explain_pair(runtime, p_pod, v_pod)
+    decision = runtime.decisions.about(preemptor, v_pod.metadata.uid)
+    record = decision.record_of(v_pod.metadata.uid) if decision is not None else None
+    answer["lastDecision"] = record.to_dict() if record is not None else None
+    return answer

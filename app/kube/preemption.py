@@ -29,7 +29,9 @@ PREEMPTION_REASON = "PreemptionByScheduler"
 class PreemptionRecorder(Protocol):
     """Writes the ``Preempted`` eviction record on a victim's workload (``app.kube.records``)."""
 
-    async def record_preemption(self, victim_uid: str, preemptor_uid: str, now: float) -> None:
+    async def record_preemption(
+        self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
+    ) -> object:
         """Read the workload's record, apply a ``Preempted`` eviction, write it back."""
 
 

@@ -11,11 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app.model import Pod
+from app.model.timestamps import format_time
 from app.policy import minruntime
-from app.policy.gate import PodRef, VictimState, check_gate
+from app.policy.gate import GateCheck, GateEntry, PodRef, VictimState, check_gate
 from app.policy.quantity import QuantityError
-from app.policy.victims import Decision, NodeOffer, PodFacts, Preemptor, WorkloadFacts, decide
-from app.policy.workload import queue_of, start_time, workload_of
+from app.policy.victims import (
+    Decision,
+    NodeOffer,
+    PodFacts,
+    Preemptor,
+    WorkloadFacts,
+    decide,
+    protection,
+)
+from app.policy.workload import min_available, queue_of, start_time, workload_of
 from app.runtime import Runtime
 from app.tasks.preemption import PreemptionPlan
 from app.wire import PreemptionArgs
@@ -34,7 +43,7 @@ class PreemptionFacts:
 
 def victim_state(runtime: Runtime, uid: str) -> VictimState:
     """What the cache says of a victim (``UNKNOWN`` without a cluster)."""
-    if runtime.kube is None:
+    if not runtime.cache.pods_synced:  # the embedded default never lists pods
         return VictimState.UNKNOWN
     pod = runtime.cache.pod(uid)
     if pod is None:
@@ -151,22 +160,33 @@ class PreemptOutcome:
     plan: PreemptionPlan | None
 
 
-def _gated(runtime: Runtime, pod: Pod, now: float) -> bool:
-    """Whether the preemptor is still held by its previous preemption (opens the gate if not)."""
-    entry = runtime.gate.lookup(pod)
-    if entry is None:
-        return False
-    done = runtime.preemptions is not None and not any(
-        r.plan.preemptor.uid == entry.preemptor.uid for r in runtime.preemptions.in_flight()
-    )
+def gate_check(runtime: Runtime, entry: GateEntry, now: float) -> GateCheck:
+    """Check one gate entry against the cache; opens the gate (releases it) when it may go."""
+    executor = runtime.preemptions
+    done = executor is not None and not executor.running(entry.preemptor.uid)
     check = check_gate(entry, lambda uid: victim_state(runtime, uid), now, task_done=done)
     if check.open:
-        if runtime.preemptions is not None:
-            runtime.preemptions.release(entry.preemptor.uid, check.why)
+        if executor is not None:
+            executor.release(entry.preemptor.uid, check.why, mirrored=entry)
         else:
             runtime.gate.release(entry.preemptor.uid)
-        return False
-    return True
+    return check
+
+
+def held(runtime: Runtime, pod: Pod, now: float) -> tuple[GateEntry, GateCheck] | None:
+    """The gate entry still holding ``pod`` and its check, or None (opens a stale gate)."""
+    entry = runtime.gate.lookup(pod)
+    if entry is None:
+        return None
+    check = gate_check(runtime, entry, now)
+    return None if check.open else (entry, check)
+
+
+def sweep_gates(runtime: Runtime) -> None:
+    """Re-check every local gate entry (on cache changes and periodically for the bound)."""
+    now = runtime.clock.now()
+    for entry in runtime.gate:
+        gate_check(runtime, entry, now)
 
 
 def _message(decision: Decision) -> str:
@@ -191,9 +211,8 @@ def decide_preemption(runtime: Runtime, args: PreemptionArgs) -> PreemptOutcome:
     """Facts → ``policy.victims.decide`` → the executor's plan. Records the decision."""
     now = runtime.clock.now()
     facts = preemption_facts(runtime, args)
-    decision = decide(
-        facts.preemptor, facts.offers, facts.workloads, now, gated=_gated(runtime, args.pod, now)
-    )
+    gated = held(runtime, args.pod, now) is not None
+    decision = decide(facts.preemptor, facts.offers, facts.workloads, now, gated=gated)
     runtime.decisions.add(decision)
     if decision.chosen is None:
         return PreemptOutcome(decision, None)
@@ -210,3 +229,66 @@ def decide_preemption(runtime: Runtime, args: PreemptionArgs) -> PreemptOutcome:
         rule=decision.reason,
     )
     return PreemptOutcome(decision, plan)
+
+
+def explain_pair(runtime: Runtime, preemptor: Pod, victim: Pod) -> dict[str, object]:
+    """Min-runtime of (preemptor, victim) resolved now, with protection and eligibility."""
+    now = runtime.clock.now()
+    pre = Preemptor.from_pod(preemptor)
+    key = workload_of(victim)
+    members = runtime.cache.workload_pods(key) or [victim]
+    start = start_time(members)
+    queue = queue_of(victim)
+    labels = runtime.cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
+    defaults = minruntime.defaults_for_pool(runtime.config.min_runtime, labels)
+    res = minruntime.resolve(runtime.queues, defaults, pre.queue, queue)
+    facts = PodFacts(
+        uid=victim.metadata.uid,
+        key=victim.key,
+        node=victim.spec.nodeName,
+        priority=victim.priority,
+        queue=queue,
+        workload=str(key),
+        start=start,
+        resolution=res,
+    )
+    prot = protection(pre, facts, now)
+    lower = victim.priority < pre.priority
+    live = [p for p in members if p.metadata.deletionTimestamp is None]
+    floor = min_available(live) if live else 0
+    elastic = floor < len(live)
+    if not lower:
+        why = (
+            f"not a victim: priority {victim.priority} is not below the preemptor's {pre.priority}"
+        )
+    elif prot.protected and elastic:
+        why = (
+            f"protected elastic workload ({prot.describe()}): it may lose pods only while "
+            f"{floor} of its {len(live)} pods keep running"
+        )
+    elif prot.protected:
+        why = f"protected: {prot.describe()}"
+    else:
+        why = f"eligible: {prot.describe()}"
+    return {
+        "preemptor": preemptor.key,
+        "victim": victim.key,
+        "action": prot.action,
+        "minRuntimeSeconds": prot.min_runtime_s,
+        "resolvedFrom": prot.resolved_from,
+        "path": list(prot.path),
+        "start": format_time(start) if start is not None else None,
+        "protectedUntil": (
+            format_time(prot.protected_until) if prot.protected_until is not None else None
+        ),
+        "protected": prot.protected,
+        "eligible": lower and not prot.protected,
+        "workload": {
+            "name": str(key),
+            "pods": len(live),
+            "minAvailable": floor,
+            "elastic": elastic,
+            "running": sum(1 for p in live if p.spec.nodeName),
+        },
+        "explanation": why,
+    }

@@ -155,9 +155,13 @@ class PreemptionExecutor:
         await self._guarded(plan, entry, record)
         return record
 
-    def release(self, uid: str, why: str) -> None:
-        """Open the gate for ``uid`` and remove the mirrored annotation in the background."""
-        entry = self._gate.release(uid)
+    def release(self, uid: str, why: str, mirrored: GateEntry | None = None) -> None:
+        """Open the gate for ``uid`` and remove the mirrored annotation in the background.
+
+        ``mirrored``: an entry read from the pod's annotation (another replica's, or one left
+        by a restart): its annotation is removed too, though this book never held it.
+        """
+        entry = self._gate.release(uid) or mirrored
         if entry is None:
             return
         log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
@@ -177,6 +181,10 @@ class PreemptionExecutor:
     def recent(self) -> list[PreemptionRecord]:
         """The last finished records, newest first."""
         return list(reversed(self._recent))
+
+    def running(self, preemptor_uid: str) -> bool:
+        """Whether a task for this preemptor is still making its calls."""
+        return preemptor_uid in self._in_flight
 
     def pending_tasks(self) -> int:
         """Background tasks not finished yet (preemptions and gate releases)."""

@@ -1,0 +1,176 @@
+"""The preempt verb end to end in-process: min-runtime from the cache, one node, the decision
+log, explain, the async executor and the gate (the API server is the dry-run stand-in here)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from fastapi import FastAPI
+
+from app.clock import ManualClock
+from app.config import parse_config
+from app.model import Pod
+from app.model.timestamps import format_time
+from app.runtime import Runtime
+from app.server import create_app
+from app.state.preemption import sweep_gates
+
+NOW = 1_800_000_000.0
+CONFIG = {
+    "queues": [
+        {"name": "research"},
+        {"name": "team-a", "parent": "research", "reclaimMinRuntime": "10m"},
+        {"name": "team-b", "parent": "research"},
+    ],
+}
+
+
+def pod(
+    name: str,
+    uid: str,
+    *,
+    queue: str,
+    node: str | None,
+    priority: int,
+    started_ago: float | None = None,
+    workload: str | None = None,
+) -> Pod:
+    labels = {"runway.dev/queue": queue, "runway.dev/workload": workload or name}
+    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+    if started_ago is not None:
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "True",
+                "lastTransitionTime": format_time(NOW - started_ago),
+            }
+        ]
+    raw = {
+        "metadata": {"name": name, "namespace": "default", "uid": uid, "labels": labels},
+        "spec": {
+            "nodeName": node,
+            "priority": priority,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": status,
+    }
+    return msgspec.convert(raw, Pod)
+
+
+PREEMPTOR = pod("high-0", "uid-p", queue="team-b", node=None, priority=1000)
+YOUNG = pod("young", "uid-young", queue="team-a", node="node-0", priority=100, started_ago=60)
+OLD = pod("old", "uid-old", queue="team-a", node="node-1", priority=100, started_ago=3600)
+
+
+def preempt_body() -> bytes:
+    return json.dumps(
+        {
+            "Pod": {
+                "metadata": {
+                    "name": "high-0",
+                    "namespace": "default",
+                    "uid": "uid-p",
+                    "labels": {"runway.dev/queue": "team-b"},
+                },
+                "spec": {"priority": 1000},
+            },
+            "NodeNameToVictims": None,
+            "NodeNameToMetaVictims": {
+                "node-0": {"Pods": [{"UID": "uid-young"}], "NumPDBViolations": 0},
+                "node-1": {"Pods": [{"UID": "uid-old"}], "NumPDBViolations": 0},
+            },
+        }
+    ).encode()
+
+
+@pytest.fixture
+async def app(request: pytest.FixtureRequest) -> AsyncIterator[FastAPI]:
+    extra = getattr(request, "param", {})
+    application = create_app(parse_config({**CONFIG, **extra}), clock=ManualClock(NOW))
+    runtime: Runtime = application.state.runtime
+    runtime.cache.replace_pods([PREEMPTOR, YOUNG, OLD])
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+async def call(app: FastAPI, method: str, path: str, body: bytes | None = None) -> httpx.Response:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as client:
+        return await client.request(method, path, content=body)
+
+
+async def test_protected_victim_drops_its_node_and_the_other_node_wins(app: FastAPI) -> None:
+    resp = await call(app, "POST", "/scheduler/preempt", preempt_body())
+    assert resp.status_code == 200
+    assert resp.json() == {
+        "NodeNameToMetaVictims": {"node-1": {"Pods": [{"UID": "uid-old"}], "NumPDBViolations": 0}}
+    }
+
+    decisions = (await call(app, "GET", "/v1/preemptions/decisions")).json()["decisions"]
+    latest = decisions[0]
+    assert latest["chosenNode"] == "node-1"
+    node0 = next(n for n in latest["nodes"] if n["node"] == "node-0")
+    assert node0["outcome"] == "dropped"
+    young = next(p for p in node0["pods"] if p["uid"] == "uid-young")
+    assert young["protected"] and young["action"] == "reclaim"
+    assert young["minRuntimeSeconds"] == 600 and young["rule"] == "team-a"
+
+
+async def test_explain_answers_from_the_live_state(app: FastAPI) -> None:
+    resp = await call(app, "GET", "/v1/explain?preemptor=default/high-0&victim=default/young")
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["protected"] is True and body["eligible"] is False
+    assert body["action"] == "reclaim" and body["resolvedFrom"] == "team-a"
+    assert body["protectedUntil"] == format_time(NOW - 60 + 600)
+    assert "protected" in body["explanation"]
+    old = await call(app, "GET", "/v1/explain?preemptor=default/high-0&victim=default/old")
+    assert old.json()["eligible"] is True
+
+
+@pytest.mark.parametrize(
+    ("query", "status"),
+    [
+        ("preemptor=default/high-0&victim=default/nope", 404),
+        ("preemptor=high-0&victim=default/old", 400),
+        ("victim=default/old", 400),
+    ],
+)
+async def test_explain_errors_say_what_is_wrong(app: FastAPI, query: str, status: int) -> None:
+    resp = await call(app, "GET", f"/v1/explain?{query}")
+    assert resp.status_code == status
+    assert resp.json()
+
+
+async def test_async_preemption_holds_the_gate_until_victims_are_gone(app: FastAPI) -> None:
+    runtime: Runtime = app.state.runtime
+    assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
+    assert runtime.preemptions is not None
+    # In the gate: a second preempt is vetoed, and /v1/gate lists the preemptor.
+    again = await call(app, "POST", "/scheduler/preempt", preempt_body())
+    assert again.json() == {"NodeNameToMetaVictims": {}}
+    gate = (await call(app, "GET", "/v1/gate")).json()
+    assert [g["preemptor"] for g in gate] == ["default/high-0"]
+    assert gate[0]["node"] == "node-1" and gate[0]["victims"] == ["default/old"]
+    await runtime.preemptions.drain(5)
+    recent = (await call(app, "GET", "/v1/preemptions")).json()["recent"]
+    assert recent[0]["result"] == "success" and recent[0]["node"] == "node-1"
+    # The victim is still in the cache: the gate holds; once it is gone, it opens.
+    sweep_gates(runtime)
+    assert len(runtime.gate) == 1
+    runtime.cache.delete_pod(OLD)
+    assert len(runtime.gate) == 0  # the gatekeeper's cache subscription swept it
+
+
+@pytest.mark.parametrize("app", [{"preemption": {"async": False}}], indirect=True)
+async def test_sync_mode_makes_the_calls_before_answering(app: FastAPI) -> None:
+    runtime: Runtime = app.state.runtime
+    assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
+    assert runtime.preemptions is not None
+    assert runtime.preemptions.in_flight() == []
+    assert runtime.preemptions.recent()[0].result == "success"
