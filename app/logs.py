@@ -17,6 +17,18 @@ _LEVELS = {
 }
 
 
+class _Stderr:
+    """Whatever ``sys.stderr`` is at write time (not at configure time): a replaced stderr,
+    such as pytest's capture after an in-process CLI run, must not leave loggers pointing at a
+    closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(config: LoggingConfig) -> None:
     """Route structlog (and stdlib loggers such as uvicorn's) to stderr at the configured level."""
     level = _LEVELS[config.level]
@@ -35,7 +47,7 @@ def configure_logging(config: LoggingConfig) -> None:
         ],
         # Filtering bound loggers make a disabled debug call nearly free on the hot path.
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
     logging.basicConfig(
