@@ -131,6 +131,38 @@ AUTH_DECISIONS = Counter(
     registry=REGISTRY,
 )
 
+# --- Requeue: eviction records, PodsReady evictions, filter rules (SPEC §5) ---
+EVICTIONS = Counter(
+    "runway_evictions_total",
+    "Workloads evicted by runway, by reason (PodsReadyTimeout; Preempted is counted by the "
+    "preemption tasks).",
+    ["reason"],
+    registry=REGISTRY,
+)
+WORKLOADS_BACKOFF = Gauge(
+    "runway_workloads_backoff",
+    "Workloads in requeue backoff (now < requeueAt), as of the evictor's last tick.",
+    registry=REGISTRY,
+)
+WORKLOADS_DEACTIVATED = Gauge(
+    "runway_workloads_deactivated",
+    "Workloads deactivated (requeue limit exceeded) until reactivated through the REST API.",
+    registry=REGISTRY,
+)
+FILTER_REJECTIONS = Counter(
+    "runway_filter_rejections_total",
+    "filter calls that held a pod back, by rule (deactivated, backoff, gate, anti-flapping, "
+    "block-admission, strict-fifo).",
+    ["reason"],
+    registry=REGISTRY,
+)
+PENDING_WORKLOADS = Gauge(
+    "runway_pending_workloads",
+    "Pending (not admitted) workloads per leaf queue, as of the evictor's last tick.",
+    ["queue"],
+    registry=REGISTRY,
+)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus text format."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -18,6 +19,11 @@ from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
+
+if TYPE_CHECKING:
+    from app.kube.records import EvictionRecordStore
+    from app.state.requeue import RequeueIndex
+    from app.tasks.podsready import PodsReadyEvictor
 
 
 @dataclass
@@ -40,6 +46,12 @@ class Runtime:
     """Pods and nodes from list+watch (empty on the embedded default)."""
     sync: ClusterSync | None = None
     """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
+    records: EvictionRecordStore | None = None
+    """Eviction records (SPEC §5); ``app.state.requeue.records`` builds an in-memory one."""
+    requeue: RequeueIndex | None = None
+    """Per-cache-generation memos of the requeue rules (``app.state.requeue.index``)."""
+    evictor: PodsReadyEvictor | None = None
+    """The PodsReady evictor task (started in the app's lifespan; evicts on the leader only)."""
 
     @property
     def leader(self) -> LeaderElector | None:

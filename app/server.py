@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
-from app.api import cache_debug, extender, ops, preemptions, tooling
+from app.api import cache_debug, extender, ops, preemptions, tooling, workloads
 from app.api.auth import install_auth
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -23,8 +23,10 @@ from app.kube.preemption import KubePreemptionApi
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
 from app.runtime import Runtime
+from app.state import requeue
 from app.state.decisions import DecisionLog
 from app.tasks.gatekeeper import GateKeeper
+from app.tasks.podsready import PodsReadyEvictor, load_records
 from app.tasks.preemption import PreemptionApi, PreemptionExecutor
 from app.wire import schema
 
@@ -48,11 +50,14 @@ def create_app(
             runtime.ready = True
 
         runtime.sync = ClusterSync(kube, runtime.cache, config.kubernetes, on_synced=synced)
+    # Eviction records (SPEC §5): owners' annotations watched, read without I/O by filter.
+    requeue.records(runtime)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if runtime.sync is not None:
             runtime.sync.start()
+            await load_records(runtime)
         pre = config.preemption
         api: PreemptionApi = (
             DryRunPreemptionApi()
@@ -72,6 +77,9 @@ def create_app(
         runtime.decisions = DecisionLog(pre.decision_history)
         gatekeeper = GateKeeper(runtime)
         gatekeeper.start()
+        # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
+        runtime.evictor = PodsReadyEvictor(runtime)
+        runtime.evictor.start()
         log.info(
             "runway started",
             version=package.__version__,
@@ -81,8 +89,11 @@ def create_app(
             preemption="async" if pre.async_ else "sync",
         )
         yield
+        await runtime.evictor.stop()
         await gatekeeper.stop()
         await runtime.preemptions.drain(pre.shutdown_grace)
+        if runtime.records is not None and runtime.records.owners is not None:
+            await runtime.records.owners.stop()
         if runtime.sync is not None:
             await runtime.sync.stop()
         log.info("runway stopped")
@@ -99,6 +110,7 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(preemptions.router)
     app.include_router(tooling.router)
+    app.include_router(workloads.router)
     app.include_router(cache_debug.router)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are

@@ -19,6 +19,7 @@ from app.api.body import BodyTooLarge, read_body
 from app.logs import get_logger
 from app.policy import admission, scoring
 from app.runtime import Runtime
+from app.state import requeue
 from app.state.preemption import PreemptOutcome, decide_preemption
 from app.wire import (
     WireError,
@@ -38,7 +39,11 @@ VERBS = ("filter", "prioritize", "preempt")
 def handle_filter(runtime: Runtime, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``ExtenderFilterResult``."""
     args = decode_extender_args(body)
-    verdict = admission.admit(args.pod)
+    now = runtime.clock.now()
+    facts = requeue.filter_input(runtime, args.pod, now)
+    verdict = admission.admit(args.pod, facts, now, requeue.filter_policy(runtime))
+    if verdict.rule:
+        metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     if verdict.allowed and verdict.only_nodes is None:
         # The common case never needs node names: in NodeList mode the nodes go back unparsed.
         return encode_filter_result(args, None, {}, {})
@@ -55,8 +60,10 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
             for n, lab in zip(args.nodes.names(), args.nodes.labels(), strict=True)
         ]
     else:
-        facts = [scoring.NodeFacts(n) for n in args.names()]
-    scores = scoring.score_nodes(args.pod, facts)
+        # nodeCacheCapable: labels come from runway's node cache when it has the node.
+        cache = runtime.cache
+        facts = [scoring.NodeFacts(n, cache.node_labels(n) or None) for n in args.names()]
+    scores = scoring.score_nodes(args.pod, facts, requeue.scoring_input(runtime, args.pod))
     return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
 
 

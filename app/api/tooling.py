@@ -22,6 +22,7 @@ from app.policy.minruntime import (
 )
 from app.policy.queues import QueueTree
 from app.runtime import Runtime
+from app.state import requeue
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["tooling"])
@@ -45,6 +46,15 @@ class ResolveResponse(_Out):
         description="The queues consulted, in walk order, ending at `resolvedFrom` (or at the "
         "top-level queue when the pool default applied)."
     )
+
+
+class QueueCounts(_Out):
+    """Workloads of a leaf queue by state (from the cache and the eviction records)."""
+
+    pending: int = 0
+    admitted: int = 0
+    backoff: int = Field(0, description="In requeue backoff (now < requeueAt).")
+    deactivated: int = Field(0, description="Held until reactivated.")
 
 
 class QueueView(_Out):
@@ -71,6 +81,10 @@ class QueueView(_Out):
         "`queue`; with `lca` the preemptor's queue matters, ask /v1/resolve)."
     )
     effective_reclaim_from: str = Field(description="Queue that set it, or `default`.")
+    counts: QueueCounts | None = Field(
+        None,
+        description="Workloads of this queue in runway's cache by state (None offline).",
+    )
 
 
 class QueuesResponse(_Out):
@@ -191,7 +205,12 @@ async def resolve_endpoint(
 async def queues_endpoint(
     request: Request, pool: Annotated[str | None, _POOL] = None
 ) -> QueuesResponse:
-    """Each configured queue: parent, path, children, its own settings and the values a victim
-    in it gets (preempt; reclaim walking up from the queue)."""
+    """Each configured queue: parent, path, children, its own settings, the values a victim
+    in it gets (preempt; reclaim walking up from the queue) and its workloads by state."""
     runtime = _runtime(request)
-    return queues_response(runtime.config, runtime.queues, pool)
+    response = queues_response(runtime.config, runtime.queues, pool)
+    counts = requeue.queue_counts(runtime, runtime.clock.now())
+    for view in response.queues:
+        c = counts.get(view.name)
+        view.counts = QueueCounts(**vars(c)) if c is not None else QueueCounts()
+    return response

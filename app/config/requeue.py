@@ -16,6 +16,7 @@ Two shapes of the queue-order timestamp are accepted, one per seed::
     requeueStrategy:                 # the KEP-1282 draft shape, per eviction reason
       podsReadyTimeout: Eviction     # or Creation / UseEvictionTimestamp / UseCreationTimestamp
       priorityPreemption: Creation
+      antiFlappingTimeout: 60s       # runway: hold a victim behind its pending preemptor
 
 ``backoffLimitTimeout`` lives under ``requeuingStrategy`` beside ``backoffLimitCount``, where the
 KEP's "Alternatives" section sketched it: once the workload's *first* PodsReadyTimeout eviction
@@ -141,6 +142,13 @@ class RequeueStrategyConfig(Section):
         DEFAULT_PREEMPTION_TIMESTAMP,
         description="Queue-order timestamp after a preemption: `Creation` (default, as Kueue: "
         "front of its priority band; the preemptor still goes first) or `Eviction`.",
+    )
+    anti_flapping_timeout: Duration = Field(
+        60.0,
+        ge=0,
+        description="Anti-flapping: a workload preempted by a pod that is still pending is held "
+        "by filter until that preemptor is scheduled, at most this long after the eviction "
+        "(runway). 0 = off.",
     )
 
 

@@ -1,0 +1,308 @@
+"""``/v1`` REST for the requeue feature (SPEC §5, §6): workloads, queue order, reactivation.
+
+* ``GET /v1/workloads/{namespace}/{name}`` — pods, start, PodsReady and its clock,
+  protected-until, the eviction record, the gate.
+* ``POST /v1/workloads/{namespace}/{name}:activate`` — reset count and requeueAt and clear the
+  deactivation (authenticated: ``require_auth("write")``).
+* ``GET /v1/queues/{name}/pending`` — a leaf queue's pending order, each entry with its sort key.
+
+Read-only answers come from the cache and the record store (no API call); times are RFC 3339.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from app.api.auth import Principal, require_auth
+from app.model.eviction import EvictionRecord
+from app.model.timestamps import format_time
+from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
+from app.policy.ordering import (
+    admissible,
+    pending_preemptor_uids,
+    queue_head,
+    queue_order_key,
+)
+from app.policy.workload import WorkloadKey, is_ready, queue_of
+from app.runtime import Runtime
+from app.state import requeue
+from app.wire.schema import ErrorBody
+
+router = APIRouter(prefix="/v1", tags=["requeue"])
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+
+def _time(seconds: float | None) -> str | None:
+    return format_time(seconds) if seconds is not None else None
+
+
+class EvictionRecordView(_Out):
+    """The workload's eviction record (annotations ``runway.dev/eviction-*``)."""
+
+    reason: Literal["Preempted", "PodsReadyTimeout"]
+    time: str = Field(description="When it was last evicted (RFC 3339).")
+    preemptor_uid: str | None = Field(description="UID of the preempting pod (Preempted).")
+    count: int = Field(description="Requeues after PodsReadyTimeout since (re)activation.")
+    requeue_at: str | None = Field(description="Not admissible before this time (backoff).")
+    first_eviction_time: str | None = Field(
+        description="First PodsReadyTimeout eviction since activation (backoffLimitTimeout)."
+    )
+    deactivated: bool = Field(description="Held until reactivated (`POST ...:activate`).")
+    message: str | None
+    failed_pools: list[str] = Field(description="Node pools where it last failed readiness.")
+
+    @classmethod
+    def of(cls, record: EvictionRecord) -> EvictionRecordView:
+        """The view of ``record``."""
+        return cls(
+            reason=record.reason,
+            time=format_time(record.time),
+            preemptor_uid=record.preemptor_uid,
+            count=record.count,
+            requeue_at=_time(record.requeue_at),
+            first_eviction_time=_time(record.first_eviction_time),
+            deactivated=record.deactivated,
+            message=record.message,
+            failed_pools=list(record.failed_pools),
+        )
+
+
+class PodView(_Out):
+    """One pod of the workload."""
+
+    name: str
+    uid: str
+    node: str | None
+    phase: str | None
+    ready: bool
+    terminating: bool
+
+
+class GateView(_Out):
+    """The workload's pod held in the preemption gate."""
+
+    pod: str
+    nominated_node: str | None
+    outstanding_victims: int
+    until: str | None
+
+
+class WorkloadResponse(_Out):
+    """A workload as runway sees it."""
+
+    namespace: str
+    name: str
+    identity: str = Field(
+        description="Where the name comes from: `label`, `pod-group`, `owner:<Kind>` or `pod`."
+    )
+    queue: str
+    state: Literal["pending", "admitted", "backoff", "deactivated"]
+    pods: list[PodView]
+    min_available: int
+    start_time: str | None = Field(description="Admission: the minAvailable-th bind.")
+    pods_ready: bool
+    pods_ready_clock: Literal["", "WaitForStart", "WaitForRecovery"] = Field(
+        description="Which waitForPodsReady timeout runs (empty: none)."
+    )
+    pods_ready_deadline: str | None = Field(description="When that timeout runs out.")
+    protected_until: str | None = Field(
+        description="Preempt min-runtime protection (same-queue preemptor, global pool "
+        "defaults) ends at this time; None when not started."
+    )
+    eviction_record: EvictionRecordView | None
+    gate: list[GateView]
+
+
+class PendingEntry(_Out):
+    """One pending workload in queue order."""
+
+    position: int = Field(description="1 = head of the order.")
+    workload: str
+    priority: int
+    pending_preemptor: bool = Field(description="Preempted others that are still pending.")
+    order_timestamp: str = Field(description="The queue-order timestamp (by eviction reason).")
+    admissible: bool = Field(description="Neither in backoff nor deactivated.")
+    key: list[int | float | str] = Field(
+        description="The sort key: [-priority, 0 if pending preemptor else 1, queue-order "
+        "timestamp (unix seconds), name]."
+    )
+
+
+class PendingResponse(_Out):
+    """A leaf queue's pending order, head first."""
+
+    queue: str
+    queueing_strategy: str
+    head: str | None = Field(description="The first admissible workload (StrictFIFO admits it).")
+    pending: list[PendingEntry]
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def _not_found(message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=404)
+
+
+def _lookup(runtime: Runtime, namespace: str, name: str) -> WorkloadKey | None:
+    return requeue.find_workload(runtime, namespace, name)
+
+
+def workload_response(runtime: Runtime, key: WorkloadKey) -> WorkloadResponse | None:
+    """The REST view of workload ``key`` (None when the cache has none of its pods)."""
+    view = runtime.cache.workload(key)
+    if view is None:
+        return None
+    now = runtime.clock.now()
+    record = requeue.records(runtime).read(key)
+    _, check = requeue.evaluate(runtime, view, now)
+    queue = queue_of(view.pods[0], runtime.cache.queue_labels)
+    defaults = defaults_for_pool(runtime.config.min_runtime, None)
+    res = resolve_preempt(runtime.queues, defaults, queue)
+    gates = []
+    for pod in view.pods:
+        hold = requeue.gate_hold(runtime, pod, now)
+        if hold is not None:
+            gates.append(
+                GateView(
+                    pod=pod.key,
+                    nominated_node=hold.nominated_node,
+                    outstanding_victims=hold.outstanding_victims,
+                    until=_time(hold.until),
+                )
+            )
+    return WorkloadResponse(
+        namespace=key.namespace,
+        name=key.name,
+        identity=key.source,
+        queue=queue,
+        state=requeue.workload_state(view, record, now),
+        pods=[
+            PodView(
+                name=p.metadata.name,
+                uid=p.uid,
+                node=p.spec.nodeName,
+                phase=p.status.phase,
+                ready=is_ready(p),
+                terminating=p.metadata.deletionTimestamp is not None,
+            )
+            for p in view.pods
+        ],
+        min_available=view.min_available,
+        start_time=_time(view.start_time),
+        pods_ready=view.pods_ready,
+        pods_ready_clock=check.cause,
+        pods_ready_deadline=_time(check.deadline),
+        protected_until=_time(protected_until(view.start_time, res)),
+        eviction_record=EvictionRecordView.of(record) if record is not None else None,
+        gate=gates,
+    )
+
+
+_404: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorBody, "description": "No such workload or queue"}
+}
+
+
+@router.get(
+    "/workloads/{namespace}/{name}",
+    response_model=WorkloadResponse,
+    summary="A workload's pods, start, PodsReady, protection, eviction record and gate",
+    responses=_404,
+)
+async def get_workload(
+    request: Request, namespace: str, name: str
+) -> WorkloadResponse | JSONResponse:
+    """The workload named ``namespace/name`` (label, pod-group, owner or pod name)."""
+    runtime = _runtime(request)
+    key = _lookup(runtime, namespace, name)
+    found = workload_response(runtime, key) if key is not None else None
+    if found is None:
+        return _not_found(
+            f"no workload {namespace}/{name} in runway's cache: no pod carries that workload "
+            "label, pod-group, controller owner or name (`GET /v1/cache/summary` counts the "
+            "cached pods)"
+        )
+    return found
+
+
+@router.post(
+    "/workloads/{namespace}/{name}:activate",
+    response_model=WorkloadResponse,
+    summary="Reactivate a workload: reset its requeue count and backoff",
+    responses={
+        **_404,
+        401: {"model": ErrorBody, "description": "No or bad bearer token"},
+        403: {"model": ErrorBody, "description": "Not allowed"},
+    },
+)
+async def activate_workload(
+    request: Request,
+    namespace: str,
+    name: str,
+    principal: Annotated[Principal, Depends(require_auth("write"))],
+) -> WorkloadResponse | JSONResponse:
+    """Kueue's reactivation: count and requeueAt reset, deactivation cleared, written to the
+    record on the workload's owner (or pods). A workload without a record is left as it is."""
+    del principal  # authenticated and authorized by the dependency
+    runtime = _runtime(request)
+    key = _lookup(runtime, namespace, name)
+    if key is None:
+        return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
+    await requeue.records(runtime).activate(key)
+    found = workload_response(runtime, key)
+    if found is None:
+        return _not_found(f"workload {namespace}/{name} disappeared while being activated")
+    return found
+
+
+@router.get(
+    "/queues/{name}/pending",
+    response_model=PendingResponse,
+    summary="A leaf queue's pending workloads, in queue order",
+    responses=_404,
+)
+async def get_pending(request: Request, name: str) -> PendingResponse | JSONResponse:
+    """Order: priority (desc), a pending preemptor before its victims, queue-order timestamp
+    (asc), name. Workloads in backoff or deactivated keep their place but are not admissible."""
+    runtime = _runtime(request)
+    if not runtime.queues.is_known(name) and not runtime.cache.pods_in_queue(name):
+        return _not_found(
+            f"no queue {name!r}: the config declares no such queue and no pod names it "
+            "(`GET /v1/queues` lists the configured queues)"
+        )
+    now = runtime.clock.now()
+    workloads = requeue.pending_workloads(runtime, name)
+    strategy = requeue.order_strategy(runtime)
+    uids = pending_preemptor_uids(workloads)
+    head = queue_head(workloads, strategy, now)
+    entries = []
+    for i, w in enumerate(workloads, 1):
+        key = queue_order_key(w, strategy, uids)
+        entries.append(
+            PendingEntry(
+                position=i,
+                workload=w.name,
+                priority=w.priority,
+                pending_preemptor=key[1] == 0,
+                order_timestamp=format_time(key[2]),
+                admissible=admissible(w, now),
+                key=list(key),
+            )
+        )
+    return PendingResponse(
+        queue=name,
+        queueing_strategy=runtime.queues.node(name).queueing_strategy,
+        head=head.name if head is not None else None,
+        pending=entries,
+    )

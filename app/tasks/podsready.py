@@ -1,0 +1,302 @@
+"""The PodsReady evictor (SPEC §5, Kueue KEP-349): evicts workloads that miss their timeouts.
+
+One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
+every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of
+``timeout`` (since admission) or ``recoveryTimeout`` (since PodsReady went false), and — on the
+leader only — evicts each of them in its own tracked task:
+
+1. write the eviction record (reason ``PodsReadyTimeout``, count + 1, requeueAt by the backoff,
+   the node pools it failed in; or ``deactivated`` past the limit). The record goes first: if
+   runway dies half-way, the next leader sees the record of *this* admission (eviction time after
+   the start) and only finishes the job instead of counting a second eviction;
+2. ``DisruptionTarget=True`` (reason ``PodsReadyTimeout``) on each pod, a strategic merge patch
+   of ``pods/status``;
+3. delete each pod with a UID precondition (404, or a 409 because the name now belongs to a
+   re-created pod, both mean done). The owner re-creates the pods; ``filter`` holds them for the
+   backoff, or for good when deactivated.
+
+It also keeps the requeue gauges (backoff, deactivated, pending per queue) up to date.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app import metrics
+from app.kube.client import PODS, log_dry_run
+from app.kube.errors import Conflict, NotFound
+from app.logs import get_logger
+from app.model import Pod
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.model.timestamps import format_time
+from app.policy.backoff import JitterSource, next_eviction_state, random_jitter
+from app.policy.podsready import PodsReadyCheck, timeout_message
+from app.state import requeue
+from app.state.cache import WorkloadView
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+log = get_logger("tasks.podsready")
+
+DISRUPTION_TARGET = "DisruptionTarget"
+SKIPPED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
+"""Never evicted: DaemonSet pods and static (mirror) pods are not queued workloads."""
+
+
+def _live(view: WorkloadView) -> list[Pod]:
+    return [p for p in view.pods if p.metadata.deletionTimestamp is None]
+
+
+def _managed(view: WorkloadView) -> bool:
+    for pod in view.pods:
+        for ref in pod.metadata.ownerReferences or ():
+            if ref.controller and ref.kind in SKIPPED_OWNER_KINDS:
+                return False
+    return True
+
+
+async def load_records(runtime: Runtime, within: float = 5.0) -> bool:
+    """At startup: once the pods are listed, start watching the owners they name and wait
+    (bounded) until those are listed, so the first filter calls already see every record.
+    Returns False when the bound passed first (the records then arrive a little later)."""
+    store = requeue.records(runtime)
+    if runtime.kube is None or store.owners is None:
+        return True
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not runtime.cache.pods_synced:
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.02)  # polling interval
+    for key in runtime.cache.workload_keys():
+        store.targets(key)  # starts the owner kinds' reflectors
+    return await store.owners.wait_synced(max(deadline - loop.time(), 0.0))
+
+
+class PodsReadyEvictor:
+    """Evicts workloads past their PodsReady timeouts (leader only) and keeps the gauges."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        tick: float = 1.0,
+        debounce: float = 0.05,
+        jitter: JitterSource = random_jitter,
+        is_leader: Callable[[], bool] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.tick = tick
+        self.debounce = debounce
+        self.jitter = jitter
+        self.is_leader = is_leader or (lambda: runtime.is_leader)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._evictions: set[asyncio.Task[None]] = set()
+        self._in_flight: set[str] = set()
+        self._unsubscribe: Callable[[], None] | None = None
+        self._gauged: set[str] = set()
+        self.evicted = 0
+        """Evictions recorded by this process (for tests and the log)."""
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Subscribe to the cache and start the loop."""
+        self._unsubscribe = self.runtime.cache.subscribe(lambda _event: self._wake.set())
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="podsready")
+
+    async def stop(self) -> None:
+        """Stop the loop and every eviction in flight; returns when none is left."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        tasks = [t for t in (self._task, *self._evictions) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._task = None
+
+    def pending_tasks(self) -> int:
+        """Eviction tasks not finished yet."""
+        return sum(1 for t in self._evictions if not t.done())
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                wait = await self.tick_once()
+            except Exception:  # a bug in one pass must not end PodsReady tracking for good
+                log.exception("podsready pass failed")
+                wait = self.tick
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(max(min(wait, self.tick), self.debounce)):
+                    await self._wake.wait()
+            self._wake.clear()
+            await asyncio.sleep(self.debounce)  # let a burst of watch events settle
+
+    # -- one pass -------------------------------------------------------------------------------
+
+    async def tick_once(self) -> float:
+        """Evaluate every workload once; start the due evictions (leader only). Returns the
+        seconds until the next deadline (``tick`` when none is near)."""
+        runtime = self.runtime
+        cfg = runtime.config.wait_for_pods_ready
+        now = runtime.clock.now()
+        cache = runtime.cache
+        idx = requeue.index(runtime)
+        self._update_gauges(now)
+        leader = self.is_leader()
+        wait = self.tick
+        for key in cache.workload_keys():
+            view = cache.workload(key)
+            if view is None or view.start_time is None:
+                continue
+            if view.pods_ready:
+                idx.ready_seen[key] = view.start_time
+                continue
+            if not cfg.enable or not leader or not _managed(view):
+                continue
+            _, check = requeue.evaluate(runtime, view, now)
+            if check.due and str(key) not in self._in_flight:
+                self._start_eviction(view, check)
+            elif check.deadline is not None:
+                wait = min(wait, check.recheck_after)
+        # Forget readiness of workloads that no longer exist.
+        for key in [k for k in idx.ready_seen if cache.workload(k) is None]:
+            del idx.ready_seen[key]
+        return wait
+
+    def _start_eviction(self, view: WorkloadView, check: PodsReadyCheck) -> None:
+        name = str(view.key)
+        self._in_flight.add(name)
+
+        async def run() -> None:
+            try:
+                await self.evict(view, check)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # retried on the next pass: the workload is still due
+                log.warning("eviction failed, retrying later", workload=name, error=str(exc))
+            finally:
+                self._in_flight.discard(name)
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"podsready-evict:{name}")
+        self._evictions.add(task)
+        task.add_done_callback(self._evictions.discard)
+
+    async def evict(self, view: WorkloadView, check: PodsReadyCheck) -> EvictionRecord | None:
+        """Record, mark and delete one workload (see the module docstring)."""
+        runtime = self.runtime
+        cfg = runtime.config.wait_for_pods_ready
+        now = runtime.clock.now()
+        key = view.key
+        pods = _live(view)
+        message = timeout_message(str(key), check, cfg)
+        label = runtime.config.min_runtime.pool_label
+        pools = sorted(
+            {
+                pool
+                for p in pods
+                if p.spec.nodeName
+                and (pool := runtime.cache.node_labels(p.spec.nodeName).get(label))
+            }
+        )
+        start = view.start_time
+
+        def change(current: EvictionRecord | None) -> EvictionRecord | None:
+            if (
+                current is not None
+                and current.reason == PODS_READY_TIMEOUT
+                and start is not None
+                and current.time >= start
+            ):
+                return None  # this admission's eviction is recorded: only finish the deletes
+            return next_eviction_state(
+                current,
+                PODS_READY_TIMEOUT,
+                now,
+                cfg.requeuing_strategy,
+                self.jitter,
+                message=message,
+                failed_pools=pools,
+            )
+
+        record = await requeue.records(runtime).update(key, change)
+        if record is not None:
+            self.evicted += 1
+            metrics.EVICTIONS.labels(PODS_READY_TIMEOUT).inc()
+            log.info(
+                "workload evicted: PodsReady timeout",
+                workload=str(key),
+                cause=check.cause,
+                count=record.count,
+                requeue_at=format_time(record.requeue_at) if record.requeue_at else None,
+                deactivated=record.deactivated,
+                pods=len(pods),
+            )
+        current = record or requeue.records(runtime).read(key)
+        text = message
+        if current is not None and current.deactivated and current.message:
+            text = f"{message}; {current.message}"
+        elif current is not None and current.requeue_at is not None:
+            text = f"{message}; requeued after backoff at {format_time(current.requeue_at)}"
+        for pod in pods:
+            await self._mark(pod, text, now)
+        for pod in pods:
+            await self._delete(pod)
+        return record
+
+    async def _mark(self, pod: Pod, message: str, now: float) -> None:
+        patch = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": DISRUPTION_TARGET,
+                        "status": "True",
+                        "reason": PODS_READY_TIMEOUT,
+                        "message": message,
+                        "lastTransitionTime": format_time(now),
+                    }
+                ]
+            }
+        }
+        client = self.runtime.kube
+        if client is None:
+            log_dry_run("patch", f"pods/{pod.key}/status", patch)
+            return
+        with contextlib.suppress(NotFound):
+            await client.patch(
+                PODS,
+                pod.metadata.name,
+                patch,
+                pod.metadata.namespace,
+                into=dict[str, object],
+                patch_type="strategic",
+                subresource="status",
+            )
+
+    async def _delete(self, pod: Pod) -> None:
+        client = self.runtime.kube
+        if client is None:
+            log_dry_run("delete", f"pods/{pod.key}", {"uid": pod.uid})
+            return
+        with contextlib.suppress(NotFound, Conflict):  # gone, or the name is a new pod's now
+            await client.delete(PODS, pod.metadata.name, pod.metadata.namespace, uid=pod.uid)
+
+    # -- gauges ---------------------------------------------------------------------------------
+
+    def _update_gauges(self, now: float) -> None:
+        counts = requeue.queue_counts(self.runtime, now)
+        metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
+        metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))
+        for queue, c in counts.items():
+            metrics.PENDING_WORKLOADS.labels(queue).set(c.pending)
+        for queue in self._gauged - counts.keys():
+            metrics.PENDING_WORKLOADS.labels(queue).set(0)
+        self._gauged = set(counts)
