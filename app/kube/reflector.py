@@ -10,7 +10,7 @@ so no object is lost or duplicated across the gap.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -74,6 +74,7 @@ class Reflector(Generic[T]):
         label_selector: str | None = None,
         field_selector: str | None = None,
         backoff: Backoff | None = None,
+        transform: Callable[[T], T] | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -85,6 +86,10 @@ class Reflector(Generic[T]):
         self.label_selector = label_selector
         self.field_selector = field_selector
         self.backoff = backoff or Backoff(base=0.5, cap=10.0)
+        self.transform = transform or getattr(store, "prepare", None)
+        """Applied to each listed object as its page arrives (default: the store's ``prepare``,
+        if any; the pod cache compacts pods there, so a 50,000-pod LIST never holds 50,000
+        full-size objects at once). ``store.replace`` then receives the transformed objects."""
         self._list_type: type[ObjectList[T]] = ObjectList[item_type]  # type: ignore[valid-type]
         self._item_decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(item_type)
         self.synced = asyncio.Event()
@@ -151,7 +156,8 @@ class Reflector(Generic[T]):
                 items, cont = [], None
                 continue
             if page.items:
-                items.extend(page.items)
+                transform = self.transform
+                items.extend(map(transform, page.items) if transform else page.items)
             cont = page.metadata.continue_
             if not cont:
                 rv = page.metadata.resourceVersion

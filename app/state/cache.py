@@ -28,6 +28,7 @@ from app.policy.workload import (
     start_time,
     workload_of,
 )
+from app.state.compact import Compactor
 
 log = get_logger("state.cache")
 
@@ -83,14 +84,17 @@ def _remove(
 class ClusterCache:
     """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
 
-    def __init__(self, queue_labels: Sequence[str] = QUEUE_LABELS) -> None:
+    def __init__(self, queue_labels: Sequence[str] = QUEUE_LABELS, *, compact: bool = True) -> None:
         self.queue_labels = tuple(queue_labels)
+        # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
+        self._compactor = Compactor() if compact else None
         self._pods: dict[str, Pod] = {}
         self._uid_by_key: dict[str, str] = {}
         # uid -> (key, node, workload, queue) as indexed, so removal never needs the object.
         self._indexed: dict[str, tuple[str, str | None, WorkloadKey, str]] = {}
         self._by_node: dict[str, set[str]] = {}
         self._by_workload: dict[WorkloadKey, set[str]] = {}
+        self._workload_keys: dict[WorkloadKey, WorkloadKey] = {}
         self._by_queue: dict[str, set[str]] = {}
         self._pending: set[str] = set()
         self._workloads: dict[WorkloadKey, WorkloadView] = {}
@@ -200,12 +204,19 @@ class ClusterCache:
 
     # -- pods: writes (the pod reflector) --------------------------------------------------
 
-    def upsert_pod(self, pod: Pod) -> None:
-        """Add or update a pod (watch ADDED/MODIFIED)."""
+    def compact_pod(self, pod: Pod) -> Pod:
+        """``pod`` made of parts shared with the cached pods (what ``upsert_pod`` stores)."""
+        return self._compactor.pod(pod) if self._compactor is not None else pod
+
+    def upsert_pod(self, pod: Pod, *, compacted: bool = False) -> None:
+        """Add or update a pod (watch ADDED/MODIFIED). ``compacted``: already made of shared
+        parts by ``compact_pod`` (skips doing it twice)."""
         uid = pod.metadata.uid
         old = self._pods.get(uid)
         if old is not None and old == pod:
             return  # a relist hands back what we have: no event
+        if self._compactor is not None and not compacted:
+            pod = self._compactor.pod(pod)
         self._unindex(uid)
         self._pods[uid] = pod
         self._index(uid, pod)
@@ -224,22 +235,25 @@ class ClusterCache:
         metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
         self._notify(CacheEvent("pod", "DELETED", old, None))
 
-    def replace_pods(self, pods: Iterable[Pod]) -> None:
+    def replace_pods(self, pods: Iterable[Pod], *, compacted: bool = False) -> None:
         """Make the cache hold exactly ``pods`` (after a LIST), with one event per difference."""
         fresh = {p.metadata.uid: p for p in pods}
         for uid in [u for u in self._pods if u not in fresh]:
             self.delete_pod(self._pods[uid])
         for pod in fresh.values():
-            self.upsert_pod(pod)
+            self.upsert_pod(pod, compacted=compacted)
         self.pods_synced = True
         metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
 
     def _index(self, uid: str, pod: Pod) -> None:
         node = pod.spec.nodeName or None
+        # One WorkloadKey object per workload, not per pod (the pods of a Job share it).
         workload = workload_of(pod)
+        workload = self._workload_keys.setdefault(workload, workload)
         queue = queue_of(pod, self.queue_labels)
-        self._indexed[uid] = (pod.key, node, workload, queue)
-        self._uid_by_key[pod.key] = uid
+        key = pod.key
+        self._indexed[uid] = (key, node, workload, queue)
+        self._uid_by_key[key] = uid
         if node:
             _add(self._by_node, node, uid)
         else:
@@ -260,6 +274,8 @@ class ClusterCache:
         else:
             self._pending.discard(uid)
         _remove(self._by_workload, workload, uid)
+        if workload not in self._by_workload:
+            self._workload_keys.pop(workload, None)
         _remove(self._by_queue, queue, uid)
         self._workloads.pop(workload, None)
 
@@ -326,8 +342,12 @@ class _PodStore:
     def __init__(self, cache: ClusterCache) -> None:
         self.cache = cache
 
+    def prepare(self, obj: Pod) -> Pod:
+        # The reflector calls this on each listed pod as its page arrives.
+        return self.cache.compact_pod(obj)
+
     def replace(self, items: Sequence[Pod]) -> None:
-        self.cache.replace_pods(items)
+        self.cache.replace_pods(items, compacted=True)
 
     def upsert(self, obj: Pod) -> None:
         self.cache.upsert_pod(obj)
