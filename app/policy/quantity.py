@@ -9,6 +9,7 @@ kube-scheduler counts them: CPU in millicores (``MilliValue``), everything else 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -83,6 +84,7 @@ def quantity_milli(text: str) -> int:
     return math.ceil(parse_quantity(text) * 1000)
 
 
+@functools.lru_cache(maxsize=4096)
 def resource_amount(name: str, text: str) -> int:
     """The integer amount of resource ``name``: millicores for ``cpu``, whole units otherwise."""
     return quantity_milli(text) if name == CPU else quantity_value(text)

@@ -72,6 +72,7 @@ class _Builder:
         self.resolutions: dict[tuple[str, str | None], minruntime.Resolution] = {}
         self.workload_members: dict[str, list[Pod]] = {}
         self.starts: dict[str, float | None] = {}
+        self.facts_by_uid: dict[str, PodFacts] = {}
 
     def lookup(self, uid: str) -> Pod | None:
         pod = self.cache.pod(uid) or self.payload.get(uid)
@@ -97,18 +98,30 @@ class _Builder:
         name = str(key)
         members = self.workload_members.get(name)
         if members is None:
-            members = self.cache.workload_pods(key) or [
-                p for p in self.payload.values() if workload_of(p) == key
-            ]
-            if not any(p.metadata.uid == pod.metadata.uid for p in members):
-                members = [*members, pod]
+            view = self.cache.workload(key)  # memoised by the cache, start time included
+            if view is not None and any(p.metadata.uid == pod.metadata.uid for p in view.pods):
+                members = list(view.pods)
+                self.starts[name] = view.start_time
+            else:
+                members = [p for p in self.payload.values() if workload_of(p) == key]
+                if not any(p.metadata.uid == pod.metadata.uid for p in members):
+                    members = [*members, pod]
+                self.starts[name] = start_time(members)
             self.workload_members[name] = members
-            self.starts[name] = start_time(members)
             for member in members:
                 self.pods.setdefault(member.metadata.uid, member)
         return name, members
 
     def facts(self, pod: Pod, node: str) -> PodFacts:
+        # A pod is both an offered victim and a member of its workload: build its facts once.
+        known = self.facts_by_uid.get(pod.metadata.uid)
+        if known is not None:
+            return known
+        made = self._facts(pod, node)
+        self.facts_by_uid[pod.metadata.uid] = made
+        return made
+
+    def _facts(self, pod: Pod, node: str) -> PodFacts:
         name, _ = self.members(pod)
         queue = queue_of(pod)
         try:
