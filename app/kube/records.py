@@ -219,18 +219,22 @@ class EvictionRecordStore:
     async def _write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> None:
         assert self.client is not None
         annotations = record.to_annotations()
+        patch = {"metadata": {"annotations": annotations}}
         for pod in pods:
             try:
-                await patch_annotations(
-                    self.client,
+                patched = await self.client.patch(
                     PODS,
                     pod.metadata.name,
+                    {"metadata": {**patch["metadata"], "uid": pod.uid}},
                     pod.metadata.namespace,
-                    annotations,
-                    uid=pod.uid,
+                    into=Pod,
+                    patch_type="merge",
                 )
             except (NotFound, Conflict):
                 continue  # gone, or re-created under the same name: not this workload's pod
+            # Read after write: the watch brings the same version a moment later.
+            if self.cache.pod(pod.uid) is not None:
+                self.cache.upsert_pod(patched)
             log.info("eviction record written", pod=pod.key, **_fields(record))
 
     # -- the operations callers use -------------------------------------------------------------

@@ -1,0 +1,238 @@
+"""The PodsReady evictor against a faked API server, with a manual clock: timeout → eviction
+(record on the Job, DisruptionTarget, UID-precondition delete) → filter holds for the backoff →
+second eviction with a doubled backoff → deactivation at the limit (pods still deleted, filter
+holds) → ``POST ...:activate`` (authenticated) resets → filter passes. The test plays the
+kubelet (binds), the reflector (cache = API state) and the Job controller (re-creates pods)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from app.api.extender import handle_filter
+from app.clock import ManualClock
+from app.config import parse_config
+from app.kube.objects import Node
+from app.model import Pod
+from app.model.timestamps import format_time
+from app.policy.backoff import no_jitter
+from app.runtime import Runtime
+from app.server import create_app
+from app.state import requeue
+from app.tasks.podsready import PodsReadyEvictor
+from tests.integration.kube_helpers import client, until
+from tests.integration.test_records import FakeApi, job_obj, pod_obj
+
+T0 = 1_800_000_000.0
+TOKEN = "0123456789abcdef0123456789abcdef"
+CONFIG = {
+    "auth": {"mode": "static", "staticTokens": [TOKEN]},
+    "waitForPodsReady": {
+        "enable": True,
+        "timeout": "30s",
+        "requeuingStrategy": {"backoffLimitCount": 2, "backoffBaseSeconds": 10},
+    },
+}
+
+
+class World:
+    """The fake cluster, runway's runtime and app, and the test's controllers."""
+
+    def __init__(self) -> None:
+        self.api = FakeApi()
+        self.clock = ManualClock(T0)
+        self.kube = client(self.api.transport)
+        self.app = create_app(parse_config(CONFIG), self.clock, kube=self.kube)
+        self.runtime: Runtime = self.app.state.runtime
+        self.evictor = PodsReadyEvictor(
+            self.runtime, jitter=no_jitter, tick=0.05, is_leader=lambda: True
+        )
+        self.generation = 0
+        self.api.jobs["ml/train"] = job_obj("train", "ml")
+        node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
+        self.runtime.cache.upsert_node(msgspec.convert(node, type=Node))
+
+    def create_pods(self) -> None:
+        """The Job controller: two pending pods (new UIDs each generation)."""
+        self.generation += 1
+        for i in range(2):
+            pod = pod_obj(
+                f"train-{i}", namespace="ml", job="train", uid=f"uid-{self.generation}-{i}"
+            )
+            pod["metadata"]["creationTimestamp"] = format_time(self.clock.now())
+            self.api.pods[f"ml/train-{i}"] = pod
+        self.sync()
+
+    def bind(self) -> None:
+        """kube-scheduler + kubelet: bound now, running, never Ready."""
+        now = format_time(self.clock.now())
+        for pod in self.api.pods.values():
+            pod["spec"]["nodeName"] = "n1"
+            pod["status"] = {
+                "phase": "Running",
+                "startTime": now,
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                    {"type": "Ready", "status": "False", "lastTransitionTime": now},
+                ],
+            }
+        self.sync()
+
+    def sync(self) -> None:
+        """The pod reflector: the cache holds what the API server holds."""
+        self.runtime.cache.replace_pods([msgspec.convert(p, Pod) for p in self.api.pods.values()])
+
+    def filter(self) -> dict[str, Any]:
+        pod = self.api.pods.get("ml/train-0") or pod_obj("train-0", namespace="ml", job="train")
+        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}).encode()
+        result: dict[str, Any] = json.loads(handle_filter(self.runtime, body))
+        return result
+
+    async def evict_due(self) -> None:
+        """One evictor pass, and wait for its eviction tasks."""
+        await self.evictor.tick_once()
+        await until(lambda: self.evictor.pending_tasks() == 0, what="evictions")
+        self.sync()
+
+    def record(self) -> Any:
+        key = self.runtime.cache.workload_keys()[0] if self.runtime.cache.workload_keys() else None
+        assert key is not None
+        return requeue.records(self.runtime).read(key)
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    w = World()
+    yield w
+    await w.evictor.stop()
+    w.api.stop.set()
+    store = w.runtime.records
+    assert store is not None and store.owners is not None
+    await store.owners.stop()
+    await w.kube.aclose()
+
+
+async def test_timeout_backoff_second_eviction_deactivation_and_activation(world: World) -> None:
+    w = world
+    w.create_pods()
+    assert w.filter()["NodeNames"] == ["n1", "n2"]
+    w.bind()
+    w.clock.advance(29)
+    await w.evict_due()
+    assert not w.api.calls("DELETE"), "not due before the timeout"
+
+    # first eviction at admission + 30 s
+    w.clock.advance(2)
+    await w.evict_due()
+    job = w.api.jobs["ml/train"]["metadata"]["annotations"]
+    assert job["runway.dev/eviction-reason"] == "PodsReadyTimeout"
+    assert job["runway.dev/eviction-count"] == "1"
+    assert job["runway.dev/eviction-failed-pools"] == "a"
+    deletes = w.api.calls("DELETE")
+    assert sorted(d[2]["preconditions"]["uid"] for d in deletes) == ["uid-1-0", "uid-1-1"]
+    marks = w.api.calls("PATCH", "/api/v1/namespaces/ml/pods/")
+    assert all(m[1].endswith("/status") for m in marks) and len(marks) == 2
+    cond = marks[0][2]["status"]["conditions"][0]
+    assert (cond["type"], cond["reason"]) == ("DisruptionTarget", "PodsReadyTimeout")
+    assert "waitForPodsReady.timeout" in cond["message"]
+    assert w.api.pods == {}
+
+    # the Job re-creates its pods: held for the backoff (10 s), then let through
+    w.create_pods()
+    held = w.filter()
+    assert held["NodeNames"] == []
+    assert "requeue backoff" in held["FailedAndUnresolvableNodes"]["n1"]
+    rec = w.record()
+    assert rec.count == 1 and rec.requeue_at == T0 + 31 + 10
+    w.clock.advance(10)
+    assert w.filter()["NodeNames"] == ["n1", "n2"]
+
+    # admitted again, times out again: count 2, backoff doubled
+    w.bind()
+    w.clock.advance(31)
+    await w.evict_due()
+    w.create_pods()
+    rec = w.record()
+    assert rec.count == 2 and rec.requeue_at == w.clock.now() + 20
+    assert not rec.deactivated
+
+    # third timeout: the limit (2) is exceeded → deactivated; pods still deleted, then held
+    w.clock.advance(20)
+    w.bind()
+    w.clock.advance(31)
+    deletes_before = len(w.api.calls("DELETE"))
+    await w.evict_due()
+    assert len(w.api.calls("DELETE")) == deletes_before + 2
+    w.create_pods()
+    rec = w.record()
+    assert rec.deactivated and rec.count == 2
+    w.clock.advance(3600)
+    held = w.filter()
+    assert held["NodeNames"] == []
+    assert "deactivated" in held["FailedAndUnresolvableNodes"]["n2"]
+    assert "RequeuingLimitExceeded" in held["FailedAndUnresolvableNodes"]["n2"]
+
+    # reactivation needs a token, then resets count and backoff
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=w.app), base_url="http://runway")
+    async with http:
+        url = "/v1/workloads/ml/train:activate"
+        assert (await http.post(url)).status_code == 401
+        resp = await http.post(url, headers={"Authorization": f"Bearer {TOKEN}"})
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert body["evictionRecord"]["count"] == 0
+        assert body["evictionRecord"]["deactivated"] is False
+        assert body["state"] == "pending"
+    assert w.filter()["NodeNames"] == ["n1", "n2"]
+
+
+async def test_a_half_done_eviction_is_finished_without_counting_twice(world: World) -> None:
+    w = world
+    w.create_pods()
+    w.bind()
+    w.clock.advance(31)
+    # the first attempt records, then the delete of one pod fails for good (403)
+    real = w.api.handle
+
+    async def forbid_delete(request: httpx.Request) -> httpx.Response:
+        if request.method == "DELETE":
+            return httpx.Response(403, json={"kind": "Status", "code": 403, "reason": "Forbidden"})
+        return await real(request)
+
+    w.api.handle = forbid_delete  # type: ignore[method-assign]
+    w.kube.http._transport = httpx.MockTransport(forbid_delete)
+    await w.evict_due()
+    assert w.record().count == 1
+    assert len(w.api.pods) == 2
+    w.kube.http._transport = httpx.MockTransport(real)
+    w.clock.advance(1)
+    await w.evict_due()
+    assert w.api.pods == {}
+    w.create_pods()
+    assert w.record().count == 1, "the same admission must not be counted twice"
+
+
+async def test_only_the_leader_evicts(world: World) -> None:
+    w = world
+    follower = PodsReadyEvictor(w.runtime, jitter=no_jitter, is_leader=lambda: False)
+    w.create_pods()
+    w.bind()
+    w.clock.advance(60)
+    await follower.tick_once()
+    assert not w.api.calls("DELETE") and follower.pending_tasks() == 0
+
+
+async def test_the_loop_runs_and_stops_cleanly(world: World) -> None:
+    w = world
+    w.create_pods()
+    w.bind()
+    w.clock.advance(31)
+    w.evictor.start()
+    await until(lambda: w.api.pods == {}, what="the loop to evict")
+    await w.evictor.stop()
+    assert w.evictor.pending_tasks() == 0
