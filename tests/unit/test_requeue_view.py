@@ -1,0 +1,114 @@
+"""The requeue view over the cache (app.state.requeue): not-ready-since derived from the pods,
+blockers, gate holds, scoring facts, and memoisation per cache generation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from app.clock import ManualClock
+from app.config import parse_config
+from app.model import Pod
+from app.model.timestamps import format_time
+from app.policy.gate import GateEntry, PodRef
+from app.runtime import Runtime
+from app.state import requeue
+
+T0 = 1_800_000_000.0
+
+
+def pod(
+    name: str,
+    *,
+    bound_at: float | None = None,
+    ready: bool | None = None,
+    ready_at: float | None = None,
+    started: float | None = None,
+    workload: str = "w",
+    uid: str | None = None,
+) -> Pod:
+    obj: dict[str, Any] = {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid or f"uid-{name}",
+            "labels": {"runway.dev/workload": workload},
+        },
+        "spec": {},
+        "status": {"conditions": []},
+    }
+    if bound_at is not None:
+        obj["spec"]["nodeName"] = "n1"
+        obj["status"]["startTime"] = format_time(started if started is not None else bound_at)
+        obj["status"]["conditions"].append(
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(bound_at)}
+        )
+    if ready is not None:
+        t = format_time(ready_at if ready_at is not None else bound_at or T0)
+        obj["status"]["conditions"].append(
+            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": t}
+        )
+    return msgspec.convert(obj, Pod)
+
+
+def runtime(config: dict[str, Any] | None = None) -> Runtime:
+    return Runtime(config=parse_config(config or {}), clock=ManualClock(T0))
+
+
+def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
+    rt = runtime()
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0))
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
+    view = rt.cache.workload_of_pod(pod("a"))
+    assert view is not None
+    # never ready since it started: the start clock runs, not the recovery clock
+    assert requeue.not_ready_since(view) is None
+    # runway saw it PodsReady: the Ready=False transition is when it lost it
+    assert requeue.not_ready_since(view, was_ready=True) == T0
+    # after a restart: a Ready=False transition well after the pod's start means it flipped
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
+    view = rt.cache.workload_of_pod(pod("a"))
+    assert view is not None and requeue.not_ready_since(view) == T0 + 30
+
+
+def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
+    rt = runtime({"waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"}})
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False))
+    first = requeue.blockers(rt, T0)
+    assert [(b.workload, b.timeout_at) for b in first] == [("ns/w", T0 + 60)]
+    assert requeue.blockers(rt, T0) is first  # same generation: memo
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, ready_at=T0 + 1))
+    assert requeue.blockers(rt, T0) == ()
+    assert requeue.blockers(runtime(), T0) == ()
+
+
+def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
+    rt = runtime()
+    preemptor = pod("p", workload="p")
+    victim = PodRef("uid-v", "ns", "v")
+    rt.gate.hold(GateEntry(PodRef("uid-p", "ns", "p"), "n1", (victim,), T0, T0 + 30))
+    hold = requeue.gate_hold(rt, preemptor, T0 + 1)
+    assert hold is not None and hold.nominated_node == "n1" and hold.outstanding_victims == 1
+    assert requeue.gate_hold(rt, preemptor, T0 + 30) is None
+    facts = requeue.filter_input(rt, preemptor, T0 + 1)
+    assert facts.gate == hold and facts.workload == "ns/p" and not facts.admitted
+
+
+def test_scoring_input_lists_the_nodes_of_the_workload() -> None:
+    rt = runtime({"minRuntime": {"poolLabel": "pool"}})
+    rt.cache.upsert_pod(pod("a", bound_at=T0))
+    rt.cache.upsert_pod(pod("b"))
+    facts = requeue.scoring_input(rt, pod("b"))
+    assert set(facts.workload_nodes) == {"n1"} and facts.pool_label == "pool"
+    assert tuple(facts.failed_pools) == ()
+
+
+def test_pending_workloads_skip_admitted_ones() -> None:
+    rt = runtime()
+    rt.cache.upsert_pod(pod("a", workload="run", bound_at=T0))
+    rt.cache.upsert_pod(pod("b", workload="half", bound_at=T0))
+    rt.cache.upsert_pod(pod("c", workload="half"))  # a gang half bound is not admitted yet
+    rt.cache.upsert_pod(pod("d", workload="wait"))
+    names = [w.name for w in requeue.pending_workloads(rt, "default")]
+    assert sorted(names) == ["ns/half", "ns/wait"]
