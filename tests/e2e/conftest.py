@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import tempfile
 import time
@@ -67,6 +68,18 @@ def poll(
     raise AssertionError(f"timed out after {within}s waiting for {what}; last error: {last_error}")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of the shell that started it still answers kill -0; check its state.
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+            return False
+    return True
+
+
 def rfc3339_now() -> str:
     """Now, as the API server writes timestamps."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -111,6 +124,17 @@ class ControlPlane:
             if line.startswith("SCHEDULER_METRICS="):
                 return line.split("=", 1)[1]
         raise AssertionError("control-plane.sh scheduler did not write SCHEDULER_METRICS")
+
+    def stop_scheduler(self) -> None:
+        """Stop the kube-scheduler started by ``start_scheduler`` (by the pid it recorded)."""
+        pid_file = self.dir / "scheduler.pid"
+        if not pid_file.is_file():
+            return
+        pid = int(pid_file.read_text().strip())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        poll(lambda: not _alive(pid), within=15, what=f"kube-scheduler pid {pid} to exit")
+        pid_file.unlink()
 
     # -- objects ---------------------------------------------------------------------------
 
@@ -277,9 +301,9 @@ class ControlPlane:
         return lease
 
 
-@pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver on loopback for the whole session; always torn down."""
+@contextlib.contextmanager
+def control_plane_up() -> Iterator[ControlPlane]:
+    """Start etcd + kube-apiserver in a fresh temporary directory; ALWAYS tear it down."""
     if not binaries_present():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but the control plane is not built: run `{CONTROL_PLANE} build`")
@@ -309,6 +333,21 @@ def control_plane() -> Iterator[ControlPlane]:
             down = run_control_plane("down", str(state), timeout=120)
             if down.returncode != 0:
                 print(f"control-plane down failed:\n{down.stderr}")
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver on loopback for the whole session; always torn down."""
+    with control_plane_up() as plane:
+        yield plane
+
+
+@pytest.fixture(scope="module")
+def dedicated_plane() -> Iterator[ControlPlane]:
+    """A control plane of the module's own: for tests that run a kube-scheduler (one per
+    plane) or need a cluster no other test touches."""
+    with control_plane_up() as plane:
+        yield plane
 
 
 class RunwayHandle:

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, RunwayFactory, RunwayHandle, poll
+from tests.e2e.conftest import (
+    ControlPlane,
+    RunwayFactory,
+    RunwayHandle,
+    poll,
+    write_scheduler_config,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -188,3 +195,33 @@ def test_crashed_leader_is_replaced_after_the_lease_expires(
     assert b.summary()["leader"] is False
     a.kill()  # SIGKILL by pid: no release
     poll(lambda: b.summary()["leader"], within=15, what="b takes over the expired lease")
+
+
+def test_real_scheduler_calls_runway_and_the_cache_sees_the_binding(
+    control_plane: ControlPlane, runway: RunwayFactory, tmp_path: Path
+) -> None:
+    plane = control_plane
+    tag = uuid.uuid4().hex[:6]
+    ns = f"sched-{tag}"
+    plane.ensure_namespace(ns)
+    plane.create_node(f"sched-{tag}-n0")
+    rw = runway.start()
+    config = write_scheduler_config(
+        tmp_path / "scheduler.yaml", rw.url, scheduler_name=f"runway-e2e-{tag}"
+    )
+    plane.start_scheduler(config)
+    try:
+        plane.create_pod("p", ns, scheduler_name=f"runway-e2e-{tag}")
+
+        def bound_in_cache() -> bool:
+            items = rw.summary(detail=True)["podItems"]
+            # Earlier tests' nodes exist too: any node will do.
+            return any(p["namespace"] == ns and p["nodeName"] for p in items)
+
+        poll(bound_in_cache, within=60, what="the scheduler binds the pod via runway")
+        api_pod = plane.api.get(f"/api/v1/namespaces/{ns}/pods/p").json()
+        assert api_pod["spec"]["nodeName"]
+        metrics = rw.client.get("/metrics").text
+        assert 'runway_extender_requests_total{outcome="ok",verb="filter"}' in metrics
+    finally:
+        plane.stop_scheduler()
