@@ -121,6 +121,7 @@ class FakeApiServer:
     list_errors: list[int] = field(default_factory=list)
     """HTTP codes to answer the next LISTs with (popped one per LIST)."""
     router: respx.Router = field(init=False)
+    _wakers: set[asyncio.Task[None]] = field(init=False, default_factory=set)
     changed: asyncio.Condition = field(init=False)
 
     def __post_init__(self) -> None:
@@ -157,7 +158,12 @@ class FakeApiServer:
             async with self.changed:
                 self.changed.notify_all()
 
-        asyncio.get_running_loop().create_task(wake())
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # set up before any loop runs: no watcher to wake
+        self._wakers.add(task := loop.create_task(wake()))
+        task.add_done_callback(self._wakers.discard)
 
     def add(self, kind: str, obj: dict[str, Any]) -> None:
         """Create (ADDED) or, when it exists, update (MODIFIED) an object."""

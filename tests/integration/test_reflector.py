@@ -181,3 +181,43 @@ async def test_expired_continue_token_restarts_the_list() -> None:
     assert len(h.cache) == 5
     assert [q.get("continue") for q in fake.lists] == [None, "2", None, "2", "4"]
     await h.client.aclose()
+
+
+async def test_readyz_is_false_until_pods_and_nodes_are_listed() -> None:
+    import httpx
+    import uvicorn
+
+    from app.config import parse_config
+    from app.server import create_app
+    from tests.runway_process import free_port
+
+    fake = FakeApiServer()
+    fake.add("pods", make_pod("a", node="n1"))
+    fake.add("nodes", make_node("n1"))
+    fake.list_errors = [503] * 10_000  # the API server is not answering yet
+    config = parse_config({"kubernetes": {"leaderElection": {"enable": False}}})
+    app = create_app(config, kube=client(fake.transport, retry_total=0))
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="on"))
+    serving = asyncio.create_task(server.serve())
+    try:
+        # The lifespan waits (bounded, 5 s) for the pod list before it serves: see load_records.
+        await until(lambda: server.started, within=15, what="uvicorn started")
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+            assert (await http.get("/readyz")).status_code == 503
+            assert (await http.get("/v1/cache/summary")).json()["synced"] is False
+            fake.list_errors.clear()
+            ready = {"code": 0}
+
+            async def poll_ready() -> None:
+                while ready["code"] != 200:
+                    ready["code"] = (await http.get("/readyz")).status_code
+
+            await asyncio.wait_for(poll_ready(), 10)
+            summary = (await http.get("/v1/cache/summary?detail=true")).json()
+            assert summary["synced"] and summary["pods"] == 1 and summary["nodes"] == 1
+            assert summary["podItems"][0]["nodeName"] == "n1"
+            assert summary["leader"] is None
+    finally:
+        server.should_exit = True
+        await serving
