@@ -1,0 +1,298 @@
+"""Min-runtime protection and asynchronous preemption on a real kube-scheduler + kube-apiserver.
+
+runway is registered as the scheduler's extender (filter/prioritize/preempt, nodeCacheCapable).
+There is no kubelet: the test marks bound pods Running and force-deletes terminating ones.
+Scenario per test, each in its own namespace on its own nodes (a dedicated control plane):
+
+* reclaim: a low-priority workload in queue A (reclaimMinRuntime D) runs on the only node that
+  fits a high-priority pod of queue B: not preempted before D, preempted after; the victim carries
+  DisruptionTarget, the preemptor binds to the nominated node, the gate is empty afterwards;
+* preempt: the same within one queue with preemptMinRuntime;
+* elastic: a protected elastic workload above its minAvailable loses pods only down to it.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import (
+    ControlPlane,
+    RunwayFactory,
+    RunwayHandle,
+    poll,
+    write_scheduler_config,
+)
+
+pytestmark = pytest.mark.e2e
+
+D = 15  # seconds of protection: short, so the test sees both sides of it
+SCHEDULER = "runway-e2e-preempt"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ControlPlane, RunwayHandle]]:
+    plane = dedicated_plane
+    tmp = tmp_path_factory.mktemp("preempt")
+    for name, value in (("low", 100), ("high", 1000)):
+        r = plane.api.post(
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            json={
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+        )
+        assert r.status_code in (201, 409), r.text
+    factory = RunwayFactory(plane, tmp)
+    try:
+        rw = factory.start(
+            {
+                "queues": [
+                    {"name": "org"},
+                    {
+                        "name": "team-a",
+                        "parent": "org",
+                        "reclaimMinRuntime": f"{D}s",
+                        "preemptMinRuntime": f"{D}s",
+                    },
+                    {"name": "team-b", "parent": "org"},
+                    {"name": "team-c", "parent": "org", "reclaimMinRuntime": "1h"},
+                ],
+                "kubernetes": {"leaderElection": {"enable": False}},
+                "preemption": {"gateTimeout": "60s"},
+                "logging": {"level": "info"},
+            }
+        )
+        config = write_scheduler_config(
+            tmp / "scheduler.yaml",
+            rw.url,
+            scheduler_name=SCHEDULER,
+            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
+        )
+        plane.start_scheduler(config)
+        yield plane, rw
+    finally:
+        factory.close()
+
+
+def pod(
+    plane: ControlPlane,
+    ns: str,
+    name: str,
+    *,
+    queue: str,
+    cpu: str,
+    priority: str,
+    workload: str | None = None,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    labels = {"runway.dev/queue": queue, "runway.dev/workload": workload or name}
+    meta: dict[str, Any] = {"name": name, "labels": labels, "annotations": annotations or {}}
+    r = plane.api.post(
+        f"/api/v1/namespaces/{ns}/pods",
+        json={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": meta,
+            "spec": {
+                "schedulerName": SCHEDULER,
+                "priorityClassName": priority,
+                "terminationGracePeriodSeconds": 30,
+                "containers": [
+                    {
+                        "name": "c",
+                        "image": "registry.k8s.io/pause:3.9",
+                        "resources": {"requests": {"cpu": cpu}},
+                    }
+                ],
+            },
+        },
+    )
+    assert r.status_code == 201, r.text
+
+
+def get_pod(plane: ControlPlane, ns: str, name: str) -> dict[str, Any] | None:
+    r = plane.api.get(f"/api/v1/namespaces/{ns}/pods/{name}")
+    return None if r.status_code == 404 else r.raise_for_status().json()
+
+
+def bound_and_running(plane: ControlPlane, ns: str, name: str) -> str | None:
+    """Play the kubelet: once the scheduler bound the pod, mark it Running/Ready."""
+    p = get_pod(plane, ns, name)
+    node = p and p["spec"].get("nodeName")
+    if not node:
+        return None
+    if p["status"].get("phase") != "Running":
+        plane.set_pod_running(name, ns)
+    return str(node)
+
+
+def kubelet_reap(plane: ControlPlane, ns: str) -> list[str]:
+    """Play the kubelet: force-delete pods marked for deletion; returns their names."""
+    reaped = []
+    for p in plane.api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]:
+        if p["metadata"].get("deletionTimestamp"):
+            plane.delete_pod(p["metadata"]["name"], ns)
+            reaped.append(p["metadata"]["name"])
+    return reaped
+
+
+def nudge(plane: ControlPlane, node: str) -> None:
+    """A node update moves unschedulable pods back to the active queue (no 60 s wait)."""
+    r = plane.api.patch(
+        f"/api/v1/nodes/{node}",
+        json={"metadata": {"labels": {"runway.dev/nudge": str(time.monotonic_ns())}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+
+
+def setup_ns(plane: ControlPlane, nodes: int, cpu: str) -> tuple[str, list[str]]:
+    tag = uuid.uuid4().hex[:6]
+    ns = f"pre-{tag}"
+    plane.ensure_namespace(ns)
+    # Earlier tests' nodes are cordoned so each test sees only its own.
+    for n in plane.nodes():
+        plane.api.patch(
+            f"/api/v1/nodes/{n['metadata']['name']}",
+            json={"spec": {"unschedulable": True}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+    names = [f"{ns}-n{i}" for i in range(nodes)]
+    for name in names:
+        plane.create_node(
+            name,
+            capacity={"cpu": cpu, "memory": "8Gi", "pods": "20"},
+            labels={"runway.dev/pool": "a"},
+        )
+    return ns, names
+
+
+def decisions_for(rw: RunwayHandle, key: str) -> list[dict[str, Any]]:
+    return [d for d in rw.get(f"/v1/preemptions/decisions?preemptor={key}")["decisions"]]
+
+
+def run_protection_scenario(
+    plane: ControlPlane, rw: RunwayHandle, *, victim_queue: str, preemptor_queue: str, action: str
+) -> None:
+    ns, (node,) = setup_ns(plane, 1, "2")
+    pod(plane, ns, "low", queue=victim_queue, cpu="2", priority="low")
+    bound_at = time.monotonic()
+    assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low bound") == node
+    pod(plane, ns, "high", queue=preemptor_queue, cpu="2", priority="high")
+
+    # Before D: the scheduler asks runway to preempt; the only victim is protected.
+    def refused() -> bool:
+        for d in decisions_for(rw, f"{ns}/high"):
+            for n in d["nodes"]:
+                for v in n["pods"]:
+                    if v["pod"] == f"{ns}/low" and v["protected"] and v["action"] == action:
+                        return d["chosenNode"] is None
+        return False
+
+    poll(refused, within=30, what="runway refuses to preempt the protected victim")
+    low = get_pod(plane, ns, "low")
+    assert low is not None and not low["metadata"].get("deletionTimestamp")
+    assert time.monotonic() - bound_at < D, "too slow to observe the protected window"
+
+    # After D: the next preempt call picks the victim; the async task marks and deletes it.
+    def preempted() -> bool:
+        nudge(plane, node)
+        p = get_pod(plane, ns, "low")
+        return p is None or bool(p["metadata"].get("deletionTimestamp"))
+
+    poll(preempted, within=D + 45, every=1, what="the victim is preempted after D")
+    assert time.monotonic() - bound_at >= D
+    low = get_pod(plane, ns, "low")
+    if low is not None:
+        conds = {c["type"]: c for c in low["status"].get("conditions", [])}
+        assert conds["DisruptionTarget"]["status"] == "True"
+        assert conds["DisruptionTarget"]["reason"] == "PreemptionByScheduler"
+        assert f"{ns}/high" in conds["DisruptionTarget"]["message"]
+    high = get_pod(plane, ns, "high")
+    assert high is not None and high["status"].get("nominatedNodeName") == node
+
+    # The kubelet lets the victim go; the preemptor lands on its nominated node.
+    def high_bound() -> bool:
+        kubelet_reap(plane, ns)
+        nudge(plane, node)
+        return bound_and_running(plane, ns, "high") == node
+
+    poll(high_bound, within=60, every=1, what="the preemptor binds to the nominated node")
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
+    recent = rw.get("/v1/preemptions")["recent"]
+    assert any(r["preemptor"] == f"{ns}/high" and r["result"] == "success" for r in recent)
+
+
+def test_reclaim_waits_for_reclaim_min_runtime(stack: tuple[ControlPlane, RunwayHandle]) -> None:
+    plane, rw = stack
+    run_protection_scenario(
+        plane, rw, victim_queue="team-a", preemptor_queue="team-b", action="reclaim"
+    )
+
+
+def test_preempt_waits_for_preempt_min_runtime(stack: tuple[ControlPlane, RunwayHandle]) -> None:
+    plane, rw = stack
+    run_protection_scenario(
+        plane, rw, victim_queue="team-a", preemptor_queue="team-a", action="preempt"
+    )
+
+
+def test_elastic_workload_loses_pods_only_down_to_min_available(
+    stack: tuple[ControlPlane, RunwayHandle],
+) -> None:
+    plane, rw = stack
+    ns, nodes = setup_ns(plane, 2, "2")
+    elastic = {"runway.dev/min-available": "2"}
+    for i in range(4):
+        pod(
+            plane,
+            ns,
+            f"el-{i}",
+            queue="team-c",
+            cpu="1",
+            priority="low",
+            workload="el",
+            annotations=elastic,
+        )
+    for i in range(4):
+        poll(lambda i=i: bound_and_running(plane, ns, f"el-{i}"), within=60, what=f"el-{i} bound")
+
+    # Needs a whole node (2 of the 4 pods): allowed, the workload keeps its minAvailable of 2.
+    pod(plane, ns, "big-0", queue="team-b", cpu="2", priority="high")
+
+    def big0_bound() -> bool:
+        kubelet_reap(plane, ns)
+        return bound_and_running(plane, ns, "big-0") is not None
+
+    poll(big0_bound, within=90, every=1, what="the first preemptor takes a node")
+    left = [
+        p
+        for p in plane.api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]
+        if p["metadata"]["name"].startswith("el-") and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(left) == 2
+
+    # A second node would take the workload below minAvailable while it is protected (1h).
+    pod(plane, ns, "big-1", queue="team-b", cpu="2", priority="high")
+
+    def refused() -> bool:
+        nudge(plane, nodes[0])
+        return any(d["chosenNode"] is None and d["nodes"] for d in decisions_for(rw, f"{ns}/big-1"))
+
+    poll(refused, within=60, every=1, what="runway refuses to go below minAvailable")
+    left = [
+        p
+        for p in plane.api.get(f"/api/v1/namespaces/{ns}/pods").json()["items"]
+        if p["metadata"]["name"].startswith("el-") and not p["metadata"].get("deletionTimestamp")
+    ]
+    assert len(left) == 2
+    assert get_pod(plane, ns, "big-1")["spec"].get("nodeName") is None  # type: ignore[index]
