@@ -54,6 +54,7 @@ MODES = ("names", "list")
 MB = 1_000_000
 IN_PROCESS_BAR_S = 0.005
 HTTP_BAR_RATIO = 1.5
+SLOW_CALL_S = 2.0  # an in-process call slower than this is timed cold, not repeated
 
 
 # --------------------------------------------------------------------------- statistics
@@ -355,17 +356,17 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
-def _iterations(size: int, quick: bool) -> int:
-    """Enough runs for a stable p99 within a bounded time: 500 small, 40 for 50 MB bodies."""
-    if size < 1 * MB:
-        n = 500
-    elif size < 5 * MB:
-        n = 200
-    elif size < 20 * MB:
-        n = 100
-    else:
-        n = 40
-    return max(10, n // 5) if quick else n
+def _iterations(warm_s: float, quick: bool) -> int:
+    """Runs for one case: 200+ when a call is under 10 ms, 30+ above, within a time budget.
+
+    ``warm_s`` is the slowest warm-up call; the budget (6 s, 1.5 s quick) only trims the count
+    between those floors and 1,000.
+    """
+    floor = 200 if warm_s < 0.010 else 30
+    budget = 1.5 if quick else 6.0
+    if quick:
+        floor = max(20, floor // 5)
+    return max(floor, min(1_000, int(budget / max(warm_s, 1e-6))))
 
 
 def bench_in_process(store: Payloads, quick: bool) -> list[dict[str, Any]]:
@@ -376,15 +377,26 @@ def bench_in_process(store: Payloads, quick: bool) -> list[dict[str, Any]]:
         for mode in MODES:
             for n in SIZES:
                 payload = store.get(verb, n, mode)
-                iterations = _iterations(len(payload.body), quick)
-                for _ in range(3):
-                    handler(runtime, payload.body)  # warm-up
+                note = ""
                 samples, cpu = [], []
-                for _ in range(iterations):
+                for _ in range(3):  # warm-up, and an estimate of a call's cost
                     start, start_cpu = time.perf_counter(), time.thread_time()
                     reply = handler(runtime, payload.body)
                     cpu.append(time.thread_time() - start_cpu)
                     samples.append(time.perf_counter() - start)
+                    if samples[-1] > SLOW_CALL_S:
+                        break
+                if max(samples) > SLOW_CALL_S:
+                    # A pathological case: report the cold calls rather than stall the run.
+                    note = f"{len(samples)} cold call(s) only: slower than {SLOW_CALL_S:.0f} s"
+                else:
+                    iterations = _iterations(max(samples), quick)
+                    samples, cpu = [], []
+                    for _ in range(iterations):
+                        start, start_cpu = time.perf_counter(), time.thread_time()
+                        reply = handler(runtime, payload.body)
+                        cpu.append(time.thread_time() - start_cpu)
+                        samples.append(time.perf_counter() - start)
                 stats = Stats.of(samples, len(payload.body))
                 results.append(
                     {
@@ -396,8 +408,11 @@ def bench_in_process(store: Payloads, quick: bool) -> list[dict[str, Any]]:
                         **asdict(stats),
                         "cpu_p50": percentile(cpu, 50),
                         "cpu_p99": percentile(cpu, 99),
+                        "note": note,
                     }
                 )
+                if note:
+                    print(f"  in-process {verb} {mode} {n}: {note}", flush=True)
     print_table(
         "2. in-process: handle_<verb>(runtime, body) → reply bytes (gc on)",
         (
@@ -605,8 +620,8 @@ def bench_http(store: Payloads, quick: bool, with_go: bool, logs: Path) -> list[
     for case in cases:
         payload = store.get(case.verb, case.n, case.mode)
         floor = Stats.of(case.samples["floor"], len(payload.body))
-        for name, samples in case.samples.items():
-            stats = Stats.of(samples, len(payload.body))
+        for name, measured in case.samples.items():
+            stats = Stats.of(measured, len(payload.body))
             results.append(
                 {
                     "verb": case.verb,
@@ -652,7 +667,7 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    versions = {}
+    versions: dict[str, str | None] = {}
     for dist in (
         "msgspec",
         "orjson",
