@@ -10,6 +10,7 @@ so no object is lost or duplicated across the gap.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -102,22 +103,27 @@ class Reflector(Generic[T]):
     async def run(self) -> None:
         """List and watch until cancelled. Never raises (except CancelledError)."""
         failures = 0
+        last_gone = -1e9
         while True:
             seen = self.events
             try:
                 if self.resource_version is None:
                     await self.list_once()
                     failures = 0
+                opened = time.monotonic()
                 events = await self.watch_once(self.resource_version)
                 if events:
                     failures = 0
-                continue  # the server closed the watch at timeoutSeconds: re-open at once
+                if events or time.monotonic() - opened > 1.0:
+                    continue  # the server closed the watch at timeoutSeconds: re-open at once
+                # An empty watch that ended at once (a proxy cutting it?): back off, no hot loop.
             except Gone as exc:
                 log.info("resource version too old, relisting", resource=self.name, error=str(exc))
                 self.resource_version = None
-                if failures == 0:
-                    failures = 1
-                    continue  # relist at once the first time
+                now = time.monotonic()
+                again, last_gone = now - last_gone < 5.0, now
+                if not again:
+                    continue  # relist at once, unless 410s come back to back
             except KubeError as exc:
                 if self.events > seen:
                     failures = 0  # the stream worked for a while: a fresh break, short wait
