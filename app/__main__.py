@@ -105,6 +105,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _config_reference(ns: argparse.Namespace) -> int:
+    from app.config.reference import reference
+
+    sys.stdout.write(reference())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
@@ -124,6 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
         "the in-cluster service account, else no cluster: API calls are logged as dry-run)",
     )
     serve.set_defaults(func=_serve)
+
+    ref = sub.add_parser(
+        "config-reference", help="print every config key with its default (docs/configuration.md)"
+    )
+    ref.set_defaults(func=_config_reference)
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")
     openapi.add_argument("--output", "-o", help="write to this file instead of stdout")

@@ -83,4 +83,7 @@ class KubernetesConfig(Section):
     identity: str | None = Field(
         None, description="This replica's identity in the Lease. Unset: `<hostname>_<random>`."
     )
-    leader_election: LeaderElectionConfig = Field(default_factory=LeaderElectionConfig)
+    leader_election: LeaderElectionConfig = Field(
+        default_factory=LeaderElectionConfig,
+        description="Lease leader election: only the leader evicts (PodsReady timeouts).",
+    )

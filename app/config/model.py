@@ -61,8 +61,12 @@ class LoggingConfig(Section):
 class RunwayConfig(Section):
     """The whole configuration file."""
 
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    server: ServerConfig = Field(
+        default_factory=ServerConfig, description="The HTTP server: address, verbs' prefix, TLS."
+    )
+    logging: LoggingConfig = Field(
+        default_factory=LoggingConfig, description="Structured logs on stderr."
+    )
     preemption: PreemptionConfig = Field(
         default_factory=PreemptionConfig,
         description="Asynchronous preemption and the gate (SPEC §4).",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app import metrics
 from app.model import Pod
 from app.model.timestamps import format_time
 from app.policy import minruntime
@@ -86,6 +87,9 @@ class _Builder:
         key = (victim_queue, pool)
         res = self.resolutions.get(key)
         if res is None:
+            for queue in (victim_queue, self.preemptor.queue):
+                if not self.runtime.queues.is_known(queue):
+                    metrics.UNKNOWN_QUEUE.labels(queue).inc()
             defaults = minruntime.defaults_for_pool(self.runtime.config.min_runtime, labels)
             res = minruntime.resolve(
                 self.runtime.queues, defaults, self.preemptor.queue, victim_queue

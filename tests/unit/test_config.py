@@ -106,3 +106,20 @@ def test_bad_durations(text: str) -> None:
 @pytest.mark.parametrize("seconds", [0, 1, 59, 60, 90, 3600, 5400, 9915, 172800, 1.5])
 def test_format_round_trips(seconds: float) -> None:
     assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
+
+
+def test_configuration_reference_is_up_to_date() -> None:
+    """docs/configuration.md is generated from the models: every key with its real default."""
+    from app.config.reference import reference
+
+    path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert path.read_text() == reference(), (
+        "docs/configuration.md is stale: `python -m app config-reference > docs/configuration.md`"
+    )
+
+
+def test_every_config_field_is_documented() -> None:
+    from app.config.reference import rows
+
+    undocumented = [row.split("|")[1].strip() for row in rows() if row.endswith("|  |")]
+    assert undocumented == []
