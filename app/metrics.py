@@ -163,6 +163,15 @@ PENDING_WORKLOADS = Gauge(
     registry=REGISTRY,
 )
 
+REQUEUE_WAKEUPS = Counter(
+    "runway_requeue_wakeups_total",
+    "Pending pods touched (annotation runway.dev/requeue-wake) because runway's hold on them "
+    "ended, so kube-scheduler retries them at once; by result (touched, gone, skipped, error, "
+    "dry_run).",
+    ["result"],
+    registry=REGISTRY,
+)
+
 
 def exposition() -> bytes:
     """The registry in Prometheus text format."""

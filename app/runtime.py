@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from app.kube.records import EvictionRecordStore
     from app.state.requeue import RequeueIndex
     from app.tasks.podsready import PodsReadyEvictor
+    from app.tasks.wakeup import RequeueWaker
 
 
 @dataclass
@@ -52,6 +53,8 @@ class Runtime:
     """Per-cache-generation memos of the requeue rules (``app.state.requeue.index``)."""
     evictor: PodsReadyEvictor | None = None
     """The PodsReady evictor task (started in the app's lifespan; evicts on the leader only)."""
+    waker: RequeueWaker | None = None
+    """Touches pending pods whose filter hold ended (app's lifespan; leader only)."""
 
     @property
     def leader(self) -> LeaderElector | None:

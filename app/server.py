@@ -28,6 +28,7 @@ from app.state.decisions import DecisionLog
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.podsready import PodsReadyEvictor, load_records
 from app.tasks.preemption import PreemptionApi, PreemptionExecutor
+from app.tasks.wakeup import RequeueWaker
 from app.wire import schema
 
 log = get_logger("server")
@@ -80,6 +81,9 @@ def create_app(
         # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
         runtime.evictor = PodsReadyEvictor(runtime)
         runtime.evictor.start()
+        # Holds that end (backoff, reactivation, preemptor bound...) wake the pods (leader only).
+        runtime.waker = RequeueWaker(runtime)
+        runtime.waker.start()
         log.info(
             "runway started",
             version=package.__version__,
@@ -89,6 +93,7 @@ def create_app(
             preemption="async" if pre.async_ else "sync",
         )
         yield
+        await runtime.waker.stop()
         await runtime.evictor.stop()
         await gatekeeper.stop()
         await runtime.preemptions.drain(pre.shutdown_grace)

@@ -10,7 +10,7 @@ empty and the records live in memory: every rule that needs the cache simply has
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -50,10 +50,14 @@ class RequeueIndex:
     _blockers: tuple[int, tuple[Blocker, ...]] | None = None
     ready_seen: dict[WorkloadKey, float] = field(default_factory=dict)
     """Workloads seen PodsReady, with the start time they had then (recovery clock)."""
+    listeners: list[Callable[[], None]] = field(default_factory=list)
+    """Called on every bump (cheap: they only set a flag), e.g. the requeue waker's."""
 
     def bump(self, *_: object) -> None:
-        """Invalidate the memos."""
+        """Invalidate the memos and tell the listeners."""
         self.generation += 1
+        for listener in self.listeners:
+            listener()
 
 
 def index(runtime: Runtime) -> RequeueIndex:

@@ -1,10 +1,17 @@
 """Requeue end to end: a real kube-apiserver and kube-scheduler with runway as its extender.
 
-The test plays the kubelet (bound pods run but never get Ready; deleted pods go at once) and a
-tiny Job controller (a deleted pod of the Job is re-created). With waitForPodsReady timeout 3 s,
-backoff base 4 s and a limit of 2 requeues, the workload is evicted, held for the backoff,
-evicted again, deactivated at the limit, and reactivated by the REST call. runway is restarted
-mid-backoff: count and requeueAt come back from the Job's annotations.
+The tests play the kubelet (bound pods run; deleted pods go at once) and a tiny Job controller
+(a deleted pod of a Job is re-created, owned by a real batch/v1 Job so the eviction record lands
+on it; no controller-manager runs, so the Job itself does nothing).
+
+* PodsReady: with waitForPodsReady timeout 3 s, backoff base 4 s and a limit of 2 requeues, a
+  workload whose pods never get Ready is evicted, held for the backoff, evicted again,
+  deactivated at the limit, and reactivated by the REST call. runway is restarted mid-backoff:
+  count and requeueAt come back from the Job's annotations. Re-admission after each backoff comes
+  within seconds: runway wakes the held pods at requeueAt (``runway.dev/requeue-wake``) instead of
+  leaving them to kube-scheduler's 60 s unschedulable-queue flush.
+* Preemption: a high-priority pod preempts a Job's pod; the Job's replacement pod is not bound
+  before its pending preemptor, and it is woken once the preemptor is bound.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from typing import Any
 import pytest
 
 from app.model.timestamps import parse_time
+from app.tasks.wakeup import WAKE_ANNOTATION
 from tests.e2e.conftest import (
     ControlPlane,
     RunwayFactory,
@@ -30,7 +38,7 @@ pytestmark = pytest.mark.e2e
 
 NS = "requeue-e2e"
 TOKEN = "0123456789abcdef0123456789abcdef"
-CONFIG = {
+CONFIG: dict[str, Any] = {
     "auth": {"mode": "static", "staticTokens": [TOKEN]},
     "kubernetes": {"leaderElection": {"enable": False}},
     "waitForPodsReady": {
@@ -43,43 +51,69 @@ CONFIG = {
         },
     },
 }
+PREEMPT_NS = "requeue-preempt-e2e"
+PREEMPT_CONFIG: dict[str, Any] = {
+    "kubernetes": {"leaderElection": {"enable": False}},
+    "requeueStrategy": {"antiFlappingTimeout": "5m"},
+    "preemption": {"gateTimeout": "60s"},
+}
 
 
 class Cluster:
     """The plane, runway, the scheduler, and the test's kubelet and Job controller."""
 
-    def __init__(self, plane: ControlPlane, tmp: Path) -> None:
+    def __init__(
+        self,
+        plane: ControlPlane,
+        tmp: Path,
+        *,
+        ns: str = NS,
+        config: dict[str, Any] = CONFIG,
+        jobs: dict[str, int] | None = None,
+        cpu: str = "100m",
+        priority_class: str | None = None,
+        ready: bool = False,
+    ) -> None:
         self.plane = plane
         self.tmp = tmp
+        self.ns = ns
+        self.config = config
+        self.jobs = jobs if jobs is not None else {"train": 2}
+        """Job name → pods the controller keeps (``<job>-<i>``)."""
+        self.cpu = cpu
+        self.priority_class = priority_class
+        self.ready = ready
         self.factory = RunwayFactory(plane, tmp)
         self.runway: RunwayHandle | None = None
-        self.job_uid = ""
+        self.job_uids: dict[str, str] = {}
         self.binds: list[tuple[float, str]] = []
+        self.bound_at: dict[str, float] = {}
+        """First time the kubelet saw each pod (by UID) bound."""
 
     def start_runway(self) -> RunwayHandle:
         if self.runway is not None:
             self.plane.stop_scheduler()
             self.runway.stop()
-        self.runway = self.factory.start(CONFIG)
+        self.runway = self.factory.start(self.config)
         config = write_scheduler_config(self.tmp / "scheduler.yaml", self.runway.url)
         self.plane.start_scheduler(config)
         return self.runway
 
-    def job(self) -> dict[str, Any]:
-        r = self.plane.api.get(f"/apis/batch/v1/namespaces/{NS}/jobs/train")
+    def job(self, name: str = "train") -> dict[str, Any]:
+        r = self.plane.api.get(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}")
         job: dict[str, Any] = r.raise_for_status().json()
         return job
 
-    def annotations(self) -> dict[str, str]:
-        return dict(self.job()["metadata"].get("annotations") or {})
+    def annotations(self, name: str = "train") -> dict[str, str]:
+        return dict(self.job(name)["metadata"].get("annotations") or {})
 
-    def create_job(self) -> None:
+    def create_job(self, name: str = "train") -> None:
         body = {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": {"name": "train", "namespace": NS},
+            "metadata": {"name": name, "namespace": self.ns},
             "spec": {
-                "parallelism": 2,
+                "parallelism": self.jobs[name],
                 "template": {
                     "spec": {
                         "restartPolicy": "Never",
@@ -88,37 +122,76 @@ class Cluster:
                 },
             },
         }
-        r = self.plane.api.post(f"/apis/batch/v1/namespaces/{NS}/jobs", json=body)
+        r = self.plane.api.post(f"/apis/batch/v1/namespaces/{self.ns}/jobs", json=body)
         assert r.status_code == 201, r.text
-        self.job_uid = r.json()["metadata"]["uid"]
+        self.job_uids[name] = r.json()["metadata"]["uid"]
+
+    def create_pod(
+        self,
+        name: str,
+        *,
+        owner: str | None = None,
+        cpu: str | None = None,
+        priority_class: str | None = None,
+    ) -> dict[str, Any]:
+        """A pending pod for kube-scheduler (owned by Job ``owner`` when given)."""
+        meta: dict[str, Any] = {"name": name, "namespace": self.ns}
+        if owner is not None:
+            meta["ownerReferences"] = [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": owner,
+                    "uid": self.job_uids[owner],
+                    "controller": True,
+                }
+            ]
+        spec: dict[str, Any] = {
+            "schedulerName": "default-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": cpu or self.cpu}},
+                }
+            ],
+        }
+        if priority_class := priority_class or self.priority_class:
+            spec["priorityClassName"] = priority_class
+        r = self.plane.api.post(
+            f"/api/v1/namespaces/{self.ns}/pods",
+            json={"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec},
+        )
+        assert r.status_code == 201, r.text
+        pod: dict[str, Any] = r.json()
+        return pod
+
+    def pods(self) -> dict[str, dict[str, Any]]:
+        return {
+            p["metadata"]["name"]: p
+            for p in self.plane.pods()
+            if p["metadata"]["namespace"] == self.ns
+        }
 
     def step(self) -> None:
         """One round of the kubelet and the Job controller."""
-        pods = {
-            p["metadata"]["name"]: p for p in self.plane.pods() if p["metadata"]["namespace"] == NS
-        }
-        for name, pod in pods.items():
+        pods = self.pods()
+        for name, pod in list(pods.items()):
             if pod["metadata"].get("deletionTimestamp"):
-                self.plane.delete_pod(name, NS)  # no kubelet to wait for
+                self.plane.delete_pod(name, self.ns)  # no kubelet to wait for
+                del pods[name]
             elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") != "Running":
                 self.binds.append((time.time(), name))
-                self.plane.set_pod_running(name, NS, ready=False)  # never Ready
-        for i in range(2):
-            name = f"train-{i}"
-            if name not in pods:
-                with contextlib.suppress(AssertionError):  # still terminating: next round
-                    self.plane.create_pod(
-                        name,
-                        NS,
-                        scheduler_name="default-scheduler",
-                        owner={
-                            "apiVersion": "batch/v1",
-                            "kind": "Job",
-                            "name": "train",
-                            "uid": self.job_uid,
-                            "controller": True,
-                        },
-                    )
+                self.bound_at.setdefault(pod["metadata"]["uid"], time.time())
+                self.plane.set_pod_running(name, self.ns, ready=self.ready)
+        for job, count in self.jobs.items():
+            if job not in self.job_uids:
+                continue
+            for i in range(count):
+                name = f"{job}-{i}"
+                if name not in pods:
+                    with contextlib.suppress(AssertionError):  # still terminating: next round
+                        self.create_pod(name, owner=job)
 
     def until(self, what: str, check: Any, within: float = 60) -> Any:
         def once() -> Any:
@@ -130,33 +203,57 @@ class Cluster:
     def bound_pods(self) -> int:
         return sum(
             1
-            for p in self.plane.pods()
-            if p["metadata"]["namespace"] == NS
-            and p["spec"].get("nodeName")
-            and not p["metadata"].get("deletionTimestamp")
+            for p in self.pods().values()
+            if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
         )
+
+    def close(self) -> None:
+        self.plane.stop_scheduler()
+        if self.runway is not None:
+            print(self.runway.logs()[-5000:])
+        self.factory.close()
+
+
+@pytest.fixture(scope="module")
+def plane(dedicated_plane: ControlPlane) -> ControlPlane:
+    """The module's own control plane, with the PriorityClasses the preemption test uses."""
+    for name, value in (("rq-low", 100), ("rq-high", 1000)):
+        r = dedicated_plane.api.post(
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            json={
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+        )
+        assert r.status_code in (201, 409), r.text
+    return dedicated_plane
+
+
+def only_node(plane: ControlPlane, name: str, capacity: dict[str, str] | None = None) -> None:
+    """Cordon every other node and add ``name`` (pool ``a``): each test sees its own node."""
+    for n in plane.nodes():
+        r = plane.api.patch(
+            f"/api/v1/nodes/{n['metadata']['name']}",
+            json={"spec": {"unschedulable": True}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert r.status_code == 200, r.text
+    plane.create_node(name, labels={"runway.dev/pool": "a"}, capacity=capacity)
 
 
 @pytest.fixture
-def cluster(dedicated_plane: ControlPlane, tmp_path: Path) -> Iterator[Cluster]:
-    dedicated_plane.ensure_namespace(NS)
-    dedicated_plane.create_node("rq-node", labels={"runway.dev/pool": "a"})
-    c = Cluster(dedicated_plane, tmp_path)
+def cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[Cluster]:
+    plane.ensure_namespace(NS)
+    only_node(plane, "rq-node")
+    c = Cluster(plane, tmp_path)
     try:
         yield c
     finally:
-        dedicated_plane.stop_scheduler()
-        if c.runway is not None:
-            print(c.runway.logs()[-5000:])
-        c.factory.close()
+        c.close()
 
 
-@pytest.mark.skip(
-    reason="runway does not wake kube-scheduler when a backoff ends: the held pods sit in the "
-    "scheduler's unschedulable queue until its 60 s leftover flush (seen on the 1.20 plane: the "
-    "first eviction and record pass, re-admission after the 4 s backoff does not come within "
-    "60 s). Needs the evictor to touch the pending pods at requeueAt; then remove this skip."
-)
 def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> None:
     c = cluster
     c.create_job()
@@ -169,24 +266,30 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     assert ann["runway.dev/eviction-failed-pools"] == "a"
     requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
     assert requeue_at is not None
-    # held for the backoff: the re-created pods are bound only once requeueAt has passed
+    # held for the backoff: the re-created pods are bound only once requeueAt has passed, and
+    # soon after it (woken by runway, not by the scheduler's 60 s flush)
     c.binds.clear()
-    c.until("re-admission after the backoff", lambda: c.bound_pods() == 2)
-    assert c.binds and min(t for t, _ in c.binds) >= requeue_at - 1.0
+    c.until("re-admission after the backoff", lambda: c.bound_pods() == 2, within=30)
+    first_bind = min(t for t, _ in c.binds)
+    assert requeue_at - 1.0 <= first_bind < requeue_at + 15, (first_bind, requeue_at)
 
     # 2. evicted again: count 2, backoff 8 s; restart runway in the middle of it
     c.until("second eviction", lambda: c.annotations().get("runway.dev/eviction-count") == "2")
     ann = c.annotations()
-    runway = c.start_runway()
-    view = runway.get("/v1/workloads/requeue-e2e/train")
-    record = view["evictionRecord"]
-    assert record["count"] == 2
-    assert record["requeueAt"] == ann["runway.dev/eviction-requeue-at"]
-    c.binds.clear()
     requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
     assert requeue_at is not None
-    c.until("re-admission after the second backoff", lambda: c.bound_pods() == 2)
-    assert min(t for t, _ in c.binds) >= requeue_at - 1.0
+    runway = c.start_runway()
+    assert time.time() < requeue_at, "the restart must happen during the backoff"
+    view = c.until(
+        "the restarted runway sees the workload",
+        lambda: runway.client.get("/v1/workloads/requeue-e2e/train").json().get("evictionRecord"),
+    )
+    assert view["count"] == 2
+    assert view["requeueAt"] == ann["runway.dev/eviction-requeue-at"]
+    c.binds.clear()
+    c.until("re-admission after the second backoff", lambda: c.bound_pods() == 2, within=30)
+    first_bind = min(t for t, _ in c.binds)
+    assert requeue_at - 1.0 <= first_bind < requeue_at + 15, (first_bind, requeue_at)
 
     # 3. third timeout: the limit (2) is exceeded → deactivated; the pods stay pending
     c.until(
@@ -194,17 +297,14 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
         lambda: c.annotations().get("runway.dev/eviction-deactivated") == "true",
     )
     assert c.annotations()["runway.dev/eviction-count"] == "2"
-    c.until(
-        "re-created pods",
-        lambda: len([p for p in c.plane.pods() if p["metadata"]["namespace"] == NS]) == 2,
-    )
+    c.until("re-created pods", lambda: len(c.pods()) == 2)
     settle = time.monotonic() + 6
     while time.monotonic() < settle:
         c.step()
         assert c.bound_pods() == 0, "a deactivated workload must not be scheduled"
         time.sleep(0.2)  # keep playing the kubelet for a while
 
-    # 4. reactivation through the REST API (authenticated) lets it run again
+    # 4. reactivation through the REST API (authenticated) lets it run again, at once
     assert runway.client.post("/v1/workloads/requeue-e2e/train:activate").status_code == 401
     resp = runway.client.post(
         "/v1/workloads/requeue-e2e/train:activate",
@@ -213,4 +313,78 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     assert resp.status_code == 200, resp.text
     assert resp.json()["evictionRecord"]["count"] == 0
     assert "runway.dev/eviction-deactivated" not in c.annotations()
-    c.until("scheduling after reactivation", lambda: c.bound_pods() == 2)
+    c.until("scheduling after reactivation", lambda: c.bound_pods() == 2, within=20)
+    woken = [p for p in c.pods().values() if WAKE_ANNOTATION in p["metadata"]["annotations"]]
+    assert len(woken) == 2, "runway woke the reactivated pods"
+
+
+@pytest.fixture
+def preempt_cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[Cluster]:
+    plane.ensure_namespace(PREEMPT_NS)
+    only_node(plane, "rq-preempt-node", {"cpu": "2", "memory": "8Gi", "pods": "20"})
+    c = Cluster(
+        plane,
+        tmp_path,
+        ns=PREEMPT_NS,
+        config=PREEMPT_CONFIG,
+        jobs={"victim": 1},
+        cpu="2",
+        priority_class="rq-low",
+        ready=True,
+    )
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_replacement_of_preempted_pod_waits_for_its_preemptor(preempt_cluster: Cluster) -> None:
+    c = preempt_cluster
+    c.create_job("victim")
+    c.start_runway()
+    c.until("the victim runs", lambda: c.bound_pods() == 1)
+    first = c.pods()["victim-0"]["metadata"]["uid"]
+
+    # A high-priority pod needs the whole node: runway's preempt verb picks the victim.
+    boss = c.create_pod("boss", cpu="2", priority_class="rq-high")
+    boss_uid = boss["metadata"]["uid"]
+    c.until(
+        "the victim is preempted and its record lands on the Job",
+        lambda: c.annotations("victim").get("runway.dev/eviction-reason") == "Preempted",
+    )
+    assert c.annotations("victim")["runway.dev/eviction-preemptor-uid"] == boss_uid
+
+    # The Job re-creates its pod; the preemptor binds first, the replacement stays pending.
+    def boss_bound() -> bool:
+        pods = c.pods()
+        replacement = pods.get("victim-0")
+        assert (
+            replacement is None
+            or replacement["metadata"]["uid"] == first
+            or (replacement["metadata"]["uid"] not in c.bound_at)
+        ), "the replacement was bound before its preemptor"
+        return boss_uid in c.bound_at
+
+    c.until("the preemptor is bound", boss_bound)
+    replacement = c.until(
+        "a replacement pod",
+        lambda: (p := c.pods().get("victim-0")) and p["metadata"]["uid"] != first and p,
+    )
+    assert replacement["metadata"]["uid"] not in c.bound_at
+
+    # Its hold (anti-flapping) ended with the bind: runway wakes it; there is no room for it.
+    c.until(
+        "the replacement is woken",
+        lambda: WAKE_ANNOTATION in c.pods()["victim-0"]["metadata"].get("annotations", {}),
+        within=20,
+    )
+    settle = time.monotonic() + 3
+    while time.monotonic() < settle:
+        c.step()
+        assert not c.pods()["victim-0"]["spec"].get("nodeName"), "no room beside the preemptor"
+        time.sleep(0.2)  # keep playing the kubelet for a while
+
+    # The preemptor finishes: the replacement takes the node.
+    c.plane.delete_pod("boss", c.ns)
+    c.until("the replacement runs", lambda: c.pods()["victim-0"]["spec"].get("nodeName"))
+    assert c.bound_at[replacement["metadata"]["uid"]] > c.bound_at[boss_uid]

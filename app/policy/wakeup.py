@@ -1,0 +1,112 @@
+"""Which pending pods to wake, and when (SPEC §5: a rejection's end must reach kube-scheduler).
+
+When runway's filter rejects a pod, kube-scheduler parks it in its unschedulable queue and retries
+it only after ~60 s (the leftover flush) or on a cluster event it deems relevant. A pod *update*
+is such an event: in Kubernetes 1.20 ``PriorityQueue.Update`` moves a pod from the unschedulable
+queue straight to the active queue when ``isPodUpdated`` (anything but resourceVersion,
+generation and status changed; an annotation is enough). So when the reason of a rejection ends
+(requeueAt passes, the workload is reactivated, the preemptor it waited for is bound or gone, a
+blocking workload is PodsReady, the StrictFIFO head moves), runway touches the pod.
+
+The leader re-evaluates the filter verdict of every pending pod (on cluster and record changes,
+and at the earliest time a hold is known to end) and compares it with the previous pass:
+
+* a pod **held** before and **free** now is woken (its rejection ended);
+* a pod held now is remembered with the time its hold ends (None: ends on an event only);
+* a pod free in both passes, bound, or gone is forgotten — nothing to wake.
+
+Waking is deduplicated per pod (``min_interval``) and rate-limited (a token bucket), so a burst
+(a blockAdmission release of a thousand pods) becomes a steady trickle of patches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from app.policy.admission import Admission
+
+WAKE_SLACK_S = 0.05
+"""Re-evaluate this long after a hold's end: the filter's test is ``now < until``."""
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why and until when the filter holds a pod back."""
+
+    rule: str
+    """The admission rule (``backoff``, ``deactivated``, ``gate``...)."""
+    until: float | None
+    """When it is expected to end; None = only an event ends it (reactivation, a bind...)."""
+
+
+def hold_of(verdict: Admission) -> Hold | None:
+    """The hold a filter verdict puts on a pod; None when every offered node may pass.
+
+    A gate restricted to the nominated node counts as a hold: the pod is free only when the
+    gate opens.
+    """
+    if verdict.allowed and verdict.only_nodes is None:
+        return None
+    return Hold(verdict.rule, verdict.until)
+
+
+@dataclass(frozen=True)
+class WakePlan:
+    """The outcome of one evaluation pass."""
+
+    wake: tuple[str, ...]
+    """Pods (by UID) held at the previous pass and free now: touch them."""
+    held: dict[str, Hold]
+    """Pods held now: the ``previous`` of the next pass."""
+    next_check: float | None
+    """When the earliest known hold ends (plus slack): evaluate again then. None = on events."""
+
+
+def plan_wakeups(
+    previous: Mapping[str, Hold],
+    current: Mapping[str, Hold | None],
+    *,
+    slack: float = WAKE_SLACK_S,
+) -> WakePlan:
+    """Compare two passes. ``current`` maps every pending pod's UID to its hold (None = free).
+
+    A pod missing from ``current`` is no longer pending (bound or deleted): it is not woken.
+    """
+    wake = tuple(sorted(uid for uid in previous if uid in current and current[uid] is None))
+    held = {uid: hold for uid, hold in current.items() if hold is not None}
+    ends = [h.until for h in held.values() if h.until is not None]
+    return WakePlan(wake=wake, held=held, next_check=min(ends) + slack if ends else None)
+
+
+@dataclass
+class TokenBucket:
+    """A rate limiter over an injected clock: ``rate`` tokens a second, at most ``burst``."""
+
+    rate: float
+    burst: float
+    tokens: float = field(default=-1.0)
+    updated: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.rate <= 0 or self.burst < 1:
+            raise ValueError(f"rate must be > 0 and burst >= 1 (got {self.rate}, {self.burst})")
+        if self.tokens < 0:
+            self.tokens = self.burst
+
+    def _refill(self, now: float) -> None:
+        if self.updated is not None and now > self.updated:
+            self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now if self.updated is None else max(self.updated, now)
+
+    def take(self, now: float, wanted: int) -> int:
+        """Take up to ``wanted`` whole tokens; returns how many were granted."""
+        self._refill(now)
+        granted = max(0, min(wanted, int(self.tokens)))
+        self.tokens -= granted
+        return granted
+
+    def next_token_in(self, now: float) -> float:
+        """Seconds until at least one whole token is available (0 when one is)."""
+        self._refill(now)
+        return 0.0 if self.tokens >= 1 else (1 - self.tokens) / self.rate

@@ -1,0 +1,232 @@
+"""The requeue waker: touches pending pods whose filter rejection just ended (leader only).
+
+kube-scheduler retries a pod that runway's filter rejected only after ~60 s, or on an event.
+A pod update is such an event (1.20 ``PriorityQueue.Update``: unschedulable queue → active queue
+when the pod changed outside its status), so when a hold ends — requeueAt passed, the workload
+was reactivated, the preemptor it waited for is bound or gone, a blocking workload became
+PodsReady, the StrictFIFO head moved — the leader sets the annotation
+``runway.dev/requeue-wake: <RFC 3339 time>`` on each of the workload's pending pods (a JSON merge
+patch with a UID precondition). What to wake and when is decided in ``app.policy.wakeup`` and
+``app.state.wakeup``; this module only runs the loop and the patches.
+
+One tracked asyncio task. A pass runs when the cache or a record changed (debounced), when the
+earliest known hold ends, and at least every ``tick`` seconds; patches are rate-limited (token
+bucket) and at most ``concurrency`` are in flight. Without a cluster the patches are logged as
+dry-run. Followers keep no state: a new leader's first pass only learns the holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from app import metrics
+from app.kube.client import PODS, log_dry_run
+from app.kube.errors import Conflict, NotFound
+from app.logs import get_logger
+from app.policy.wakeup import Hold, TokenBucket, WakePlan, plan_wakeups
+from app.state import requeue
+from app.state.wakeup import WakeSchedule, pending_holds
+
+if TYPE_CHECKING:
+    from app.runtime import Runtime
+
+log = get_logger("tasks.wakeup")
+
+WAKE_ANNOTATION = "runway.dev/requeue-wake"
+"""Set on a pending pod to move it back to kube-scheduler's active queue."""
+
+MAX_RETRIES = 3
+"""Failed touches of one pod retried this often; then the scheduler's own flush takes over."""
+
+
+def wake_stamp(now: float) -> str:
+    """RFC 3339 with milliseconds: each touch must change the pod, or no update event fires."""
+    return (
+        datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+
+
+def wake_patch(uid: str, now: float) -> dict[str, object]:
+    """The merge patch: the annotation, with the pod's UID as a precondition (a re-created pod
+    of the same name answers 409 and is left alone)."""
+    return {"metadata": {"uid": uid, "annotations": {WAKE_ANNOTATION: wake_stamp(now)}}}
+
+
+class RequeueWaker:
+    """Wakes pending pods whose hold ended (see the module docstring)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        tick: float = 1.0,
+        debounce: float = 0.1,
+        rate: float = 50.0,
+        burst: int = 100,
+        min_interval: float = 1.0,
+        concurrency: int = 8,
+        is_leader: Callable[[], bool] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.tick = tick
+        self.debounce = debounce
+        self.concurrency = concurrency
+        self.is_leader = is_leader or (lambda: runtime.is_leader)
+        self.limiter = TokenBucket(rate, burst)
+        self.schedule = WakeSchedule(min_interval)
+        self.held: dict[str, Hold] = {}
+        """Pods held at the last pass, with their holds."""
+        self.woken = 0
+        """Pods touched by this process (for tests and the log)."""
+        self._generation = -1
+        self._next_check: float | None = None
+        self._retries: dict[str, int] = {}
+        self._poke = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._listener: Callable[[], None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen to cache and record changes and start the loop."""
+        self._listener = self._poke.set
+        requeue.index(self.runtime).listeners.append(self._listener)
+        self._task = asyncio.get_running_loop().create_task(self._loop(), name="requeue-waker")
+
+    async def stop(self) -> None:
+        """Stop listening and end the loop (a patch in flight is cancelled)."""
+        if self._listener is not None:
+            with contextlib.suppress(ValueError):
+                requeue.index(self.runtime).listeners.remove(self._listener)
+            self._listener = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                wait = await self.run_once()
+            except Exception:  # a bug in one pass must not end the wake-ups for good
+                log.exception("requeue wake-up pass failed")
+                wait = self.tick
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._poke.wait()
+            self._poke.clear()
+            await asyncio.sleep(self.debounce)  # let a burst of watch events settle
+
+    async def run_once(self) -> float:
+        """Evaluate (when something changed or a hold ended) and make the due touches.
+        Returns the seconds until the loop should look again."""
+        clock = self.runtime.clock
+        self.evaluate(clock.now())
+        await self.touch_due(clock.now())
+        return self.next_wait(clock.now())
+
+    # -- deciding -------------------------------------------------------------------------------
+
+    def evaluate(self, now: float) -> WakePlan | None:
+        """One pass over the pending pods' holds; schedules the pods whose hold ended.
+        None when skipped: not the leader, or nothing changed and no hold has ended yet."""
+        if not self.is_leader():
+            if self.held or len(self.schedule):
+                self.held.clear()
+                self.schedule.clear()
+                self._retries.clear()
+            self._generation, self._next_check = -1, None
+            return None
+        generation = requeue.index(self.runtime).generation
+        due = self._next_check is not None and now >= self._next_check
+        if generation == self._generation and not due:
+            return None
+        self._generation = generation
+        current = pending_holds(self.runtime, now)
+        plan = plan_wakeups(self.held, current)
+        self.held = plan.held
+        self._next_check = plan.next_check
+        for uid in plan.wake:
+            self.schedule.push(uid, now)
+        if plan.wake:
+            log.info("requeue holds ended: waking pods", pods=len(plan.wake))
+        return plan
+
+    def next_wait(self, now: float) -> float:
+        """Seconds until the next hold ends, the next touch is due, or ``tick``."""
+        wait = self.tick
+        if self._next_check is not None:
+            wait = min(wait, self._next_check - now)
+        at = self.schedule.next_at()
+        if at is not None:
+            wait = min(wait, max(at - now, self.limiter.next_token_in(now)))
+        return max(wait, 0.0)
+
+    # -- touching -------------------------------------------------------------------------------
+
+    async def touch_due(self, now: float) -> int:
+        """Touch the pods due at ``now`` within the rate limit; returns how many were patched."""
+        if not self.is_leader():
+            return 0
+        granted = self.limiter.take(now, 1_000_000)
+        uids = self.schedule.pop_due(now, granted)
+        self.limiter.tokens += granted - len(uids)  # give back what was not used
+        if not uids:
+            return 0
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(uid: str) -> bool:
+            async with gate:
+                return await self.touch(uid, now)
+
+        results = await asyncio.gather(*(one(uid) for uid in uids))
+        return sum(results)
+
+    async def touch(self, uid: str, now: float) -> bool:
+        """Patch one pod's wake annotation; False when it is no longer pending or the patch
+        failed (then retried a few times)."""
+        pod = self.runtime.cache.pod(uid)
+        if pod is None or pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
+            metrics.REQUEUE_WAKEUPS.labels("skipped").inc()
+            return False
+        patch = wake_patch(uid, now)
+        client = self.runtime.kube
+        if client is None:
+            log_dry_run("patch", f"pods/{pod.key}", patch)
+            metrics.REQUEUE_WAKEUPS.labels("dry_run").inc()
+            self.woken += 1
+            return True
+        try:
+            await client.patch(
+                PODS,
+                pod.metadata.name,
+                patch,
+                pod.metadata.namespace,
+                into=dict[str, object],
+                patch_type="merge",
+            )
+        except (NotFound, Conflict):  # gone, or the name belongs to a re-created pod now
+            metrics.REQUEUE_WAKEUPS.labels("gone").inc()
+            return False
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            metrics.REQUEUE_WAKEUPS.labels("error").inc()
+            tries = self._retries.get(uid, 0) + 1
+            if tries <= MAX_RETRIES:
+                self._retries[uid] = tries
+                self.schedule.push(uid, now + self.schedule.min_interval * tries)
+            else:
+                self._retries.pop(uid, None)
+            log.warning("pod wake-up failed", pod=pod.key, error=str(exc), attempt=tries)
+            return False
+        self._retries.pop(uid, None)
+        metrics.REQUEUE_WAKEUPS.labels("touched").inc()
+        self.woken += 1
+        log.debug("pod woken", pod=pod.key)
+        return True
