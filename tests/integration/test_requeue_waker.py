@@ -1,0 +1,311 @@
+"""The requeue waker against a faked API server, with a manual clock: pods whose filter hold ends
+(backoff over, reactivation through REST, preemptor bound, blockAdmission released) get the
+``runway.dev/requeue-wake`` merge patch (UID precondition) — once, rate-limited, on the leader
+only; failed patches are retried a few times; without a cluster the patch is a dry-run log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from app import metrics
+from app.clock import ManualClock
+from app.config import parse_config
+from app.kube.objects import Node
+from app.model import Pod
+from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.model.timestamps import format_time
+from app.policy.workload import workload_of
+from app.runtime import Runtime
+from app.server import create_app
+from app.state import requeue
+from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
+from tests.integration.kube_helpers import client, until
+from tests.integration.test_records import FakeApi, job_obj, pod_obj
+
+T0 = 1_800_000_000.0
+TOKEN = "0123456789abcdef0123456789abcdef"
+CONFIG: dict[str, Any] = {
+    "auth": {"mode": "static", "staticTokens": [TOKEN]},
+    "waitForPodsReady": {"enable": True, "timeout": "30s"},
+}
+
+
+class World:
+    """A fake cluster (Job ``ml/train`` and its pods), runway's runtime and a waker."""
+
+    def __init__(self, config: dict[str, Any] = CONFIG, *, kube: bool = True, **waker: Any) -> None:
+        self.api = FakeApi()
+        self.clock = ManualClock(T0)
+        self.kube = client(self.api.transport) if kube else None
+        self.app = create_app(parse_config(config), self.clock, kube=self.kube)
+        self.runtime: Runtime = self.app.state.runtime
+        self.leader = True
+        self.waker = RequeueWaker(
+            self.runtime, is_leader=lambda: self.leader, **({"tick": 60.0} | waker)
+        )
+        self.api.jobs["ml/train"] = job_obj("train", "ml")
+        node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
+        self.runtime.cache.upsert_node(msgspec.convert(node, type=Node))
+
+    def add_pod(self, name: str, **kw: Any) -> dict[str, Any]:
+        pod = pod_obj(name, namespace="ml", **kw)
+        pod["metadata"]["creationTimestamp"] = format_time(self.clock.now())
+        self.api.pods[f"ml/{name}"] = pod
+        return pod
+
+    def job_pods(self, n: int = 2) -> None:
+        for i in range(n):
+            self.add_pod(f"train-{i}", job="train")
+        self.sync()
+
+    def bind(self, name: str, *, ready: bool = False) -> None:
+        now = format_time(self.clock.now())
+        pod = self.api.pods[f"ml/{name}"]
+        pod["spec"]["nodeName"] = "n1"
+        pod["status"] = {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
+                {"type": "Ready", "status": str(ready), "lastTransitionTime": now},
+            ],
+        }
+        self.sync()
+
+    def sync(self) -> None:
+        """The pod reflector: the cache holds what the API server holds."""
+        self.runtime.cache.replace_pods([msgspec.convert(p, Pod) for p in self.api.pods.values()])
+
+    def key(self, name: str = "train-0") -> Any:
+        return workload_of(msgspec.convert(self.api.pods[f"ml/{name}"], Pod))
+
+    async def write(self, record: EvictionRecord, name: str = "train-0") -> None:
+        await requeue.records(self.runtime).write(self.key(name), record)
+
+    def wakes(self) -> list[tuple[str, str]]:
+        """(pod name, UID precondition) of every wake patch sent so far."""
+        out = []
+        for _, path, body in self.api.calls("PATCH", "/api/v1/namespaces/ml/pods/"):
+            meta = body.get("metadata", {})
+            if WAKE_ANNOTATION in meta.get("annotations", {}):
+                out.append((path.rsplit("/", 1)[1], meta["uid"]))
+        return out
+
+    async def close(self) -> None:
+        await self.waker.stop()
+        self.api.stop.set()
+        store = self.runtime.records
+        if store is not None and store.owners is not None:
+            await store.owners.stop()
+        if self.kube is not None:
+            await self.kube.aclose()
+
+    async def run(self) -> float:
+        """One waker pass; returns its next wait."""
+        wait = await self.waker.run_once()
+        self.sync()  # the patched pods come back through the watch
+        return wait
+
+
+@pytest.fixture
+async def world() -> AsyncIterator[World]:
+    w = World()
+    yield w
+    await w.close()
+
+
+async def test_backoff_end_wakes_the_held_pods_at_requeue_at(world: World) -> None:
+    w = world
+    w.job_pods()
+    await w.write(
+        EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0 - 5, count=1, requeue_at=T0 + 10)
+    )
+    wait = await w.run()
+    assert w.wakes() == []
+    assert set(w.waker.held) == {"uid-train-0", "uid-train-1"}
+    assert {h.rule for h in w.waker.held.values()} == {"backoff"}
+    assert wait == pytest.approx(10.05)  # the loop sleeps until the backoff ends
+
+    w.clock.advance(9.9)
+    await w.run()
+    assert w.wakes() == [], "not before requeueAt"
+
+    w.clock.advance(0.2)
+    await w.run()
+    assert sorted(w.wakes()) == [("train-0", "uid-train-0"), ("train-1", "uid-train-1")]
+    stamp = w.api.pods["ml/train-0"]["metadata"]["annotations"][WAKE_ANNOTATION]
+    assert stamp == wake_stamp(T0 + 10.1) and stamp.endswith("Z")
+    assert w.waker.woken == 2 and w.waker.held == {}
+
+    # woken once: later passes (the pods' own update events) do not touch them again
+    w.clock.advance(5)
+    await w.run()
+    assert len(w.wakes()) == 2
+
+
+async def test_reactivation_through_rest_wakes_the_pods_at_once(world: World) -> None:
+    w = world
+    w.job_pods()
+    await w.write(
+        EvictionRecord(
+            reason=PODS_READY_TIMEOUT,
+            time=T0 - 5,
+            count=2,
+            deactivated=True,
+            message="RequeuingLimitExceeded",
+        )
+    )
+    assert await w.run() == 60.0  # deactivated: no end in sight, only an event ends it
+    assert w.wakes() == []
+    generation = requeue.index(w.runtime).generation
+
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=w.app), base_url="http://runway")
+    async with http:
+        resp = await http.post(
+            "/v1/workloads/ml/train:activate", headers={"Authorization": f"Bearer {TOKEN}"}
+        )
+        assert resp.status_code == 200, resp.text
+    assert requeue.index(w.runtime).generation > generation  # the listener hears record changes
+    await w.run()
+    assert sorted(n for n, _ in w.wakes()) == ["train-0", "train-1"]
+
+
+async def test_preemptor_bound_wakes_its_victims_not_itself(world: World) -> None:
+    w = world
+    w.add_pod("boss", uid="uid-boss")
+    w.job_pods()
+    await w.write(EvictionRecord(reason=PREEMPTED, time=T0 - 1, preemptor_uid="uid-boss"))
+    await w.run()
+    assert {u: h.rule for u, h in w.waker.held.items()} == {
+        "uid-train-0": "anti-flapping",
+        "uid-train-1": "anti-flapping",
+    }
+    w.bind("boss", ready=True)
+    await w.run()
+    assert sorted(w.wakes()) == [("train-0", "uid-train-0"), ("train-1", "uid-train-1")]
+
+
+async def test_block_admission_release_wakes_the_waiting_workload() -> None:
+    config = {"waitForPodsReady": {"enable": True, "timeout": "30s", "blockAdmission": True}}
+    w = World(config)
+    try:
+        w.add_pod("first", labels={"runway.dev/workload": "first"})
+        w.add_pod("second", labels={"runway.dev/workload": "second"})
+        w.sync()
+        w.bind("first")  # admitted, not Ready: blocks the others
+        await w.run()
+        assert {u: h.rule for u, h in w.waker.held.items()} == {"uid-second": "block-admission"}
+        assert w.waker.held["uid-second"].until == pytest.approx(T0 + 30)
+        w.bind("first", ready=True)
+        await w.run()
+        assert w.wakes() == [("second", "uid-second")]
+    finally:
+        await w.close()
+
+
+async def test_touches_are_rate_limited_and_leader_only() -> None:
+    w = World(rate=1.0, burst=2)
+    try:
+        w.job_pods(5)
+        await w.write(
+            EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0, count=1, requeue_at=T0 + 1)
+        )
+        w.leader = False
+        await w.run()
+        assert w.waker.held == {} and w.wakes() == []  # followers keep no state
+
+        w.leader = True
+        await w.run()
+        assert len(w.waker.held) == 5
+        w.clock.advance(1.1)
+        wait = await w.run()
+        assert len(w.wakes()) == 2, "a burst of 2"
+        assert wait == pytest.approx(1.0)  # then one a second
+        w.clock.advance(1.0)
+        await w.run()
+        assert len(w.wakes()) == 3
+
+        # leadership lost: the touches still due are dropped, nothing is patched
+        w.leader = False
+        w.clock.advance(10)
+        await w.run()
+        assert len(w.wakes()) == 3 and len(w.waker.schedule) == 0
+    finally:
+        await w.close()
+
+
+async def test_gone_pods_are_skipped_and_failed_patches_retried(world: World) -> None:
+    w = world
+    w.job_pods(3)
+    await w.write(EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0, count=1, requeue_at=T0 + 1))
+    await w.run()
+    # train-0 was deleted (the cache has not heard yet); train-1 re-created under a new UID
+    del w.api.pods["ml/train-0"]
+    w.api.pods["ml/train-1"]["metadata"]["uid"] = "uid-new"
+    real = w.api.handle
+    failures = {"n": 0}
+
+    async def flaky(request: httpx.Request) -> httpx.Response:
+        if request.method == "PATCH" and request.url.path.endswith("/train-2"):
+            failures["n"] += 1
+            if failures["n"] <= 1:
+                return httpx.Response(403, json={"kind": "Status", "code": 403})
+        return await real(request)
+
+    assert w.kube is not None
+    w.kube.http._transport = httpx.MockTransport(flaky)
+    w.clock.advance(1.1)
+    before = metrics.REQUEUE_WAKEUPS.labels("gone")._value.get()
+    await w.waker.run_once()
+    assert metrics.REQUEUE_WAKEUPS.labels("gone")._value.get() == before + 2
+    assert w.waker.woken == 0 and len(w.waker.schedule) == 1  # train-2: retried later
+    w.clock.advance(1.0)
+    await w.waker.run_once()
+    assert w.waker.woken == 1
+    assert w.api.pods["ml/train-2"]["metadata"]["annotations"][WAKE_ANNOTATION]
+    assert WAKE_ANNOTATION not in w.api.pods["ml/train-1"]["metadata"]["annotations"]
+
+
+async def test_without_a_cluster_the_touch_is_a_dry_run() -> None:
+    w = World(kube=False)
+    try:
+        w.job_pods()
+        await w.write(
+            EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0, count=1, requeue_at=T0 + 1)
+        )
+        await w.run()
+        before = metrics.REQUEUE_WAKEUPS.labels("dry_run")._value.get()
+        w.clock.advance(2)
+        await w.run()
+        assert w.waker.woken == 2
+        assert metrics.REQUEUE_WAKEUPS.labels("dry_run")._value.get() == before + 2
+        assert w.api.requests == []
+    finally:
+        await w.close()
+
+
+async def test_the_loop_wakes_on_time_and_stops_cleanly() -> None:
+    w = World(tick=0.02, debounce=0.0)
+    try:
+        w.job_pods()
+        await w.write(
+            EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0, count=1, requeue_at=T0 + 5)
+        )
+        w.waker.start()
+        await until(lambda: len(w.waker.held) == 2, what="holds learned")
+        w.clock.advance(6)
+        await until(lambda: w.waker.woken == 2, what="pods woken by the loop")
+        task = w.waker._task
+        assert task is not None
+        await w.waker.stop()
+        assert task.done() and w.waker._task is None
+        assert requeue.index(w.runtime).listeners == []
+        await asyncio.sleep(0)
+    finally:
+        await w.close()
