@@ -155,7 +155,10 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     for owner in merged(values)["rbac"]["ownerKinds"]:
-        expected |= {(owner["apiGroup"], owner["resource"], v) for v in ("get", "patch")}
+        # get + patch write the records; list + watch feed the owner reflectors (records cache)
+        expected |= {
+            (owner["apiGroup"], owner["resource"], v) for v in ("get", "list", "watch", "patch")
+        }
     assert granted == expected
 
 
