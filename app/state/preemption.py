@@ -25,7 +25,7 @@ from app.policy.victims import (
     decide,
     protection,
 )
-from app.policy.workload import min_available, queue_of, start_time, workload_of
+from app.policy.workload import WorkloadKey, min_available, queue_of, start_time, workload_of
 from app.runtime import Runtime
 from app.tasks.preemption import PreemptionPlan
 from app.wire import PreemptionArgs
@@ -70,6 +70,9 @@ class _Builder:
         self.payload: dict[str, Pod] = {
             c.uid: c.pod for cands in args.victims.values() for c in cands if c.pod is not None
         }
+        self.payload_by_workload: dict[WorkloadKey, list[Pod]] = {}
+        for p in self.payload.values():
+            self.payload_by_workload.setdefault(workload_of(p), []).append(p)
         self.resolutions: dict[tuple[str, str | None], minruntime.Resolution] = {}
         self.workload_members: dict[str, list[Pod]] = {}
         self.starts: dict[str, float | None] = {}
@@ -107,7 +110,7 @@ class _Builder:
                 members = list(view.pods)
                 self.starts[name] = view.start_time
             else:
-                members = [p for p in self.payload.values() if workload_of(p) == key]
+                members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
                 self.starts[name] = start_time(members)
