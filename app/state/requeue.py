@@ -22,7 +22,12 @@ from app.model.timestamps import parse_time
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.backoff import in_backoff
 from app.policy.gate import VictimState, check_gate
-from app.policy.ordering import PendingWorkload, QueueOrderStrategy, pending_order, queue_head
+from app.policy.ordering import (
+    PendingWorkload,
+    QueueOrderStrategy,
+    admissible,
+    pending_order,
+)
 from app.policy.podsready import (
     PodsReadyCheck,
     PodsReadyState,
@@ -212,9 +217,12 @@ def pending_workloads(runtime: Runtime, queue: str) -> list[PendingWorkload]:
 
 
 def head_of(runtime: Runtime, queue: str, now: float) -> str | None:
-    """``namespace/name`` of the first admissible pending workload of ``queue``."""
-    head = queue_head(pending_workloads(runtime, queue), order_strategy(runtime), now)
-    return head.name if head is not None else None
+    """``namespace/name`` of the first admissible pending workload of ``queue``
+    (``queue_head`` on the memoised order, without sorting it again on every call)."""
+    for workload in pending_workloads(runtime, queue):
+        if admissible(workload, now):
+            return workload.name
+    return None
 
 
 # --- the gate -------------------------------------------------------------------------------------

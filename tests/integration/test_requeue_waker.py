@@ -209,6 +209,23 @@ async def test_block_admission_release_wakes_the_waiting_workload() -> None:
         await w.close()
 
 
+async def test_strict_fifo_head_moving_on_wakes_the_next_workload() -> None:
+    config = {"queues": [{"name": "fifo", "queueingStrategy": "StrictFIFO"}]}
+    w = World(config)
+    try:
+        for name in ("older", "newer"):
+            w.add_pod(name, labels={"runway.dev/workload": name, "runway.dev/queue": "fifo"})
+            w.clock.advance(1)
+        w.sync()
+        await w.run()
+        assert {u: h.rule for u, h in w.waker.held.items()} == {"uid-newer": "strict-fifo"}
+        w.bind("older", ready=True)  # the head is admitted: the next one is the head now
+        await w.run()
+        assert w.wakes() == [("newer", "uid-newer")]
+    finally:
+        await w.close()
+
+
 async def test_touches_are_rate_limited_and_leader_only() -> None:
     w = World(rate=1.0, burst=2)
     try:
