@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from app import metrics
-from app.api.body import BodyTooLarge, read_body
+from app.api.body import BodyTooLarge, BuffersResponse, read_body
 from app.logs import get_logger
 from app.policy import admission, scoring
 from app.runtime import Runtime
@@ -25,7 +25,7 @@ from app.wire import (
     WireError,
     decode_extender_args,
     decode_preemption_args,
-    encode_filter_result,
+    encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
     schema,
@@ -36,8 +36,8 @@ log = get_logger("extender")
 VERBS = ("filter", "prioritize", "preempt")
 
 
-def handle_filter(runtime: Runtime, body: bytes) -> bytes:
-    """``ExtenderArgs`` → ``ExtenderFilterResult``."""
+def filter_parts(runtime: Runtime, body: bytes) -> list[bytes | memoryview]:
+    """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
     args = decode_extender_args(body)
     now = runtime.clock.now()
     facts = requeue.filter_input(runtime, args.pod, now)
@@ -46,9 +46,14 @@ def handle_filter(runtime: Runtime, body: bytes) -> bytes:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     if verdict.allowed and verdict.only_nodes is None:
         # The common case never needs node names: in NodeList mode the nodes go back unparsed.
-        return encode_filter_result(args, None, {}, {})
+        return encode_filter_result_parts(args, None, {}, {})
     split = admission.split_nodes(verdict, args.names())
-    return encode_filter_result(args, split.passed, {}, split.unresolvable)
+    return encode_filter_result_parts(args, split.passed, {}, split.unresolvable)
+
+
+def handle_filter(runtime: Runtime, body: bytes) -> bytes:
+    """``ExtenderArgs`` → ``ExtenderFilterResult``."""
+    return b"".join(filter_parts(runtime, body))
 
 
 def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
@@ -121,6 +126,8 @@ async def serve_verb(request: Request, verb: str) -> Response:
     outcome = "ok"
     try:
         body = await read_body(request, runtime.config.server.max_body_bytes)
+        if verb == "filter":
+            return BuffersResponse(filter_parts(runtime, body))
         if verb == "preempt":
             reply, preemption = plan_preempt(runtime, body)
             await _execute(runtime, preemption)

@@ -10,6 +10,7 @@ from app.wire.codec import (
     decode_extender_args,
     decode_preemption_args,
     encode_filter_result,
+    encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
 )
@@ -25,6 +26,7 @@ __all__ = [
     "decode_extender_args",
     "decode_preemption_args",
     "encode_filter_result",
+    "encode_filter_result_parts",
     "encode_host_priorities",
     "encode_preemption_result",
 ]

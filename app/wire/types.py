@@ -90,6 +90,8 @@ class ExtenderArgs:
     pod: Pod
     node_names: list[str] | None
     nodes: NodeItems | None
+    body: bytes = b""
+    """The request body the node items are views into (for the zero-copy echo)."""
 
     @property
     def node_cache_capable(self) -> bool:
