@@ -28,6 +28,7 @@ from app.wire import (
     encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
+    encode_uniform_priorities,
     schema,
 )
 
@@ -59,16 +60,22 @@ def handle_filter(runtime: Runtime, body: bytes) -> bytes:
 def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``HostPriorityList``."""
     args = decode_extender_args(body)
+    history = requeue.scoring_input(runtime, args.pod)
+    if history.uniform:
+        # The common case: nothing to prefer, so no per-node facts are built at all.
+        return encode_uniform_priorities(args.names(), scoring.MAX_SCORE)
     if args.nodes is not None:
         facts = [
             scoring.NodeFacts(n, lab)
             for n, lab in zip(args.nodes.names(), args.nodes.labels(), strict=True)
         ]
-    else:
+    elif history.failed_pools:
         # nodeCacheCapable: labels come from runway's node cache when it has the node.
         cache = runtime.cache
         facts = [scoring.NodeFacts(n, cache.node_labels(n) or None) for n in args.names()]
-    scores = scoring.score_nodes(args.pod, facts, requeue.scoring_input(runtime, args.pod))
+    else:
+        facts = [scoring.NodeFacts(n) for n in args.names()]
+    scores = scoring.score_nodes(args.pod, facts, history)
     return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
 
 

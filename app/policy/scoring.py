@@ -50,6 +50,11 @@ class ScoringInput:
     """Nodes already running pods of the workload."""
     pool_label: str = DEFAULT_POOL_LABEL
 
+    @property
+    def uniform(self) -> bool:
+        """No failed pool and no locality: every node scores MAX_SCORE."""
+        return not self.failed_pools and not self.workload_nodes
+
 
 def _pool_score(node: NodeFacts, facts: ScoringInput) -> int:
     if not facts.failed_pools or not node.labels:

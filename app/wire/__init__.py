@@ -13,6 +13,7 @@ from app.wire.codec import (
     encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
+    encode_uniform_priorities,
 )
 from app.wire.errors import WireError
 from app.wire.types import ExtenderArgs, NodeItems, PreemptionArgs, VictimCandidate
@@ -29,4 +30,5 @@ __all__ = [
     "encode_filter_result_parts",
     "encode_host_priorities",
     "encode_preemption_result",
+    "encode_uniform_priorities",
 ]
