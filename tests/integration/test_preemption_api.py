@@ -1,0 +1,138 @@
+"""Preemption API calls against a faked API server (respx): faults, latency, the revert path."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import respx
+
+from app.clock import ManualClock
+from app.kube.preemption import KubePreemptionApi
+from app.policy.gate import PodRef
+from app.state.gate import GATE_ANNOTATION, GateBook
+from app.tasks.preemption import PreemptionExecutor, PreemptionPlan
+from tests.integration.kube_helpers import client
+
+P = PodRef("uid-p", "ns", "high")
+V = (PodRef("uid-a", "ns", "low-a"), PodRef("uid-b", "ns", "low-b"))
+PLAN = PreemptionPlan(P, "node-0", V, "Preempted by ns/high", "reclaim 0s")
+POD_PATH = "https://kube.test/api/v1/namespaces/ns/pods"
+
+
+def api_server(router: respx.Router, *, delete_status: dict[str, int] | None = None) -> None:
+    """Every pod call succeeds (200), except DELETE answers per victim name."""
+    statuses = delete_status or {}
+
+    def delete(request: httpx.Request, name: str) -> httpx.Response:
+        code = statuses.get(name, 200)
+        body = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "code": code,
+            "reason": {404: "NotFound", 409: "Conflict", 500: "InternalError"}.get(code, ""),
+            "message": f"pods {name!r} status {code}",
+        }
+        return httpx.Response(code, json=body if code != 200 else {"kind": "Pod"})
+
+    router.patch(url__regex=rf"{POD_PATH}/[^/]+(/status)?$").mock(
+        return_value=httpx.Response(200, json={"kind": "Pod"})
+    )
+    router.delete(url__regex=rf"{POD_PATH}/(?P<name>[^/]+)$").mock(side_effect=delete)
+
+
+def executor(router: respx.Router) -> tuple[PreemptionExecutor, GateBook]:
+    gate = GateBook()
+    transport = httpx.MockTransport(router.async_handler)
+    api = KubePreemptionApi(client(transport, retry_total=0.3), recorder=None)
+    return PreemptionExecutor(api, gate, ManualClock(), revert_timeout_s=1), gate
+
+
+def calls(router: respx.Router) -> list[tuple[str, str, object]]:
+    out = []
+    for call in router.calls:
+        req = call.request
+        body = json.loads(req.content) if req.content else None
+        out.append((req.method, req.url.path, body))
+    return out
+
+
+async def test_the_calls_their_order_and_bodies() -> None:
+    router = respx.Router(assert_all_called=False)
+    api_server(router)
+    ex, gate = executor(router)
+    record = await ex.run_inline(PLAN)
+    assert record.result == "success", record.error
+    seen = calls(router)
+    # Gate mirrored first (merge patch of an annotation on the preemptor)...
+    method, path, body = seen[0]
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/ns/pods/high")
+    assert GATE_ANNOTATION in body["metadata"]["annotations"]  # type: ignore[index]
+    # ...then per victim: DisruptionTarget by strategic merge on pods/status, then DELETE
+    # with a UID precondition...
+    for victim in V:
+        mine = [(m, p, b) for m, p, b in seen if victim.name in p]
+        assert [m for m, _, _ in mine] == ["PATCH", "DELETE"]
+        cond = mine[0][2]["status"]["conditions"][0]  # type: ignore[index]
+        assert cond["type"] == "DisruptionTarget" and cond["reason"] == "PreemptionByScheduler"
+        assert mine[1][2]["preconditions"] == {"uid": victim.uid}  # type: ignore[index]
+    # ...and finally the nomination on the preemptor's status.
+    assert seen[-1][1] == "/api/v1/namespaces/ns/pods/high/status"
+    assert seen[-1][2] == {"status": {"nominatedNodeName": "node-0"}}
+    strategic = [
+        c.request.headers["content-type"]
+        for c in router.calls
+        if c.request.url.path.endswith("low-a/status")
+    ]
+    assert strategic == ["application/strategic-merge-patch+json"]
+    assert gate.get(P.uid) is not None
+
+
+@pytest.mark.parametrize("code", [404, 409])
+async def test_a_victim_already_gone_or_replaced_counts_as_done(code: int) -> None:
+    router = respx.Router(assert_all_called=False)
+    api_server(router, delete_status={"low-a": code})
+    ex, _ = executor(router)
+    record = await ex.run_inline(PLAN)
+    assert record.result == "success", record.error
+
+
+async def test_a_persistent_5xx_fails_the_task_and_reverts_the_nomination() -> None:
+    router = respx.Router(assert_all_called=False)
+    api_server(router, delete_status={"low-b": 500})
+    ex, gate = executor(router)
+    record = await ex.run_inline(PLAN)
+    assert record.result == "error"
+    assert "500" in record.error or "InternalError" in record.error
+    deletes = [
+        c
+        for c in router.calls
+        if c.request.method == "DELETE" and c.request.url.path.endswith("low-b")
+    ]
+    assert len(deletes) > 1, "5xx on an idempotent call is retried within the bound"
+    tail = calls(router)[-2:]
+    assert tail[0][2] == {"status": {"nominatedNodeName": None}}
+    assert tail[1][2] == {"metadata": {"annotations": {GATE_ANNOTATION: None}}}
+    assert gate.get(P.uid) is None
+
+
+async def test_preempt_answers_before_any_call_completes_and_timeouts_fail_cleanly() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        await release.wait()  # the API server hangs until the test lets it go
+        return httpx.Response(200, json={"kind": "Pod"})
+
+    router = respx.Router(assert_all_called=False)
+    router.route().mock(side_effect=slow)
+    ex, gate = executor(router)
+    record = ex.submit(PLAN)
+    await asyncio.sleep(0)
+    assert record.result == "running" and router.calls.call_count <= 1
+    assert gate.get(P.uid) is not None
+    await ex.drain(0.05)  # shutdown: the hung task is cancelled, nothing left pending
+    assert record.result == "cancelled"
+    assert ex.pending_tasks() == 0
+    release.set()
