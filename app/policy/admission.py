@@ -64,6 +64,8 @@ class GateHold:
     outstanding_victims: int
     until: float | None = None
     """The gate's bound: it opens at this time at the latest."""
+    victims: tuple[str, ...] = ()
+    """``namespace/name`` of the victims still outstanding (named in the reason)."""
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,10 @@ def _backoff(
 
 def _gate(facts: FilterInput, gate: GateHold, now: float) -> Admission:
     until = f" at the latest until {_when(gate.until, now)}" if gate.until is not None else ""
-    waiting = f"{gate.outstanding_victims} victim(s) still terminating"
+    named = ", ".join(gate.victims[:5]) + (" ..." if len(gate.victims) > 5 else "")
+    waiting = f"{gate.outstanding_victims} victim(s) still terminating" + (
+        f": {named}" if named else ""
+    )
     if not gate.nominated_node:
         return Admission(
             allowed=False,

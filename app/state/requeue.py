@@ -21,7 +21,6 @@ from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import parse_time
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.backoff import in_backoff
-from app.policy.gate import VictimState, check_gate
 from app.policy.ordering import (
     PendingWorkload,
     QueueOrderStrategy,
@@ -36,6 +35,7 @@ from app.policy.podsready import (
 )
 from app.policy.scoring import ScoringInput
 from app.policy.workload import WorkloadKey, is_ready, queue_of, workload_of
+from app.state import preemption
 from app.state.cache import WorkloadView
 
 if TYPE_CHECKING:
@@ -229,26 +229,17 @@ def head_of(runtime: Runtime, queue: str, now: float) -> str | None:
 
 
 def gate_hold(runtime: Runtime, pod: Pod, now: float) -> GateHold | None:
-    """The gate entry holding ``pod``, unless the gate is open already."""
-    entry = runtime.gate.lookup(pod)
-    if entry is None:
+    """The gate entry holding ``pod``, unless the gate is open already (then it is released)."""
+    held = preemption.held(runtime, pod, now)
+    if held is None:
         return None
-    cache = runtime.cache
-
-    def state_of(uid: str) -> VictimState:
-        if runtime.kube is None:
-            return VictimState.UNKNOWN
-        victim = cache.pod(uid)
-        if victim is None:
-            return VictimState.GONE
-        if victim.metadata.deletionTimestamp is not None:
-            return VictimState.TERMINATING
-        return VictimState.PRESENT
-
-    check = check_gate(entry, state_of, now)
-    if check.open:
-        return None
-    return GateHold(entry.node, len(check.outstanding), entry.deadline)
+    entry, check = held
+    return GateHold(
+        entry.node,
+        len(check.outstanding),
+        entry.deadline,
+        victims=tuple(v.key for v in check.outstanding),
+    )
 
 
 # --- the verbs' inputs ----------------------------------------------------------------------------

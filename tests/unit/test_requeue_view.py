@@ -90,9 +90,13 @@ def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
     rt.gate.hold(GateEntry(PodRef("uid-p", "ns", "p"), "n1", (victim,), T0, T0 + 30))
     hold = requeue.gate_hold(rt, preemptor, T0 + 1)
     assert hold is not None and hold.nominated_node == "n1" and hold.outstanding_victims == 1
-    assert requeue.gate_hold(rt, preemptor, T0 + 30) is None
+    assert hold.victims == ("ns/v",)
     facts = requeue.filter_input(rt, preemptor, T0 + 1)
     assert facts.gate == hold and facts.workload == "ns/p" and not facts.admitted
+    # At the bound the gate opens, and opening releases the entry for good.
+    assert requeue.gate_hold(rt, preemptor, T0 + 30) is None
+    assert rt.gate.get("uid-p") is None
+    assert requeue.gate_hold(rt, preemptor, T0 + 1) is None
 
 
 def test_scoring_input_lists_the_nodes_of_the_workload() -> None:
