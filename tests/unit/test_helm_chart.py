@@ -521,3 +521,24 @@ def test_tls_without_client_certificate_only_verifies_the_server() -> None:
     }
     pod = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["spec"]
     assert {v["name"] for v in pod["volumes"]} == {"config", "tmp", "runway-ca"}
+
+
+def test_mutual_tls_probes_check_the_port_only() -> None:
+    """kubelet's probes present no client certificate: with requireClientCert they use TCP."""
+    values = {
+        "tls": {"enabled": True, "secretName": "runway-tls"},
+        "config": {
+            "server": {
+                "tls": {
+                    "certFile": "/etc/runway/tls/tls.crt",
+                    "keyFile": "/etc/runway/tls/tls.key",
+                    "clientCAFile": "/etc/runway/tls/ca.crt",
+                    "requireClientCert": True,
+                }
+            }
+        },
+    }
+    container = runway_container(render(values))
+    for probe in ("livenessProbe", "readinessProbe"):
+        assert "httpGet" not in container[probe]
+        assert container[probe]["tcpSocket"] == {"port": "http"}

@@ -109,7 +109,14 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{/* A probe from values, with the scheme set to HTTPS when runway serves TLS. */}}
 {{- define "runway.probe" -}}
 {{- $probe := deepCopy .probe }}
-{{- if and $probe.httpGet .root.Values.tls.enabled }}
+{{- $mtls := dig "server" "tls" "requireClientCert" false .root.Values.config }}
+{{- if and $probe.httpGet $mtls }}
+{{- /* kubelet's HTTPS probes present no client certificate: with mutual TLS a probe can only
+     check that the port accepts connections. */}}
+{{- $port := $probe.httpGet.port }}
+{{- $_ := unset $probe "httpGet" }}
+{{- $_ := set $probe "tcpSocket" (dict "port" $port) }}
+{{- else if and $probe.httpGet .root.Values.tls.enabled }}
 {{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
 {{- end }}
 {{- toYaml $probe }}
