@@ -146,6 +146,20 @@ class ControlPlane:
         )
         assert r.status_code in (201, 409), r.text
 
+    def ensure_priority_class(self, name: str, value: int) -> None:
+        """Create PriorityClass ``name`` unless it exists (pods name it; the Priority admission
+        plugin refuses a bare ``spec.priority``)."""
+        r = self.api.post(
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            json={
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+        )
+        assert r.status_code in (201, 409), r.text
+
     def create_node(
         self,
         name: str,

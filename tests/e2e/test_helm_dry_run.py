@@ -9,20 +9,16 @@ are skipped explicitly and reported.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
 
+from tests.e2e.conftest import ControlPlane, control_plane_up
 from tests.helm_chart import NAMESPACE, all_options, render
-from tests.reference import CONTROL_PLANE
 
 pytestmark = pytest.mark.e2e
 
@@ -30,16 +26,11 @@ pytestmark = pytest.mark.e2e
 OPTIONAL_CRD_GROUPS = {"monitoring.coreos.com"}
 
 
-def _binaries_present() -> bool:
-    cache = Path(os.environ.get("RUNWAY_K8S_CACHE", Path.home() / ".cache" / "runway-k8s"))
-    return all((cache / "bin" / name).is_file() for name in ("kube-apiserver", "kube-scheduler"))
-
-
 @dataclass
 class Cluster:
     """A running control plane and what its discovery says it serves."""
 
-    dir: Path
+    plane: ControlPlane
     client: httpx.Client
     version: str
     # "group/version" → kind → (plural resource, namespaced)
@@ -80,50 +71,14 @@ def _discover(client: httpx.Client) -> dict[str, dict[str, tuple[str, bool]]]:
     return resources
 
 
-def _control_plane(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["bash", str(CONTROL_PLANE), *args],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    """etcd + kube-apiserver in a temporary directory, always stopped afterwards."""
-    if not _binaries_present() and os.environ.get("CI") != "true":
-        pytest.skip(
-            "control-plane binaries are not built (~/.cache/runway-k8s/bin); run "
-            f"`{CONTROL_PLANE} build` once (about 10 minutes)"
-        )
-    with tempfile.TemporaryDirectory(prefix="runway-helm-e2e-") as tmp:
-        state = Path(tmp)
-        try:
-            up = _control_plane("up", str(state))
-            assert up.returncode == 0, f"control-plane up failed:\n{up.stderr}"
-            env = dict(
-                line.split("=", 1)
-                for line in (state / "env").read_text().splitlines()
-                if "=" in line
-            )
-            # the kubeconfig says insecure-skip-tls-verify: the apiserver's cert is self-signed
-            with httpx.Client(
-                base_url=env["APISERVER"],
-                headers={"Authorization": f"Bearer {env['TOKEN']}"},
-                verify=False,
-                timeout=30,
-            ) as client:
-                version = client.get("/version").raise_for_status().json()["gitVersion"]
-                created = client.post(
-                    "/api/v1/namespaces",
-                    json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                )
-                assert created.status_code == 201, created.text
-                yield Cluster(state, client, version, _discover(client))
-        finally:
-            _control_plane("down", str(state))
+    """A control plane of the module's own (always torn down) with the chart's namespace."""
+    with control_plane_up() as plane:
+        client = plane.api
+        version = client.get("/version").raise_for_status().json()["gitVersion"]
+        plane.ensure_namespace(NAMESPACE)
+        yield Cluster(plane, client, version, _discover(client))
 
 
 def _dry_run(cluster: Cluster, objects: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
@@ -178,11 +133,10 @@ def test_real_kube_scheduler_starts_with_the_charts_configuration(cluster: Clust
         for o in objects
         if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("scheduler")
     )
-    config_file = cluster.dir / "chart-scheduler.yaml"
+    config_file = cluster.plane.dir / "chart-scheduler.yaml"
     config_file.write_text(configmap["data"]["config.yaml"])
-    started = _control_plane("scheduler", str(cluster.dir), str(config_file))
-    assert started.returncode == 0, f"kube-scheduler refused the chart's config:\n{started.stderr}"
-    effective = yaml.safe_load((cluster.dir / "scheduler-config.yaml").read_text())
+    cluster.plane.start_scheduler(config_file)  # asserts kube-scheduler accepted the config
+    effective = yaml.safe_load((cluster.plane.dir / "scheduler-config.yaml").read_text())
     assert effective["extenders"][0]["urlPrefix"] == (
         f"http://runway-ext.{NAMESPACE}.svc:443/runway/scheduler"
     )

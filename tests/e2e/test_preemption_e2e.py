@@ -41,16 +41,7 @@ def stack(
     plane = dedicated_plane
     tmp = tmp_path_factory.mktemp("preempt")
     for name, value in (("low", 100), ("high", 1000)):
-        r = plane.api.post(
-            "/apis/scheduling.k8s.io/v1/priorityclasses",
-            json={
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            },
-        )
-        assert r.status_code in (201, 409), r.text
+        plane.ensure_priority_class(name, value)
     factory = RunwayFactory(plane, tmp)
     try:
         rw = factory.start(

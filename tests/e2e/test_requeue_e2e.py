@@ -218,16 +218,7 @@ class Cluster:
 def plane(dedicated_plane: ControlPlane) -> ControlPlane:
     """The module's own control plane, with the PriorityClasses the preemption test uses."""
     for name, value in (("rq-low", 100), ("rq-high", 1000)):
-        r = dedicated_plane.api.post(
-            "/apis/scheduling.k8s.io/v1/priorityclasses",
-            json={
-                "apiVersion": "scheduling.k8s.io/v1",
-                "kind": "PriorityClass",
-                "metadata": {"name": name},
-                "value": value,
-            },
-        )
-        assert r.status_code in (201, 409), r.text
+        dedicated_plane.ensure_priority_class(name, value)
     return dedicated_plane
 
 
