@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
 import pytest
 
 from app import metrics
@@ -13,6 +10,7 @@ from app.model import ObjectMeta, Pod
 from app.policy.gate import GateEntry, PodRef, VictimState, check_gate, held_reason
 from app.state.gate import GATE_ANNOTATION, GateBook, decode_entry, encode_entry
 from app.tasks.preemption import PreemptionExecutor, PreemptionPlan
+from tests.preemption_fakes import FakeApi
 
 P = PodRef("uid-p", "default", "high-0")
 VICTIMS = tuple(PodRef(f"uid-v{i}", "default", f"low-{i}") for i in range(3))
@@ -23,43 +21,6 @@ PLAN = PreemptionPlan(
     message="preempted by default/high-0",
     rule="reclaim: team-a reclaimMinRuntime 0s",
 )
-
-
-class FakeApi:
-    """Records calls; each call waits ``latency`` and may be made to fail."""
-
-    def __init__(self, latency: float = 0.0) -> None:
-        self.latency = latency
-        self.calls: list[tuple[str, str, object]] = []
-        self.fail: Callable[[str, PodRef], BaseException | None] = lambda op, pod: None
-        self.started = asyncio.Event()
-        self.release = asyncio.Event()
-        self.release.set()
-
-    async def _call(self, op: str, pod: PodRef, arg: object = None) -> None:
-        self.started.set()
-        await self.release.wait()
-        if self.latency:
-            await asyncio.sleep(self.latency)  # injected API latency, not a wait for a condition
-        error = self.fail(op, pod)
-        if error is not None:
-            raise error
-        self.calls.append((op, pod.key, arg))
-
-    async def mirror_gate(self, preemptor: PodRef, entry: GateEntry | None) -> None:
-        await self._call("mirror", preemptor, entry is not None)
-
-    async def mark_disruption(self, victim: PodRef, message: str) -> None:
-        await self._call("condition", victim, message)
-
-    async def record_eviction(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
-        await self._call("record", victim, preemptor.uid)
-
-    async def delete_pod(self, victim: PodRef) -> None:
-        await self._call("delete", victim)
-
-    async def nominate(self, preemptor: PodRef, node: str | None) -> None:
-        await self._call("nominate", preemptor, node)
 
 
 def executor(api: FakeApi, clock: ManualClock | None = None) -> tuple[PreemptionExecutor, GateBook]:

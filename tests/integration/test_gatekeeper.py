@@ -1,0 +1,85 @@
+"""The gate keeper: gates mirrored on pods by a previous run are resumed or released at startup,
+and held gates open as the cache sees the victims go."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from app.clock import ManualClock
+from app.config import RunwayConfig
+from app.model import Pod
+from app.policy.gate import GateEntry, PodRef
+from app.runtime import Runtime
+from app.state.gate import GATE_ANNOTATION, encode_entry
+from app.tasks.gatekeeper import GateKeeper
+from app.tasks.preemption import PreemptionExecutor
+from tests.preemption_fakes import FakeApi
+
+NOW = 1_800_000_000.0
+P = PodRef("uid-p", "ns", "high")
+V = (PodRef("uid-a", "ns", "a"), PodRef("uid-b", "ns", "b"))
+
+
+def pod(ref: PodRef, annotations: dict[str, str] | None = None, node: str | None = "n1") -> Pod:
+    raw: dict[str, Any] = {
+        "metadata": {
+            "name": ref.name,
+            "namespace": ref.namespace,
+            "uid": ref.uid,
+            "annotations": annotations or {},
+        },
+        "spec": {"nodeName": node},
+    }
+    return msgspec.convert(raw, Pod)
+
+
+def runtime_with(api: FakeApi, pods: list[Pod]) -> Runtime:
+    rt = Runtime(config=RunwayConfig(), clock=ManualClock(NOW))
+    rt.cache.replace_pods(pods)
+    rt.preemptions = PreemptionExecutor(api, rt.gate, rt.clock)
+    return rt
+
+
+def mirrored(deadline: float) -> dict[str, str]:
+    entry = GateEntry(P, "n1", V, since=NOW - 10, deadline=deadline, holder="old-replica")
+    return {GATE_ANNOTATION: encode_entry(entry)}
+
+
+async def test_a_gate_left_in_flight_is_resumed_for_the_victims_still_there() -> None:
+    api = FakeApi()
+    rt = runtime_with(api, [pod(P, mirrored(NOW + 30), node=None), pod(V[0])])  # b is gone
+    GateKeeper(rt).resume_mirrored()
+    assert rt.preemptions is not None
+    await rt.preemptions.drain(5)
+    record = rt.preemptions.recent()[0]
+    assert record.result == "success"
+    assert record.plan.victims == (V[0],)  # only the outstanding one
+    assert ("delete", "ns/a", None) in api.calls
+    assert rt.gate.get(P.uid) is not None  # held until the cache sees ns/a go
+
+
+async def test_a_finished_or_expired_gate_is_released_with_its_annotation() -> None:
+    api = FakeApi()
+    rt = runtime_with(api, [pod(P, mirrored(NOW - 1), node=None), pod(V[0]), pod(V[1])])
+    GateKeeper(rt).resume_mirrored()
+    assert rt.preemptions is not None
+    await rt.preemptions.drain(5)
+    assert rt.preemptions.recent() == []
+    assert ("mirror", "ns/high", False) in api.calls  # the stale annotation is removed
+    assert rt.gate.get(P.uid) is None
+
+
+async def test_a_held_gate_opens_when_the_cache_sees_the_victims_go() -> None:
+    api = FakeApi()
+    rt = runtime_with(api, [pod(P, node=None), pod(V[0]), pod(V[1])])
+    keeper = GateKeeper(rt)
+    rt.gate.hold(GateEntry(P, "n1", V, since=NOW, deadline=NOW + 60))
+    rt.cache.delete_pod(pod(V[0]))
+    assert rt.gate.get(P.uid) is not None
+    rt.cache.delete_pod(pod(V[1]))
+    assert rt.gate.get(P.uid) is None
+    await keeper.stop()
+    assert rt.preemptions is not None
+    await rt.preemptions.drain(5)
