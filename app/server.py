@@ -89,6 +89,10 @@ def create_app(
         # a full collection (tens of ms with a big cache) does not land in a verb's p99.
         gc.collect()
         gc.freeze()
+        # The verbs allocate tens of thousands of short-lived objects per call (no cycles): with
+        # the default gen-0 threshold of 700 a 100-node preempt ran ~30 collections and its p99
+        # was 70 ms; collecting every 50,000 allocations brings it to ~2 ms (bench/RESULTS.md).
+        gc.set_threshold(50_000, 20, 100)
         log.info(
             "runway started",
             version=package.__version__,

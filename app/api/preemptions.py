@@ -102,10 +102,7 @@ async def decisions(
     preemptor: str | None = Query(None, description="Only this preemptor (`namespace/name`)."),
 ) -> dict[str, Any]:
     """Per offered node and victim: kept, dropped, re-selected or gang-expanded, and why."""
-    log = _runtime(request).decisions.latest()
-    if preemptor:
-        log = [d for d in log if d.preemptor.key == preemptor]
-    return {"decisions": [d.to_dict() for d in log[:limit]]}
+    return {"decisions": _runtime(request).decisions.latest(limit, preemptor or None)}
 
 
 class ExplainView(BaseModel):
@@ -162,7 +159,5 @@ async def explain(
         )
         raise HTTPException(404, f"pod {', '.join(missing)} not in runway's cache.{hint}")
     answer = explain_pair(runtime, p_pod, v_pod)
-    decision = runtime.decisions.about(preemptor, v_pod.metadata.uid)
-    record = decision.record_of(v_pod.metadata.uid) if decision is not None else None
-    answer["lastDecision"] = record.to_dict() if record is not None else None
+    answer["lastDecision"] = runtime.decisions.about(preemptor, v_pod.metadata.uid)
     return answer

@@ -1,32 +1,63 @@
-"""The last preempt decisions, for ``GET /v1/preemptions/decisions`` and explain."""
+"""The last preempt decisions, for ``GET /v1/preemptions/decisions`` and explain.
+
+Kept as JSON bytes, not as objects: a decision over 1,000 offered nodes is tens of thousands of
+small objects, and two hundred of them alive would make every full garbage collection walk them
+all — inside some unlucky verb call. One ``bytes`` per decision is invisible to the collector
+and bounds the memory plainly. Decoding happens only when the REST API asks.
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
 
 from app.policy.victims import Decision
+
+
+@dataclass(frozen=True)
+class _Entry:
+    preemptor: str
+    victims: frozenset[str]
+    """UIDs of every pod the decision has a record of (offered, re-selected, gang)."""
+    data: bytes
 
 
 class DecisionLog:
     """A bounded, newest-last log of preempt decisions."""
 
     def __init__(self, size: int = 200) -> None:
-        self._log: deque[Decision] = deque(maxlen=size)
+        self._log: deque[_Entry] = deque(maxlen=size)
 
     def add(self, decision: Decision) -> None:
         """Remember a decision (the oldest falls off)."""
-        self._log.append(decision)
+        uids = frozenset(rec.uid for node in decision.nodes for rec in node.records)
+        data = msgspec.json.encode(decision.to_dict())
+        self._log.append(_Entry(decision.preemptor.key, uids, data))
 
-    def latest(self, limit: int | None = None) -> list[Decision]:
-        """Newest first."""
-        items = list(reversed(self._log))
-        return items if limit is None else items[:limit]
-
-    def about(self, preemptor_key: str, victim_uid: str | None) -> Decision | None:
-        """The newest decision for this preemptor (that mentions the victim, when given)."""
-        for decision in reversed(self._log):
-            if decision.preemptor.key != preemptor_key:
+    def latest(self, limit: int | None = None, preemptor: str | None = None) -> list[Any]:
+        """Decisions as JSON-ready dicts, newest first (only ``preemptor``'s when given)."""
+        out: list[Any] = []
+        for entry in reversed(self._log):
+            if preemptor is not None and entry.preemptor != preemptor:
                 continue
-            if victim_uid is None or decision.record_of(victim_uid) is not None:
-                return decision
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(msgspec.json.decode(entry.data))
+        return out
+
+    def about(self, preemptor: str, victim_uid: str) -> dict[str, Any] | None:
+        """The victim's record in the newest decision of ``preemptor`` that mentions it: the one
+        for the chosen node when the victim was offered there, else its first record."""
+        for entry in reversed(self._log):
+            if entry.preemptor != preemptor or victim_uid not in entry.victims:
+                continue
+            decision = msgspec.json.decode(entry.data)
+            nodes = sorted(decision["nodes"], key=lambda n: n["node"] != decision["chosenNode"])
+            for node in nodes:
+                for record in node["pods"]:
+                    if record["uid"] == victim_uid:
+                        return dict(record)
         return None

@@ -131,6 +131,11 @@ async def test_explain_answers_from_the_live_state(app: FastAPI) -> None:
     assert "protected" in body["explanation"]
     old = await call(app, "GET", "/v1/explain?preemptor=default/high-0&victim=default/old")
     assert old.json()["eligible"] is True
+    assert old.json()["lastDecision"] is None  # no preempt call yet
+    await call(app, "POST", "/scheduler/preempt", preempt_body())
+    young = await call(app, "GET", "/v1/explain?preemptor=default/high-0&victim=default/young")
+    last = young.json()["lastDecision"]
+    assert last["outcome"] == "dropped" and last["protected"] is True
 
 
 @pytest.mark.parametrize(
