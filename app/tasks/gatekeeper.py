@@ -3,52 +3,43 @@ resumes (leader) or releases the gates mirrored on pods by a previous run or ano
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 from app.logs import get_logger
 from app.runtime import Runtime
 from app.state.cache import CacheEvent
 from app.state.gate import GATE_ANNOTATION, decode_entry
 from app.state.preemption import gate_check, pod_ref, sweep_gates
+from app.tasks.loop import Ticker
 from app.tasks.preemption import PreemptionPlan
 
 log = get_logger("gatekeeper")
 
 
-class GateKeeper:
+class GateKeeper(Ticker):
     """A periodic sweep (for the bound) plus a cache subscription (for victims going away)."""
 
     def __init__(self, runtime: Runtime, interval_s: float = 1.0) -> None:
+        super().__init__("gatekeeper", tick=interval_s, debounce=0.0)
         self._runtime = runtime
-        self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._resumed = False
         self._unsubscribe = runtime.cache.subscribe(self._on_change)
-
-    def start(self) -> None:
-        """Start the periodic sweep."""
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="gatekeeper")
 
     async def stop(self) -> None:
         """Stop the sweep and the subscription."""
         self._unsubscribe()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await super().stop()
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
         if len(self._runtime.gate):
             sweep_gates(self._runtime)
 
-    async def _run(self) -> None:
-        resumed = False
-        while True:
-            if not resumed and self._runtime.cache.pods_synced and self._runtime.is_leader:
-                self.resume_mirrored()
-                resumed = True
-            sweep_gates(self._runtime)
-            await asyncio.sleep(self._interval_s)  # the sweep period, not a wait for a condition
+    async def run_once(self) -> float:
+        """Resume mirrored gates once (leader, after the first list), then sweep."""
+        runtime = self._runtime
+        if not self._resumed and runtime.cache.pods_synced and runtime.is_leader:
+            self.resume_mirrored()
+            self._resumed = True
+        sweep_gates(runtime)
+        return self.tick
 
     def resume_mirrored(self) -> None:
         """Gates found on pods at startup: release the finished ones, re-run the others' calls.

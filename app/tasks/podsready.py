@@ -36,6 +36,7 @@ from app.policy.backoff import JitterSource, next_eviction_state, random_jitter
 from app.policy.podsready import PodsReadyCheck, timeout_message
 from app.state import requeue
 from app.state.cache import WorkloadView
+from app.tasks.loop import Ticker
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
@@ -77,7 +78,7 @@ async def load_records(runtime: Runtime, within: float = 5.0) -> bool:
     return await store.owners.wait_synced(max(deadline - loop.time(), 0.0))
 
 
-class PodsReadyEvictor:
+class PodsReadyEvictor(Ticker):
     """Evicts workloads past their PodsReady timeouts (leader only) and keeps the gauges."""
 
     def __init__(
@@ -89,13 +90,10 @@ class PodsReadyEvictor:
         jitter: JitterSource = random_jitter,
         is_leader: Callable[[], bool] | None = None,
     ) -> None:
+        super().__init__("podsready", tick=tick, debounce=debounce)
         self.runtime = runtime
-        self.tick = tick
-        self.debounce = debounce
         self.jitter = jitter
         self.is_leader = is_leader or (lambda: runtime.is_leader)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._evictions: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -107,38 +105,28 @@ class PodsReadyEvictor:
 
     def start(self) -> None:
         """Subscribe to the cache and start the loop."""
-        self._unsubscribe = self.runtime.cache.subscribe(lambda _event: self._wake.set())
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="podsready")
+        self._unsubscribe = self.runtime.cache.subscribe(lambda _event: self.poke())
+        super().start()
 
     async def stop(self) -> None:
         """Stop the loop and every eviction in flight; returns when none is left."""
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        tasks = [t for t in (self._task, *self._evictions) if t is not None]
-        for task in tasks:
+        await super().stop()
+        for task in list(self._evictions):
             task.cancel()
-        for task in tasks:
+        for task in list(self._evictions):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self._task = None
 
     def pending_tasks(self) -> int:
         """Eviction tasks not finished yet."""
         return sum(1 for t in self._evictions if not t.done())
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                wait = await self.tick_once()
-            except Exception:  # a bug in one pass must not end PodsReady tracking for good
-                log.exception("podsready pass failed")
-                wait = self.tick
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(min(wait, self.tick), self.debounce)):
-                    await self._wake.wait()
-            self._wake.clear()
-            await asyncio.sleep(self.debounce)  # let a burst of watch events settle
+    async def run_once(self) -> float:
+        """One evaluation pass (``Ticker``)."""
+        return await self.tick_once()
 
     # -- one pass -------------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from app.state.wakeup import WakeSchedule, pending_holds
 
 if TYPE_CHECKING:
     from app.runtime import Runtime
+from app.tasks.loop import Ticker
 
 log = get_logger("tasks.wakeup")
 
@@ -58,7 +59,7 @@ def wake_patch(uid: str, now: float) -> dict[str, object]:
     return {"metadata": {"uid": uid, "annotations": {WAKE_ANNOTATION: wake_stamp(now)}}}
 
 
-class RequeueWaker:
+class RequeueWaker(Ticker):
     """Wakes pending pods whose hold ended (see the module docstring)."""
 
     def __init__(
@@ -73,9 +74,8 @@ class RequeueWaker:
         concurrency: int = 8,
         is_leader: Callable[[], bool] | None = None,
     ) -> None:
+        super().__init__("requeue-waker", tick=tick, debounce=debounce)
         self.runtime = runtime
-        self.tick = tick
-        self.debounce = debounce
         self.concurrency = concurrency
         self.is_leader = is_leader or (lambda: runtime.is_leader)
         self.limiter = TokenBucket(rate, burst)
@@ -89,17 +89,15 @@ class RequeueWaker:
         self._generation = -1
         self._next_check: float | None = None
         self._retries: dict[str, int] = {}
-        self._poke = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._listener: Callable[[], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Listen to cache and record changes and start the loop."""
-        self._listener = self._poke.set
+        self._listener = self.poke
         requeue.index(self.runtime).listeners.append(self._listener)
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name="requeue-waker")
+        super().start()
 
     async def stop(self) -> None:
         """Stop listening and end the loop (a patch in flight is cancelled)."""
@@ -107,26 +105,12 @@ class RequeueWaker:
             with contextlib.suppress(ValueError):
                 requeue.index(self.runtime).listeners.remove(self._listener)
             self._listener = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
 
-    async def _loop(self) -> None:
-        while True:
-            try:
-                wait = await self.run_once()
-            except Exception:  # a bug in one pass must not end the wake-ups for good
-                log.exception("requeue wake-up pass failed")
-                wait = self.tick
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._poke.wait()
-            self._poke.clear()
-            # Let a burst of watch events settle; a big cluster's slow pass keeps the waker
-            # under a third of the CPU.
-            await asyncio.sleep(max(self.debounce, 2 * self.pass_seconds))
+    def rest(self) -> float:
+        """The debounce, stretched on a big cluster: a slow pass keeps the waker under a third
+        of the CPU."""
+        return max(self.debounce, 2 * self.pass_seconds)
 
     async def run_once(self) -> float:
         """Evaluate (when something changed or a hold ended) and make the due touches.
