@@ -73,7 +73,11 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if runtime.sync is not None:
             runtime.sync.start()
-            await load_records(runtime)
+            # Serve nothing until the eviction records are read back: a filter answered without
+            # them would let a workload out of its backoff early after a restart. Bounded below
+            # the liveness probe's 30 s; past it the records arrive through the watch.
+            if not await load_records(runtime, within=20.0):
+                log.warning("eviction records not all loaded at startup; serving anyway")
         pre = config.preemption
         api: PreemptionApi = (
             DryRunPreemptionApi()
