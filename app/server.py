@@ -74,9 +74,10 @@ def create_app(
         if runtime.sync is not None:
             runtime.sync.start()
             # Serve nothing until the eviction records are read back: a filter answered without
-            # them would let a workload out of its backoff early after a restart. Bounded below
-            # the liveness probe's 30 s; past it the records arrive through the watch.
-            if not await load_records(runtime, within=20.0):
+            # them would let a workload out of its backoff early after a restart. Bounded (below
+            # the liveness probe's window); past it the records arrive through the watch.
+            within = config.kubernetes.startup_records_timeout
+            if not await load_records(runtime, within=within):
                 log.warning("eviction records not all loaded at startup; serving anyway")
         pre = config.preemption
         api: PreemptionApi = (

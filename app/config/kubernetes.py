@@ -80,6 +80,13 @@ class KubernetesConfig(Section):
     page_size: int = Field(
         500, ge=0, description="Objects per LIST page (`limit`); 0 = one unpaginated LIST."
     )
+    startup_records_timeout: Duration = Field(
+        20.0,
+        ge=0,
+        description="At startup, how long runway waits for the workloads' eviction records "
+        "(owner watches) before it serves: verbs answered without them could let a workload "
+        "out of its backoff early. Keep it below the liveness probe's window.",
+    )
     identity: str | None = Field(
         None, description="This replica's identity in the Lease. Unset: `<hostname>_<random>`."
     )

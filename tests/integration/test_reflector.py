@@ -195,13 +195,16 @@ async def test_readyz_is_false_until_pods_and_nodes_are_listed() -> None:
     fake.add("pods", make_pod("a", node="n1"))
     fake.add("nodes", make_node("n1"))
     fake.list_errors = [503] * 10_000  # the API server is not answering yet
-    config = parse_config({"kubernetes": {"leaderElection": {"enable": False}}})
+    config = parse_config(
+        {"kubernetes": {"leaderElection": {"enable": False}, "startupRecordsTimeout": "3s"}}
+    )
     app = create_app(config, kube=client(fake.transport, retry_total=0))
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="on"))
     serving = asyncio.create_task(server.serve())
     try:
-        # The lifespan waits (bounded, 5 s) for the pod list before it serves: see load_records.
+        # The lifespan waits (bounded, 3 s here) for the pod list before it serves: see
+        # load_records and kubernetes.startupRecordsTimeout.
         await until(lambda: server.started, within=15, what="uvicorn started")
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
             assert (await http.get("/readyz")).status_code == 503
