@@ -1,0 +1,533 @@
+"""Scheduling throughput on the real kube-scheduler (SPEC §7): runway vs the Go peer.
+
+Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]``.
+
+One control plane (``control-plane.sh up`` in a temporary directory, always ``down``) with
+``--nodes`` production-sized Node objects (``bench.payloads.node``: 32 CPUs, 110 pods, ~10 KB of
+JSON each). Then, for each round, mode and extender (the order alternates every round so that
+neither extender always runs first):
+
+1. start the extender by itself: runway (``python -m app serve --kubeconfig <plane> --config``,
+   leader election off, so it watches the plane's pods and nodes as in production) or the Go peer
+   (``tools/go-peer``: official Kubernetes types, encoding/json);
+2. start a kube-scheduler whose only profile (a schedulerName unique to the run) calls that
+   extender for filter and prioritize, ``nodeCacheCapable`` true (mode ``cache``: node names) or
+   false (mode ``list``: full NodeList bodies), with ``clientConnection`` qps/burst 1000 so that
+   client-side throttling caps neither;
+3. create ``--pods`` pending pods (10m CPU, that schedulerName) from a thread pool, and measure
+   from the first create to the moment the scheduler's ``scheduler_schedule_attempts_total
+   {result="scheduled"}`` for the profile reaches ``--pods`` (1.20 counts a pod there once its
+   binding succeeded); polled with a deadline, then checked against a LIST of the namespace;
+4. stop the scheduler and the extender by pid; delete the pods (grace 0: there is no kubelet).
+
+Prints a table and the verdict (runway pods/s >= Go pods/s, per mode, mean over the rounds) and
+writes ``bench/out/throughput.json`` with the machine info.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench import payloads
+from bench.extender import GO_PEER, OUT, machine, print_table
+from tests.e2e.conftest import (
+    ControlPlane,
+    control_plane_up,
+    poll,
+    rfc3339_now,
+    write_scheduler_config,
+)
+from tests.runway_process import free_port, run_runway
+
+EXTENDERS = ("runway", "go")
+MODES = {"cache": True, "list": False}  # mode -> nodeCacheCapable
+RUN_DEADLINE_S = 600.0
+CREATE_THREADS = 8
+
+
+@dataclass
+class Run:
+    """One measured run: an extender, a mode, a round."""
+
+    extender: str
+    mode: str
+    round: int
+    pods: int
+    seconds: float
+    create_seconds: float
+    pods_per_s: float
+    unschedulable: float
+    errors: float
+    extender_cpu_s: float
+    runway_filter_p50_ms: float | None = None
+    runway_prioritize_p50_ms: float | None = None
+
+
+# --------------------------------------------------------------------------- cluster objects
+
+
+def create_nodes(plane: ControlPlane, count: int) -> None:
+    """``count`` production-sized nodes, status set through the status subresource."""
+
+    def one(i: int) -> None:
+        node = payloads.node(i)
+        meta = {k: node["metadata"][k] for k in ("name", "labels", "annotations")}
+        r = plane.api.post(
+            "/api/v1/nodes",
+            json={"apiVersion": "v1", "kind": "Node", "metadata": meta, "spec": node["spec"]},
+        )
+        if r.status_code not in (201, 409):
+            raise RuntimeError(f"create node {meta['name']}: {r.status_code} {r.text}")
+        status = node["status"]
+        now = rfc3339_now()
+        for cond in status["conditions"]:
+            cond["lastHeartbeatTime"] = cond["lastTransitionTime"] = now
+        r = plane.api.patch(
+            f"/api/v1/nodes/{meta['name']}/status",
+            json={"status": status},
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        )
+        if r.status_code != 200:
+            raise RuntimeError(f"node {meta['name']} status: {r.status_code} {r.text}")
+
+    with ThreadPoolExecutor(CREATE_THREADS) as pool:
+        list(pool.map(one, range(count)))
+
+
+def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
+    """A small pending pod for ``scheduler_name``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": "throughput"}},
+        "spec": {
+            "schedulerName": scheduler_name,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def create_pods(plane: ControlPlane, namespace: str, scheduler_name: str, count: int) -> None:
+    """Create ``count`` pods as fast as the API server takes them (a thread pool)."""
+    client = httpx.Client(
+        base_url=plane.url,
+        headers={"Authorization": f"Bearer {plane.env['TOKEN']}"},
+        verify=False,
+        timeout=60,
+        limits=httpx.Limits(max_connections=CREATE_THREADS),
+    )
+
+    def one(i: int) -> None:
+        body = pod_body(f"tp-{i:05d}", scheduler_name)
+        r = client.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
+        if r.status_code != 201:
+            raise RuntimeError(f"create pod {i}: {r.status_code} {r.text}")
+
+    with client, ThreadPoolExecutor(CREATE_THREADS) as pool:
+        list(pool.map(one, range(count)))
+
+
+def bound_count(plane: ControlPlane, namespace: str) -> int:
+    """Pods of ``namespace`` with a node (one LIST)."""
+    r = plane.api.get(
+        f"/api/v1/namespaces/{namespace}/pods", params={"fieldSelector": "spec.nodeName!="}
+    )
+    return len(r.raise_for_status().json()["items"])
+
+
+def delete_pods(plane: ControlPlane, namespace: str) -> None:
+    """Delete every pod of ``namespace`` at once (grace 0) and the namespace; poll until the
+    pods are gone (the namespace itself stays Terminating: no controller-manager here)."""
+    r = plane.api.request(
+        "DELETE",
+        f"/api/v1/namespaces/{namespace}/pods",
+        json={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+    )
+    r.raise_for_status()
+
+    def empty() -> bool:
+        got = plane.api.get(f"/api/v1/namespaces/{namespace}/pods", params={"limit": 1})
+        return not got.raise_for_status().json()["items"]
+
+    poll(empty, within=120, what=f"pods of {namespace} deleted", every=0.2)
+    plane.api.delete(f"/api/v1/namespaces/{namespace}")
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def samples(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every (name, labels, value) sample of a Prometheus endpoint."""
+    text = httpx.get(url, timeout=10).raise_for_status().text
+    return [
+        (s.name, s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    ]
+
+
+def scheduler_attempts(url: str, profile: str) -> dict[str, float]:
+    """``scheduler_schedule_attempts_total`` of ``profile`` by result."""
+    out: dict[str, float] = {}
+    for name, labels, value in samples(url):
+        if name == "scheduler_schedule_attempts_total" and labels.get("profile") == profile:
+            out[labels.get("result", "")] = value
+    return out
+
+
+def histogram_p50(url: str, metric: str, verb: str) -> float | None:
+    """The median of a Prometheus histogram (linear within the bucket), in seconds."""
+    buckets: list[tuple[float, float]] = []
+    for name, labels, value in samples(url):
+        if name == f"{metric}_bucket" and labels.get("verb") == verb:
+            buckets.append((float(labels["le"]), value))
+    buckets.sort()
+    if not buckets or buckets[-1][1] == 0:
+        return None
+    half = buckets[-1][1] / 2
+    lower, below = 0.0, 0.0
+    for le, count in buckets:
+        if count >= half:
+            if le == float("inf"):
+                return lower
+            return lower + (le - lower) * (half - below) / max(count - below, 1e-9)
+        lower, below = le, count
+    return None
+
+
+# --------------------------------------------------------------------------- extenders
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time used so far by process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+@contextmanager
+def start_extender(name: str, plane: ControlPlane, tmp: Path) -> Iterator[tuple[str, int]]:
+    """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid."""
+    if name == "runway":
+        config = tmp / "runway.yaml"
+        config.write_text(yaml.safe_dump({"kubernetes": {"leaderElection": {"enable": False}}}))
+        args = ["--kubeconfig", str(plane.kubeconfig), "--config", str(config)]
+        with run_runway(tmp, args) as proc:
+            poll(lambda: _healthy(proc.url), within=60, what="runway ready")
+            yield proc.url, proc.proc.pid
+        return
+    port = free_port()
+    with (tmp / f"go-{port}.log").open("wb") as log:
+        go = subprocess.Popen(
+            [str(GO_PEER), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        poll(lambda: go.poll() is None and _healthy(url), within=30, what="Go peer ready")
+        yield url, go.pid
+    finally:
+        go.terminate()
+        try:
+            go.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            go.kill()
+            go.wait(timeout=5)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def scheduler_metrics_url(plane: ControlPlane) -> str | None:
+    """The /metrics URL of the scheduler being started, once control-plane.sh has written its
+    config (it picks a free port and writes it there before it launches kube-scheduler)."""
+    path = plane.dir / "scheduler-config.yaml"
+    if not path.is_file():
+        return None
+    address = yaml.safe_load(path.read_text()).get("metricsBindAddress")
+    return f"http://{address}/metrics" if address else None
+
+
+@dataclass
+class Progress:
+    """What the polling loop saw: the first bind and the last."""
+
+    first_at: float
+    first_count: float
+    end_at: float
+    attempts: dict[str, float]
+
+
+def wait_scheduled(
+    plane: ControlPlane, tag: str, pods: int, failure: list[BaseException], deadline: float
+) -> Progress:
+    """Poll the scheduler's metrics until ``pods`` pods of profile ``tag`` are bound."""
+    first: tuple[float, float] | None = None
+    attempts: dict[str, float] = {}
+    while True:
+        url = scheduler_metrics_url(plane)
+        try:
+            attempts = scheduler_attempts(url, tag) if url else {}
+        except httpx.TransportError:
+            attempts = {}  # not listening yet
+        now = time.monotonic()
+        scheduled = attempts.get("scheduled", 0)
+        if first is None and scheduled > 0:
+            first = (now, scheduled)
+        if scheduled >= pods:
+            assert first is not None
+            return Progress(first[0], first[1], now, attempts)
+        if failure:
+            raise RuntimeError(f"{tag}: {failure[0]}") from failure[0]
+        if now > deadline:
+            raise RuntimeError(f"{tag}: {attempts} at the deadline (see {plane.dir}/*.log)")
+        time.sleep(0.02)  # polling interval, not a wait for a condition
+
+
+def measure(
+    plane: ControlPlane, tmp: Path, extender: str, mode: str, rnd: int, pods: int, start: str
+) -> Run:
+    """Start the extender and a scheduler pointing at it, schedule ``pods`` pods, clean up.
+
+    ``start="stream"``: the scheduler runs first, pods are created while it schedules; the time
+    is from the first create to the last bind. ``start="backlog"``: the pods are created first
+    (1,000 pending pods), then the scheduler starts; the time is from the first bind seen to the
+    last (the scheduler's start-up excluded).
+    """
+    tag = f"tp-r{rnd}-{extender}-{mode}"
+    plane.ensure_namespace(tag)
+    with start_extender(extender, plane, tmp) as (url, pid):
+        config = write_scheduler_config(
+            tmp / f"{tag}.yaml",
+            url,
+            node_cache_capable=MODES[mode],
+            scheduler_name=tag,
+            http_timeout="30s",
+            extra={"clientConnection": {"qps": 1000, "burst": 1000}},
+        )
+        (plane.dir / "scheduler-config.yaml").unlink(missing_ok=True)
+        failure: list[BaseException] = []
+        created_at: list[float] = []
+
+        def in_thread(work: Any) -> threading.Thread:
+            def body() -> None:
+                try:
+                    work()
+                    created_at.append(time.monotonic())
+                except BaseException as exc:  # reported by the polling loop
+                    failure.append(exc)
+
+            thread = threading.Thread(target=body, daemon=True)
+            thread.start()
+            return thread
+
+        try:
+            cpu0 = cpu_seconds(pid)
+            t0 = time.monotonic()
+            if start == "stream":
+                plane.start_scheduler(config)
+                t0 = time.monotonic()
+                thread = in_thread(lambda: create_pods(plane, tag, tag, pods))
+            else:
+                create_pods(plane, tag, tag, pods)
+                created_at.append(time.monotonic())
+                thread = in_thread(lambda: plane.start_scheduler(config))
+            seen = wait_scheduled(plane, tag, pods, failure, t0 + RUN_DEADLINE_S)
+            cpu = cpu_seconds(pid) - cpu0
+            thread.join(timeout=120)
+            if failure:
+                raise RuntimeError(f"{tag}: {failure[0]}") from failure[0]
+            bound = bound_count(plane, tag)
+            if bound != pods:
+                raise RuntimeError(f"{tag}: the scheduler counted {pods} but {bound} are bound")
+            if start == "stream":
+                seconds, counted = seen.end_at - t0, float(pods)
+            else:
+                seconds, counted = seen.end_at - seen.first_at, pods - seen.first_count
+            run = Run(
+                extender=extender,
+                mode=mode,
+                round=rnd,
+                pods=pods,
+                seconds=seconds,
+                create_seconds=created_at[0] - t0,
+                pods_per_s=counted / seconds,
+                unschedulable=seen.attempts.get("unschedulable", 0),
+                errors=seen.attempts.get("error", 0),
+                extender_cpu_s=cpu,
+            )
+            if extender == "runway":
+                metric = "runway_extender_request_duration_seconds"
+                for verb in ("filter", "prioritize"):
+                    p50 = histogram_p50(f"{url}/metrics", metric, verb)
+                    setattr(run, f"runway_{verb}_p50_ms", None if p50 is None else p50 * 1e3)
+        finally:
+            plane.stop_scheduler()
+        delete_pods(plane, tag)
+    print(
+        f"  round {rnd} {extender:6s} {mode:5s}: {run.seconds:6.2f} s, {run.pods_per_s:6.1f} pods/s"
+        f" (creates done at {run.create_seconds:.2f} s)",
+        flush=True,
+    )
+    return run
+
+
+# --------------------------------------------------------------------------- main
+
+
+def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]:
+    """Per mode: mean pods/s of each extender over the rounds, and the verdict."""
+    out = []
+    for mode in modes:
+        mean = {
+            ext: statistics.fmean(
+                r.pods_per_s for r in runs if r.extender == ext and r.mode == mode
+            )
+            for ext in EXTENDERS
+        }
+        out.append(
+            {
+                "bar": f"throughput with runway >= with the Go peer (nodeCacheCapable "
+                f"{str(MODES[mode]).lower()})",
+                "runway_pods_per_s": mean["runway"],
+                "go_pods_per_s": mean["go"],
+                "ratio": mean["runway"] / mean["go"],
+                "met": mean["runway"] >= mean["go"],
+            }
+        )
+    return out
+
+
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds for the table, or a dash."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the rounds, print the table and the verdict, write the JSON results."""
+    parser = argparse.ArgumentParser(prog="python -m bench.throughput", description=__doc__)
+    parser.add_argument("--nodes", type=int, default=200)
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--modes", default="cache,list", help="comma-separated: cache,list")
+    parser.add_argument(
+        "--start",
+        choices=("stream", "backlog"),
+        default="stream",
+        help="stream: create pods while the scheduler runs (time from the first create); "
+        "backlog: create them first, then start the scheduler (time from the first bind)",
+    )
+    parser.add_argument("--out", type=Path, default=OUT / "throughput.json")
+    ns = parser.parse_args(argv)
+    modes = ns.modes.split(",")
+    if unknown := set(modes) - set(MODES):
+        parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}")
+    if not GO_PEER.exists():
+        parser.error(f"Go peer not built: run /work/shared/tools/go-peer/build.sh ({GO_PEER})")
+    info = machine()
+    print(
+        f"{info['cpu']}, {info['cores']} cores, Python {info['python']}, "
+        f"load {info['loadavg_start'][0]:.2f}; {ns.nodes} nodes, {ns.pods} pods, "
+        f"{ns.rounds} rounds, modes {', '.join(modes)}",
+        flush=True,
+    )
+    started = time.time()
+    runs: list[Run] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
+        control_plane_up() as plane,
+    ):
+        create_nodes(plane, ns.nodes)
+        print(f"control plane up at {plane.url}; {ns.nodes} nodes created", flush=True)
+        for rnd in range(ns.rounds):
+            for mode in modes:
+                order = EXTENDERS if rnd % 2 == 0 else EXTENDERS[::-1]
+                for ext in order:
+                    runs.append(measure(plane, Path(tmp), ext, mode, rnd, ns.pods, ns.start))
+    print_table(
+        f"scheduling throughput: kube-scheduler 1.20, {ns.nodes} nodes, "
+        + ("first create -> last bind" if ns.start == "stream" else "backlog: first -> last bind"),
+        (
+            "extender",
+            "mode",
+            "round",
+            "pods",
+            "seconds",
+            "pods/s",
+            "ext CPU s",
+            "filter p50 ms",
+            "prio p50 ms",
+        ),
+        [
+            (
+                r.extender,
+                r.mode,
+                str(r.round),
+                str(r.pods),
+                f"{r.seconds:.2f}",
+                f"{r.pods_per_s:.1f}",
+                f"{r.extender_cpu_s:.2f}",
+                fmt_ms(r.runway_filter_p50_ms),
+                fmt_ms(r.runway_prioritize_p50_ms),
+            )
+            for r in runs
+        ],
+    )
+    bars = summarise(runs, modes)
+    print("\nbars (SPEC §7)")
+    for b in bars:
+        print(
+            f"  [{'MET' if b['met'] else 'MISSED':6s}] {b['bar']}: runway "
+            f"{b['runway_pods_per_s']:.1f} vs Go {b['go_pods_per_s']:.1f} pods/s "
+            f"({b['ratio']:.2f}x)"
+        )
+    info["loadavg_end"] = os.getloadavg()
+    result = {
+        "machine": info,
+        "nodes": ns.nodes,
+        "pods": ns.pods,
+        "rounds": ns.rounds,
+        "start": ns.start,
+        "started": started,
+        "seconds": round(time.time() - started, 1),
+        "runs": [asdict(r) for r in runs],
+        "bars": bars,
+    }
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {ns.out} ({result['seconds']} s)")
+    return 0 if all(b["met"] for b in bars) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
