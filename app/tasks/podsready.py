@@ -98,6 +98,7 @@ class PodsReadyEvictor(Ticker):
         self._in_flight: set[str] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self._gauged: set[str] = set()
+        self._gauged_at = float("-inf")
         self.evicted = 0
         """Evictions recorded by this process (for tests and the log)."""
 
@@ -138,7 +139,14 @@ class PodsReadyEvictor(Ticker):
         now = runtime.clock.now()
         cache = runtime.cache
         idx = requeue.index(runtime)
-        self._update_gauges(now)
+        # Gauges are for a scrape every few seconds: refresh them once per tick, not on every
+        # burst of watch events (a pass over every workload and its record).
+        if now - self._gauged_at >= self.tick or now < self._gauged_at:
+            self._update_gauges(now)
+            self._gauged_at = now
+        if not cfg.enable:
+            # Nothing to evict, and readiness history only matters for recoveryTimeout.
+            return self.tick
         leader = self.is_leader()
         wait = self.tick
         for key in cache.workload_keys():
@@ -148,7 +156,7 @@ class PodsReadyEvictor(Ticker):
             if view.pods_ready:
                 idx.ready_seen[key] = view.start_time
                 continue
-            if not cfg.enable or not leader or not _managed(view):
+            if not leader or not _managed(view):
                 continue
             _, check = requeue.evaluate(runtime, view, now)
             if check.due and str(key) not in self._in_flight:
