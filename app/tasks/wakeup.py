@@ -67,7 +67,7 @@ class RequeueWaker(Ticker):
         runtime: Runtime,
         *,
         tick: float = 1.0,
-        debounce: float = 0.2,
+        debounce: float = 1.0,
         rate: float = 50.0,
         burst: int = 100,
         min_interval: float = 1.0,
@@ -108,9 +108,11 @@ class RequeueWaker(Ticker):
         await super().stop()
 
     def rest(self) -> float:
-        """The debounce, stretched on a big cluster: a slow pass keeps the waker under a third
-        of the CPU."""
-        return max(self.debounce, 2 * self.pass_seconds)
+        """The debounce (1 s: a hold ends seconds to hours after it began, so waking a second
+        late costs nothing), stretched on a big cluster so a slow pass (every pending pod
+        through the filter's rule chain) keeps the waker under a sixth of a CPU: the scheduler
+        shares the machine."""
+        return max(self.debounce, 5 * self.pass_seconds)
 
     async def run_once(self) -> float:
         """Evaluate (when something changed or a hold ended) and make the due touches.
