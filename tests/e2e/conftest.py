@@ -120,7 +120,8 @@ class ControlPlane:
         of its /metrics. ``down`` stops it with the rest."""
         done = run_control_plane("scheduler", str(self.dir), str(config), timeout=120)
         assert done.returncode == 0, done.stderr
-        for line in (self.dir / "env").read_text().splitlines():
+        # control-plane.sh appends a line per scheduler start: the newest is the last one.
+        for line in reversed((self.dir / "env").read_text().splitlines()):
             if line.startswith("SCHEDULER_METRICS="):
                 return line.split("=", 1)[1]
         raise AssertionError("control-plane.sh scheduler did not write SCHEDULER_METRICS")
