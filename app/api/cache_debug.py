@@ -9,19 +9,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from app.api.models import CamelModel
 from app.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["debug"])
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class CachedPod(_Out):
+class CachedPod(CamelModel):
     """One cached pod, reduced to what tells two caches apart."""
 
     uid: str
@@ -34,7 +30,7 @@ class CachedPod(_Out):
     terminating: bool
 
 
-class CachedNode(_Out):
+class CachedNode(CamelModel):
     """One cached node."""
 
     name: str
@@ -44,7 +40,7 @@ class CachedNode(_Out):
     unschedulable: bool
 
 
-class CacheSummary(_Out):
+class CacheSummary(CamelModel):
     """Counts (always) and contents (with ``detail=true``) of the cluster cache."""
 
     connected: bool = Field(description="False on the embedded default (no API server).")

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
+from app.api.models import CamelModel
 from app.config import RunwayConfig
 from app.policy.minruntime import (
     Resolution,
@@ -28,11 +28,7 @@ from app.wire.schema import ErrorBody
 router = APIRouter(prefix="/v1", tags=["tooling"])
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-class ResolveResponse(_Out):
+class ResolveResponse(CamelModel):
     """The min-runtime protecting a victim in one queue from a preemptor in another."""
 
     action: Literal["preempt", "reclaim"] = Field(
@@ -48,7 +44,7 @@ class ResolveResponse(_Out):
     )
 
 
-class QueueCounts(_Out):
+class QueueCounts(CamelModel):
     """Workloads of a leaf queue by state (from the cache and the eviction records)."""
 
     pending: int = 0
@@ -57,7 +53,7 @@ class QueueCounts(_Out):
     deactivated: int = Field(0, description="Held until reactivated.")
 
 
-class QueueView(_Out):
+class QueueView(CamelModel):
     """One queue with its own settings and what they resolve to."""
 
     name: str
@@ -87,7 +83,7 @@ class QueueView(_Out):
     )
 
 
-class QueuesResponse(_Out):
+class QueuesResponse(CamelModel):
     """The queue tree with resolved settings, in config order."""
 
     pool: str | None = Field(description="The pool whose defaults were applied (None = global).")

@@ -15,12 +15,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
+from pydantic import Field
 
 from app.api.auth import Principal, require_auth
+from app.api.models import CamelModel
 from app.model.eviction import EvictionRecord
-from app.model.timestamps import format_time
+from app.model.timestamps import format_optional_time, format_time
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import (
     admissible,
@@ -36,15 +36,7 @@ from app.wire.schema import ErrorBody
 router = APIRouter(prefix="/v1", tags=["requeue"])
 
 
-class _Out(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
-
-
-def _time(seconds: float | None) -> str | None:
-    return format_time(seconds) if seconds is not None else None
-
-
-class EvictionRecordView(_Out):
+class EvictionRecordView(CamelModel):
     """The workload's eviction record (annotations ``runway.dev/eviction-*``)."""
 
     reason: Literal["Preempted", "PodsReadyTimeout"]
@@ -67,15 +59,15 @@ class EvictionRecordView(_Out):
             time=format_time(record.time),
             preemptor_uid=record.preemptor_uid,
             count=record.count,
-            requeue_at=_time(record.requeue_at),
-            first_eviction_time=_time(record.first_eviction_time),
+            requeue_at=format_optional_time(record.requeue_at),
+            first_eviction_time=format_optional_time(record.first_eviction_time),
             deactivated=record.deactivated,
             message=record.message,
             failed_pools=list(record.failed_pools),
         )
 
 
-class PodView(_Out):
+class PodView(CamelModel):
     """One pod of the workload."""
 
     name: str
@@ -86,7 +78,7 @@ class PodView(_Out):
     terminating: bool
 
 
-class GateView(_Out):
+class GateView(CamelModel):
     """The workload's pod held in the preemption gate."""
 
     pod: str
@@ -95,7 +87,7 @@ class GateView(_Out):
     until: str | None
 
 
-class WorkloadResponse(_Out):
+class WorkloadResponse(CamelModel):
     """A workload as runway sees it."""
 
     namespace: str
@@ -121,7 +113,7 @@ class WorkloadResponse(_Out):
     gate: list[GateView]
 
 
-class PendingEntry(_Out):
+class PendingEntry(CamelModel):
     """One pending workload in queue order."""
 
     position: int = Field(description="1 = head of the order.")
@@ -136,7 +128,7 @@ class PendingEntry(_Out):
     )
 
 
-class PendingResponse(_Out):
+class PendingResponse(CamelModel):
     """A leaf queue's pending order, head first."""
 
     queue: str
@@ -178,7 +170,7 @@ def workload_response(runtime: Runtime, key: WorkloadKey) -> WorkloadResponse | 
                     pod=pod.key,
                     nominated_node=hold.nominated_node,
                     outstanding_victims=hold.outstanding_victims,
-                    until=_time(hold.until),
+                    until=format_optional_time(hold.until),
                 )
             )
     return WorkloadResponse(
@@ -199,11 +191,11 @@ def workload_response(runtime: Runtime, key: WorkloadKey) -> WorkloadResponse | 
             for p in view.pods
         ],
         min_available=view.min_available,
-        start_time=_time(view.start_time),
+        start_time=format_optional_time(view.start_time),
         pods_ready=view.pods_ready,
         pods_ready_clock=check.cause,
-        pods_ready_deadline=_time(check.deadline),
-        protected_until=_time(protected_until(view.start_time, res)),
+        pods_ready_deadline=format_optional_time(check.deadline),
+        protected_until=format_optional_time(protected_until(view.start_time, res)),
         eviction_record=EvictionRecordView.of(record) if record is not None else None,
         gate=gates,
     )

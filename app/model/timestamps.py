@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 
@@ -18,3 +19,8 @@ def parse_time(value: str | None) -> float | None:
 def format_time(seconds: float) -> str:
     """RFC 3339 in UTC with a ``Z`` suffix, second precision (as the API server writes it)."""
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_optional_time(seconds: float | None) -> str | None:
+    """``format_time`` for a time that may be unknown (None) or unbounded (infinite): None."""
+    return format_time(seconds) if seconds is not None and math.isfinite(seconds) else None

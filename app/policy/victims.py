@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from app.model import Pod
-from app.model.timestamps import format_time
+from app.model.timestamps import format_optional_time, format_time
 from app.policy import quantity
 from app.policy.quantity import Resources
 from app.policy.workload import min_available, queue_of, workload_of
@@ -283,8 +283,8 @@ class VictimRecord:
             "minRuntimeSeconds": p.min_runtime_s,
             "rule": p.resolved_from,
             "queuePath": list(p.path),
-            "start": _time(p.start),
-            "protectedUntil": _time(p.protected_until),
+            "start": format_optional_time(p.start),
+            "protectedUntil": format_optional_time(p.protected_until),
         }
 
 
@@ -318,7 +318,7 @@ class NodeRecord:
             "maxPriority": self.max_priority,
             "prioritySum": self.priority_sum,
             "victimCount": self.victim_count,
-            "latestStart": _time(self.latest_start),
+            "latestStart": format_optional_time(self.latest_start),
             "pods": [r.to_dict() for r in self.records],
         }
 
@@ -397,7 +397,7 @@ class Decision:
                 "queue": p.queue,
                 "workload": p.workload,
             },
-            "time": _time(self.now),
+            "time": format_optional_time(self.now),
             "chosenNode": self.chosen,
             "reason": self.reason,
             "vetoedByGate": self.vetoed_by_gate,
@@ -407,10 +407,6 @@ class Decision:
             "nodes": [n.to_dict() for n in self.nodes],
             "counts": self.counts.to_dict(),
         }
-
-
-def _time(seconds: float | None) -> str | None:
-    return format_time(seconds) if seconds is not None and math.isfinite(seconds) else None
 
 
 # --- the algorithm -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from app import metrics
 from app.model import Pod
-from app.model.timestamps import format_time
+from app.model.timestamps import format_optional_time
 from app.policy import minruntime
 from app.policy.gate import GateCheck, GateEntry, PodRef, VictimState, check_gate
 from app.policy.quantity import QuantityError
@@ -297,10 +297,8 @@ def explain_pair(runtime: Runtime, preemptor: Pod, victim: Pod) -> dict[str, obj
         "minRuntimeSeconds": prot.min_runtime_s,
         "resolvedFrom": prot.resolved_from,
         "path": list(prot.path),
-        "start": format_time(start) if start is not None else None,
-        "protectedUntil": (
-            format_time(prot.protected_until) if prot.protected_until is not None else None
-        ),
+        "start": format_optional_time(start),
+        "protectedUntil": format_optional_time(prot.protected_until),
         "protected": prot.protected,
         "eligible": lower and not prot.protected,
         "workload": {
