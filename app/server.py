@@ -14,22 +14,13 @@ from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
+from app import wiring
 from app.api import cache_debug, extender, ops, preemptions, tooling, workloads
 from app.api.auth import install_auth
-from app.clock import Clock, SystemClock
+from app.clock import Clock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
-from app.kube.dryrun import DryRunPreemptionApi
-from app.kube.preemption import KubePreemptionApi
-from app.kube.sync import ClusterSync
 from app.logs import get_logger
-from app.runtime import Runtime
-from app.state import requeue
-from app.state.decisions import DecisionLog
-from app.tasks.gatekeeper import GateKeeper
-from app.tasks.podsready import PodsReadyEvictor, load_records
-from app.tasks.preemption import PreemptionApi, PreemptionExecutor
-from app.tasks.wakeup import RequeueWaker
 from app.wire import schema
 
 log = get_logger("server")
@@ -58,70 +49,22 @@ def create_app(
     """Build the service for ``config`` (the embedded default when None); with ``kube``, pods
     and nodes are watched into the cache and ``/readyz`` waits for their first LIST."""
     config = config or RunwayConfig()
-    runtime = Runtime(config=config, clock=clock or SystemClock(), kube=kube)
-    if kube is not None:
-        runtime.ready = False
-
-        def synced() -> None:
-            runtime.ready = True
-
-        runtime.sync = ClusterSync(kube, runtime.cache, config.kubernetes, on_synced=synced)
-    # Eviction records (SPEC §5): owners' annotations watched, read without I/O by filter.
-    requeue.records(runtime)
+    runway = wiring.build(config, clock, kube=kube)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if runtime.sync is not None:
-            runtime.sync.start()
-            # Serve nothing until the eviction records are read back: a filter answered without
-            # them would let a workload out of its backoff early after a restart. Bounded (below
-            # the liveness probe's window); past it the records arrive through the watch.
-            within = config.kubernetes.startup_records_timeout
-            if not await load_records(runtime, within=within):
-                log.warning("eviction records not all loaded at startup; serving anyway")
-        pre = config.preemption
-        api: PreemptionApi = (
-            DryRunPreemptionApi()
-            if runtime.kube is None
-            else KubePreemptionApi(runtime.kube, runtime.records)
-        )
-        runtime.preemptions = PreemptionExecutor(
-            api,
-            runtime.gate,
-            runtime.clock,
-            concurrency=pre.max_concurrent_tasks,
-            victim_parallelism=pre.victim_parallelism,
-            gate_bound_s=pre.gate_timeout,
-            history=pre.history,
-            identity=runtime.leader.identity if runtime.leader is not None else "",
-        )
-        runtime.decisions = DecisionLog(pre.decision_history)
-        gatekeeper = GateKeeper(runtime)
-        gatekeeper.start()
-        # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
-        runtime.evictor = PodsReadyEvictor(runtime)
-        runtime.evictor.start()
-        # Holds that end (backoff, reactivation, preemptor bound...) wake the pods (leader only).
-        runtime.waker = RequeueWaker(runtime)
-        runtime.waker.start()
+        await runway.start()
         settle_heap()
         log.info(
             "runway started",
             version=package.__version__,
             url_prefix=config.server.url_prefix,
             max_body_bytes=config.server.max_body_bytes,
-            mode="embedded default (no cluster)" if runtime.kube is None else "cluster",
-            preemption="async" if pre.async_ else "sync",
+            mode="embedded default (no cluster)" if kube is None else "cluster",
+            preemption="async" if config.preemption.async_ else "sync",
         )
         yield
-        await runtime.waker.stop()
-        await runtime.evictor.stop()
-        await gatekeeper.stop()
-        await runtime.preemptions.drain(pre.shutdown_grace)
-        if runtime.records is not None and runtime.records.owners is not None:
-            await runtime.records.owners.stop()
-        if runtime.sync is not None:
-            await runtime.sync.stop()
+        await runway.stop()
         log.info("runway stopped")
 
     app = FastAPI(
@@ -131,7 +74,8 @@ def create_app(
         "ordering with backoff, asynchronous preemption.",
         lifespan=lifespan,
     )
-    app.state.runtime = runtime
+    app.state.runway = runway
+    app.state.context = runway.api_context()
     app.include_router(extender.build_router(config.server.url_prefix))
     app.include_router(ops.router)
     app.include_router(preemptions.router)
@@ -141,7 +85,7 @@ def create_app(
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
     # guarded here when auth.protectMetrics / auth.protectReadOnly say so.
-    install_auth(app, config.auth, lambda: runtime.kube, host=config.server.host)
+    install_auth(app, config.auth, lambda: runway.kube, host=config.server.host)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -11,8 +11,8 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
+from app.api.context import context
 from app.api.models import CamelModel
-from app.runtime import Runtime
 
 router = APIRouter(prefix="/v1", tags=["debug"])
 
@@ -70,22 +70,21 @@ async def cache_summary(
     detail: Annotated[bool, Query(description="List every cached pod and node.")] = False,
 ) -> CacheSummary:
     """Counts of the pod/node cache and its indexes, optionally with every object."""
-    runtime: Runtime = request.app.state.runtime
-    cache = runtime.cache
-    sync = runtime.sync
+    ctx = context(request)
+    cache, cluster = ctx.cache, ctx.cluster
     summary = CacheSummary(
-        connected=runtime.kube is not None,
+        connected=cluster.connected,
         synced=cache.synced,
-        leader=runtime.leader.is_leader if runtime.leader is not None else None,
-        identity=runtime.leader.identity if runtime.leader is not None else None,
+        leader=cluster.leadership,
+        identity=cluster.identity,
         pods=len(cache),
         pending=len(cache.pending_pods()),
         bound=cache.bound_count(),
         nodes=cache.node_count(),
         workloads=len(cache.workload_keys()),
         queues={q: len(cache.pods_in_queue(q)) for q in cache.queues()},
-        pod_resource_version=sync.pods.resource_version if sync else None,
-        node_resource_version=sync.nodes.resource_version if sync else None,
+        pod_resource_version=cluster.pod_resource_version,
+        node_resource_version=cluster.node_resource_version,
     )
     if detail:
         summary.pod_items = sorted(

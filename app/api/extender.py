@@ -16,11 +16,10 @@ from fastapi.responses import JSONResponse, Response
 
 from app import metrics
 from app.api.body import BodyTooLarge, BuffersResponse, read_body
+from app.api.context import ApiContext, context
 from app.logs import get_logger
 from app.policy import admission, scoring
-from app.runtime import Runtime
-from app.state import requeue
-from app.state.preemption import PreemptOutcome, decide_preemption
+from app.state.preemption import PreemptOutcome
 from app.wire import (
     WireError,
     decode_extender_args,
@@ -37,12 +36,10 @@ log = get_logger("extender")
 VERBS = ("filter", "prioritize", "preempt")
 
 
-def filter_parts(runtime: Runtime, body: bytes) -> list[bytes | memoryview]:
+def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
     args = decode_extender_args(body)
-    now = runtime.clock.now()
-    facts = requeue.filter_input(runtime, args.pod, now)
-    verdict = admission.admit(args.pod, facts, now, requeue.filter_policy(runtime))
+    verdict = ctx.requeue.admit(args.pod, ctx.clock.now())
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     if verdict.allowed and verdict.only_nodes is None:
@@ -52,15 +49,15 @@ def filter_parts(runtime: Runtime, body: bytes) -> list[bytes | memoryview]:
     return encode_filter_result_parts(args, split.passed, {}, split.unresolvable)
 
 
-def handle_filter(runtime: Runtime, body: bytes) -> bytes:
+def handle_filter(ctx: ApiContext, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``ExtenderFilterResult``."""
-    return b"".join(filter_parts(runtime, body))
+    return b"".join(filter_parts(ctx, body))
 
 
-def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
+def handle_prioritize(ctx: ApiContext, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``HostPriorityList``."""
     args = decode_extender_args(body)
-    history = requeue.scoring_input(runtime, args.pod)
+    history = ctx.requeue.scoring_input(args.pod)
     if history.uniform:
         # The common case: nothing to prefer, so no per-node facts are built at all.
         return encode_uniform_priorities(args.names(), scoring.MAX_SCORE)
@@ -71,7 +68,7 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
         ]
     elif history.failed_pools:
         # nodeCacheCapable: labels come from runway's node cache when it has the node.
-        cache = runtime.cache
+        cache = ctx.cache
         facts = [scoring.NodeFacts(n, cache.node_labels(n) or None) for n in args.names()]
     else:
         facts = [scoring.NodeFacts(n) for n in args.names()]
@@ -79,10 +76,10 @@ def handle_prioritize(runtime: Runtime, body: bytes) -> bytes:
     return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
 
 
-def plan_preempt(runtime: Runtime, body: bytes) -> tuple[bytes, PreemptOutcome]:
+def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
     """``ExtenderPreemptionArgs`` → the reply bytes and the decision with its executor plan."""
     args = decode_preemption_args(body)
-    outcome = decide_preemption(runtime, args)
+    outcome = ctx.decider.decide(args)
     counts = outcome.decision.counts
     for decision_label, by_kind in (
         ("kept", counts.kept),
@@ -97,12 +94,12 @@ def plan_preempt(runtime: Runtime, body: bytes) -> tuple[bytes, PreemptOutcome]:
     return encode_preemption_result(outcome.decision.reply()), outcome
 
 
-def handle_preempt(runtime: Runtime, body: bytes) -> bytes:
+def handle_preempt(ctx: ApiContext, body: bytes) -> bytes:
     """``ExtenderPreemptionArgs`` → ``ExtenderPreemptionResult`` (always by UID), no API calls."""
-    return plan_preempt(runtime, body)[0]
+    return plan_preempt(ctx, body)[0]
 
 
-Handler = Callable[[Runtime, bytes], bytes]
+Handler = Callable[[ApiContext, bytes], bytes]
 _HANDLERS: dict[str, Handler] = {
     "filter": handle_filter,
     "prioritize": handle_prioritize,
@@ -115,31 +112,30 @@ def error_response(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-async def _execute(runtime: Runtime, outcome: PreemptOutcome) -> None:
+async def _execute(ctx: ApiContext, outcome: PreemptOutcome) -> None:
     """Start the preemption's API calls: in the background (async mode) or before answering."""
-    executor = runtime.preemptions
-    if outcome.plan is None or executor is None:
+    if outcome.plan is None:
         return
-    if runtime.config.preemption.async_:
-        executor.submit(outcome.plan)
+    if ctx.config.preemption.async_:
+        ctx.executor.submit(outcome.plan)
     else:
-        await executor.run_inline(outcome.plan)
+        await ctx.executor.run_inline(outcome.plan)
 
 
 async def serve_verb(request: Request, verb: str) -> Response:
     """Read, dispatch, account. Bad input is a 4xx with a message; a bug is a logged 500."""
-    runtime: Runtime = request.app.state.runtime
+    ctx = context(request)
     start = time.perf_counter()
     outcome = "ok"
     try:
-        body = await read_body(request, runtime.config.server.max_body_bytes)
+        body = await read_body(request, ctx.config.server.max_body_bytes)
         if verb == "filter":
-            return BuffersResponse(filter_parts(runtime, body))
+            return BuffersResponse(filter_parts(ctx, body))
         if verb == "preempt":
-            reply, preemption = plan_preempt(runtime, body)
-            await _execute(runtime, preemption)
+            reply, preemption = plan_preempt(ctx, body)
+            await _execute(ctx, preemption)
         else:
-            reply = _HANDLERS[verb](runtime, body)
+            reply = _HANDLERS[verb](ctx, body)
         return Response(reply, media_type="application/json")
     except BodyTooLarge as exc:
         outcome = "too_large"

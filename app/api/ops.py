@@ -7,7 +7,7 @@ from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from app import metrics
-from app.runtime import Runtime
+from app.api.context import context
 
 router = APIRouter(tags=["operations"])
 
@@ -26,8 +26,7 @@ async def healthz() -> str:
 )
 async def readyz(request: Request) -> Response:
     """Readiness: 200 once pods and nodes are listed (at once on the embedded default)."""
-    runtime: Runtime = request.app.state.runtime
-    if runtime.ready:
+    if context(request).cluster.ready:
         return PlainTextResponse("ok")
     return PlainTextResponse("caches not synced", status_code=503)
 

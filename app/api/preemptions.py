@@ -7,9 +7,8 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import BaseModel, Field
 
+from app.api.context import context
 from app.model.timestamps import format_time
-from app.runtime import Runtime
-from app.state.preemption import explain_pair
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
 
@@ -50,17 +49,12 @@ class GateEntryView(BaseModel):
     holder: str = Field(description="the runway replica that runs the task")
 
 
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
 
 
 @router.get("/preemptions", response_model=PreemptionsView, summary="Preemption tasks")
 async def preemptions(request: Request) -> dict[str, Any]:
     """In-flight preemption tasks and the last finished ones, with timings and results."""
-    executor = _runtime(request).preemptions
-    if executor is None:
-        return {"inFlight": [], "recent": []}
+    executor = context(request).executor
     return {
         "inFlight": [r.to_dict() for r in executor.in_flight()],
         "recent": [r.to_dict() for r in executor.recent()],
@@ -81,7 +75,7 @@ async def gate(request: Request) -> list[dict[str, Any]]:
             "rule": e.rule,
             "holder": e.holder,
         }
-        for e in _runtime(request).gate
+        for e in context(request).gate
     ]
 
 
@@ -102,7 +96,7 @@ async def decisions(
     preemptor: str | None = Query(None, description="Only this preemptor (`namespace/name`)."),
 ) -> dict[str, Any]:
     """Per offered node and victim: kept, dropped, re-selected or gang-expanded, and why."""
-    return {"decisions": _runtime(request).decisions.latest(limit, preemptor or None)}
+    return {"decisions": context(request).decisions.latest(limit, preemptor or None)}
 
 
 class ExplainView(BaseModel):
@@ -144,20 +138,20 @@ async def explain(
     victim: str = Query(description="`namespace/name` of the candidate victim"),
 ) -> dict[str, Any]:
     """Resolve min-runtime for the pair now and say whether the victim is protected."""
-    runtime = _runtime(request)
+    ctx = context(request)
     p_ns, p_name = _split(preemptor, "preemptor")
     v_ns, v_name = _split(victim, "victim")
-    p_pod = runtime.cache.pod_by_key(p_ns, p_name)
-    v_pod = runtime.cache.pod_by_key(v_ns, v_name)
+    p_pod = ctx.cache.pod_by_key(p_ns, p_name)
+    v_pod = ctx.cache.pod_by_key(v_ns, v_name)
     missing = [k for k, pod in ((preemptor, p_pod), (victim, v_pod)) if pod is None]
     if missing or p_pod is None or v_pod is None:
         hint = (
             " runway has no cluster cache (embedded default):"
             " use GET /v1/resolve?preemptorQueue=..&victimQueue=.. for the rule alone"
-            if runtime.kube is None
+            if not ctx.cluster.connected
             else ""
         )
         raise HTTPException(404, f"pod {', '.join(missing)} not in runway's cache.{hint}")
-    answer = explain_pair(runtime, p_pod, v_pod)
-    answer["lastDecision"] = runtime.decisions.about(preemptor, v_pod.metadata.uid)
+    answer = ctx.decider.explain(p_pod, v_pod)
+    answer["lastDecision"] = ctx.decisions.about(preemptor, v_pod.metadata.uid)
     return answer

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
+from app.api.context import context
 from app.api.models import CamelModel
 from app.config import RunwayConfig
 from app.policy.minruntime import (
@@ -21,8 +22,6 @@ from app.policy.minruntime import (
     resolve_reclaim,
 )
 from app.policy.queues import QueueTree
-from app.runtime import Runtime
-from app.state import requeue
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["tooling"])
@@ -150,9 +149,6 @@ def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> 
     )
 
 
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
 
 
 _POOL = Query(
@@ -187,8 +183,8 @@ async def resolve_endpoint(
     """Same leaf queue → `preempt`, else `reclaim`; the rule path says which queue (or the
     pool default) set the value. Queues the config does not declare count as top-level queues
     with no settings."""
-    runtime = _runtime(request)
-    res = resolve_pair(runtime.config, runtime.queues, preemptor_queue, victim_queue, pool)
+    ctx = context(request)
+    res = resolve_pair(ctx.config, ctx.queues, preemptor_queue, victim_queue, pool)
     return resolution_response(res)
 
 
@@ -203,9 +199,9 @@ async def queues_endpoint(
 ) -> QueuesResponse:
     """Each configured queue: parent, path, children, its own settings, the values a victim
     in it gets (preempt; reclaim walking up from the queue) and its workloads by state."""
-    runtime = _runtime(request)
-    response = queues_response(runtime.config, runtime.queues, pool)
-    counts = requeue.queue_counts(runtime, runtime.clock.now())
+    ctx = context(request)
+    response = queues_response(ctx.config, ctx.queues, pool)
+    counts = ctx.requeue.queue_counts(ctx.clock.now())
     for view in response.queues:
         c = counts.get(view.name)
         view.counts = QueueCounts(**vars(c)) if c is not None else QueueCounts()

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from app.api.auth import Principal, require_auth
+from app.api.context import ApiContext, context
 from app.api.models import CamelModel
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import format_optional_time, format_time
@@ -29,8 +30,7 @@ from app.policy.ordering import (
     queue_order_key,
 )
 from app.policy.workload import WorkloadKey, is_ready, queue_of
-from app.runtime import Runtime
-from app.state import requeue
+from app.state.requeue import workload_state
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
@@ -137,33 +137,24 @@ class PendingResponse(CamelModel):
     pending: list[PendingEntry]
 
 
-def _runtime(request: Request) -> Runtime:
-    runtime: Runtime = request.app.state.runtime
-    return runtime
-
-
 def _not_found(message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=404)
 
 
-def _lookup(runtime: Runtime, namespace: str, name: str) -> WorkloadKey | None:
-    return requeue.find_workload(runtime, namespace, name)
-
-
-def workload_response(runtime: Runtime, key: WorkloadKey) -> WorkloadResponse | None:
+def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | None:
     """The REST view of workload ``key`` (None when the cache has none of its pods)."""
-    view = runtime.cache.workload(key)
+    view = ctx.cache.workload(key)
     if view is None:
         return None
-    now = runtime.clock.now()
-    record = requeue.records(runtime).read(key)
-    _, check = requeue.evaluate(runtime, view, now)
-    queue = queue_of(view.pods[0], runtime.cache.queue_labels)
-    defaults = defaults_for_pool(runtime.config.min_runtime, None)
-    res = resolve_preempt(runtime.queues, defaults, queue)
+    now = ctx.clock.now()
+    record = ctx.records.read(key)
+    _, check = ctx.requeue.evaluate(view, now)
+    queue = queue_of(view.pods[0], ctx.cache.queue_labels)
+    defaults = defaults_for_pool(ctx.config.min_runtime, None)
+    res = resolve_preempt(ctx.queues, defaults, queue)
     gates = []
     for pod in view.pods:
-        hold = requeue.gate_hold(runtime, pod, now)
+        hold = ctx.requeue.gate_hold(pod, now)
         if hold is not None:
             gates.append(
                 GateView(
@@ -178,7 +169,7 @@ def workload_response(runtime: Runtime, key: WorkloadKey) -> WorkloadResponse | 
         name=key.name,
         identity=key.source,
         queue=queue,
-        state=requeue.workload_state(view, record, now),
+        state=workload_state(view, record, now),
         pods=[
             PodView(
                 name=p.metadata.name,
@@ -216,9 +207,9 @@ async def get_workload(
     request: Request, namespace: str, name: str
 ) -> WorkloadResponse | JSONResponse:
     """The workload named ``namespace/name`` (label, pod-group, owner or pod name)."""
-    runtime = _runtime(request)
-    key = _lookup(runtime, namespace, name)
-    found = workload_response(runtime, key) if key is not None else None
+    ctx = context(request)
+    key = ctx.requeue.find_workload(namespace, name)
+    found = workload_response(ctx, key) if key is not None else None
     if found is None:
         return _not_found(
             f"no workload {namespace}/{name} in runway's cache: no pod carries that workload "
@@ -247,12 +238,12 @@ async def activate_workload(
     """Kueue's reactivation: count and requeueAt reset, deactivation cleared, written to the
     record on the workload's owner (or pods). A workload without a record is left as it is."""
     del principal  # authenticated and authorized by the dependency
-    runtime = _runtime(request)
-    key = _lookup(runtime, namespace, name)
+    ctx = context(request)
+    key = ctx.requeue.find_workload(namespace, name)
     if key is None:
         return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
-    await requeue.records(runtime).activate(key)
-    found = workload_response(runtime, key)
+    await ctx.records.activate(key)
+    found = workload_response(ctx, key)
     if found is None:
         return _not_found(f"workload {namespace}/{name} disappeared while being activated")
     return found
@@ -267,15 +258,15 @@ async def activate_workload(
 async def get_pending(request: Request, name: str) -> PendingResponse | JSONResponse:
     """Order: priority (desc), a pending preemptor before its victims, queue-order timestamp
     (asc), name. Workloads in backoff or deactivated keep their place but are not admissible."""
-    runtime = _runtime(request)
-    if not runtime.queues.is_known(name) and not runtime.cache.pods_in_queue(name):
+    ctx = context(request)
+    if not ctx.queues.is_known(name) and not ctx.cache.pods_in_queue(name):
         return _not_found(
             f"no queue {name!r}: the config declares no such queue and no pod names it "
             "(`GET /v1/queues` lists the configured queues)"
         )
-    now = runtime.clock.now()
-    workloads = requeue.pending_workloads(runtime, name)
-    strategy = requeue.order_strategy(runtime)
+    now = ctx.clock.now()
+    workloads = ctx.requeue.pending_workloads(name)
+    strategy = ctx.requeue.order
     uids = pending_preemptor_uids(workloads)
     head = queue_head(workloads, strategy, now)
     entries = []
@@ -294,7 +285,7 @@ async def get_pending(request: Request, name: str) -> PendingResponse | JSONResp
         )
     return PendingResponse(
         queue=name,
-        queueing_strategy=runtime.queues.node(name).queueing_strategy,
+        queueing_strategy=ctx.queues.node(name).queueing_strategy,
         head=head.name if head is not None else None,
         pending=entries,
     )

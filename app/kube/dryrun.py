@@ -1,46 +1,42 @@
-"""The embedded default's stand-in for the API server: every planned call is logged, none made."""
+"""The embedded default's stand-in for the API server: every planned pod write is logged, none
+made (implements ``app.tasks.ports.PodApi`` like ``app.kube.pods.KubePodWriter``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from app.logs import get_logger
-from app.policy.gate import GateEntry, PodRef
+from app.model.gate import PodRef
 
 log = get_logger("dry-run")
 
 
-class DryRunPreemptionApi:
-    """Implements ``app.tasks.preemption.PreemptionApi`` by logging what would be done."""
+class DryRunPodWriter:
+    """Logs each pod write as ``dry-run: ...``; answers as if it had succeeded."""
 
-    async def mirror_gate(self, preemptor: PodRef, entry: GateEntry | None) -> None:
-        """Log the gate annotation patch."""
+    async def add_condition(
+        self, pod: PodRef, type_: str, reason: str, message: str, now: float
+    ) -> bool:
+        """Log the status patch."""
         log.info(
-            "dry-run: patch pod annotation",
-            pod=preemptor.key,
-            action="set gate" if entry else "remove gate",
-        )
-
-    async def mark_disruption(self, victim: PodRef, message: str) -> None:
-        """Log the DisruptionTarget status patch."""
-        log.info(
-            "dry-run: patch pods/status DisruptionTarget=True",
-            pod=victim.key,
-            reason="PreemptionByScheduler",
+            "dry-run: patch pods/status condition",
+            pod=pod.key,
+            condition=type_,
+            reason=reason,
             message=message,
         )
+        return True
 
-    async def record_eviction(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
-        """Log the eviction record write."""
-        log.info(
-            "dry-run: write eviction record",
-            pod=victim.key,
-            reason="Preempted",
-            preemptor=preemptor.uid,
-        )
-
-    async def delete_pod(self, victim: PodRef) -> None:
+    async def delete(self, pod: PodRef) -> bool:
         """Log the delete."""
-        log.info("dry-run: delete pod", pod=victim.key, uid=victim.uid)
+        log.info("dry-run: delete pod", pod=pod.key, uid=pod.uid)
+        return True
 
-    async def nominate(self, preemptor: PodRef, node: str | None) -> None:
+    async def nominate(self, pod: PodRef, node: str | None) -> None:
         """Log the nomination patch."""
-        log.info("dry-run: patch pods/status nominatedNodeName", pod=preemptor.key, node=node)
+        log.info("dry-run: patch pods/status nominatedNodeName", pod=pod.key, node=node)
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
+        """Log the annotation patch."""
+        log.info("dry-run: patch pod annotations", pod=pod.key, annotations=dict(annotations))
+        return True

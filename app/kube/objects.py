@@ -16,50 +16,6 @@ class ListMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     continue_: str | None = msgspec.field(default=None, name="continue")
 
 
-class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True):
-    """``metadata`` of a node."""
-
-    name: str = ""
-    uid: str = ""
-    resourceVersion: str = ""
-    labels: dict[str, str] | None = None
-
-
-class NodeSpec(msgspec.Struct, frozen=True, omit_defaults=True):
-    """``spec`` of a node: only whether it is cordoned."""
-
-    unschedulable: bool | None = None
-
-
-class NodeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
-    """``status`` of a node: what pods may request (quantities stay strings)."""
-
-    allocatable: dict[str, str] | None = None
-
-
-class Node(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A node as runway's cache keeps it: name, labels, allocatable, cordon flag."""
-
-    metadata: NodeMeta = NodeMeta()
-    spec: NodeSpec = NodeSpec()
-    status: NodeStatus = NodeStatus()
-
-    @property
-    def name(self) -> str:
-        """The node's name."""
-        return self.metadata.name
-
-    @property
-    def labels(self) -> dict[str, str]:
-        """The node's labels (empty dict when it has none)."""
-        return self.metadata.labels or {}
-
-    @property
-    def allocatable(self) -> dict[str, str]:
-        """``status.allocatable`` (empty dict before the kubelet reports it)."""
-        return self.status.allocatable or {}
-
-
 class ObjectRef(msgspec.Struct, frozen=True, omit_defaults=True):
     """Just enough of any object's metadata to follow its resourceVersion (watch bookmarks)."""
 

@@ -24,50 +24,13 @@ from app.kube.client import KubeClient, Resource
 from app.kube.errors import KubeError
 from app.kube.reflector import Reflector
 from app.logs import get_logger
-from app.model import Pod
+from app.model.owner import OwnerEntry, OwnerRef, runway_annotations
 
 log = get_logger("kube.owners")
-
-ANNOTATION_PREFIX = "runway.dev/"
-"""Only annotations under this prefix are kept for owners."""
 
 
 class UnknownKind(KubeError):
     """The API server does not serve this apiVersion/kind (a CRD not installed...)."""
-
-
-@dataclass(frozen=True, order=True)
-class OwnerRef:
-    """A workload's controller owner, named the ways the API needs."""
-
-    api_version: str
-    kind: str
-    namespace: str
-    name: str
-    uid: str = ""
-
-    @property
-    def kind_key(self) -> tuple[str, str]:
-        """``(apiVersion, kind)``: one reflector per value."""
-        return (self.api_version, self.kind)
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.namespace}/{self.name}"
-
-
-def owner_of(pod: Pod) -> OwnerRef | None:
-    """The pod's controller ownerReference (``controller: true``), or None for a bare pod."""
-    for ref in pod.metadata.ownerReferences or ():
-        if ref.controller and ref.name and ref.kind and ref.apiVersion:
-            return OwnerRef(ref.apiVersion, ref.kind, pod.metadata.namespace, ref.name, ref.uid)
-    return None
-
-
-def runway_annotations(annotations: Mapping[str, str] | None) -> dict[str, str]:
-    """The ``runway.dev/`` annotations of ``annotations``."""
-    if not annotations:
-        return {}
-    return {k: v for k, v in annotations.items() if k.startswith(ANNOTATION_PREFIX)}
 
 
 # --- discovery --------------------------------------------------------------------------------
@@ -144,14 +107,6 @@ class OwnerObject(msgspec.Struct, frozen=True, omit_defaults=True):
     """Any owner object reduced to its metadata (unknown fields are skipped while decoding)."""
 
     metadata: OwnerMeta = OwnerMeta()
-
-
-@dataclass(frozen=True)
-class OwnerEntry:
-    """What the cache keeps of one owner: UID and its ``runway.dev/`` annotations."""
-
-    uid: str
-    annotations: Mapping[str, str]
 
 
 class _KindStore:

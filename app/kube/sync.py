@@ -11,14 +11,12 @@ from collections.abc import Callable
 from app.config.kubernetes import KubernetesConfig
 from app.kube.client import NODES, PODS, KubeClient
 from app.kube.leader import LeaderElector, lease_namespace
-from app.kube.objects import Node
-from app.kube.reflector import Reflector
+from app.kube.reflector import Reflector, Store
 from app.logs import get_logger
 from app.model import Pod
-from app.state.cache import ClusterCache
+from app.model.node import Node
 
 log = get_logger("kube.sync")
-
 
 class ClusterSync:
     """Reflectors for pods and nodes, plus (optionally) the leader elector."""
@@ -26,13 +24,13 @@ class ClusterSync:
     def __init__(
         self,
         client: KubeClient,
-        cache: ClusterCache,
+        pods: Store[Pod],
+        nodes: Store[Node],
         config: KubernetesConfig,
         *,
         on_synced: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
-        self.cache = cache
         self.config = config
         self.on_synced = on_synced
         watch_timeout = int(config.watch_timeout)
@@ -40,7 +38,7 @@ class ClusterSync:
             client,
             PODS,
             Pod,
-            cache.pod_store,
+            pods,
             page_size=config.page_size,
             watch_timeout=watch_timeout,
         )
@@ -48,7 +46,7 @@ class ClusterSync:
             client,
             NODES,
             Node,
-            cache.node_store,
+            nodes,
             page_size=config.page_size,
             watch_timeout=watch_timeout,
         )
@@ -85,7 +83,7 @@ class ClusterSync:
     async def _wait_synced(self) -> None:
         await self.pods.synced.wait()
         await self.nodes.synced.wait()
-        log.info("caches synced", pods=len(self.cache), nodes=self.cache.node_count())
+        log.info("caches synced")
         # The listed cache is millions of long-lived objects: keep them out of the cyclic GC's
         # scans, whose full passes would otherwise pause the extender verbs for 100s of ms.
         gc.collect()

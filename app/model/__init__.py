@@ -5,7 +5,7 @@ API server's list/watch streams (``app.kube``), so policy sees one shape whateve
 the cache keeps a few hundred bytes per pod instead of whole objects.
 """
 
-from app.model.node import NodeName, NodeNameList
+from app.model.node import Node, NodeName
 from app.model.pod import (
     Container,
     ObjectMeta,
@@ -19,8 +19,8 @@ from app.model.pod import (
 
 __all__ = [
     "Container",
+    "Node",
     "NodeName",
-    "NodeNameList",
     "ObjectMeta",
     "OwnerReference",
     "Pod",

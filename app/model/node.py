@@ -1,4 +1,5 @@
-"""Node views. The extender hot path only ever needs a node's name and its labels."""
+"""Node views: ``NodeName`` for the extender hot path (name and labels only), ``Node`` as the
+cache keeps it (name, labels, allocatable, cordon flag)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,45 @@ class NodeName(msgspec.Struct, frozen=True):
         return self.metadata.name
 
 
-class NodeNameList(msgspec.Struct, frozen=True):
-    """A ``NodeList`` decoded down to its items' names and labels."""
+class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``metadata`` of a node."""
 
-    items: list[NodeName] | None = None
+    name: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    labels: dict[str, str] | None = None
+
+
+class NodeSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``spec`` of a node: only whether it is cordoned."""
+
+    unschedulable: bool | None = None
+
+
+class NodeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status`` of a node: what pods may request (quantities stay strings)."""
+
+    allocatable: dict[str, str] | None = None
+
+
+class Node(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A node as runway's cache keeps it: name, labels, allocatable, cordon flag."""
+
+    metadata: NodeMeta = NodeMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return self.metadata.name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The node's labels (empty dict when it has none)."""
+        return self.metadata.labels or {}
+
+    @property
+    def allocatable(self) -> dict[str, str]:
+        """``status.allocatable`` (empty dict before the kubelet reports it)."""
+        return self.status.allocatable or {}

@@ -113,3 +113,7 @@ class Pod(msgspec.Struct, frozen=True, omit_defaults=True):
             if cond.type == type_:
                 return cond
         return None
+
+
+DISRUPTION_TARGET = "DisruptionTarget"
+"""The pod condition saying why a pod is being deleted (set before every runway eviction)."""

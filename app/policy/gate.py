@@ -11,36 +11,8 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from app.model.gate import GateEntry, PodRef
 from app.model.timestamps import format_time
-
-
-@dataclass(frozen=True)
-class PodRef:
-    """A pod named the ways the API needs: UID for preconditions, namespace/name for paths."""
-
-    uid: str
-    namespace: str
-    name: str
-
-    @property
-    def key(self) -> str:
-        """``namespace/name``."""
-        return f"{self.namespace}/{self.name}"
-
-
-@dataclass(frozen=True)
-class GateEntry:
-    """One held preemptor."""
-
-    preemptor: PodRef
-    node: str
-    victims: tuple[PodRef, ...]
-    since: float
-    deadline: float
-    rule: str = ""
-    """The queue rule that made the victims eligible (for messages)."""
-    holder: str = ""
-    """Identity of the runway replica running the task."""
 
 
 class VictimState(enum.Enum):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from app import metrics
-from app.kube.objects import Node
 from app.logs import get_logger
 from app.model import Pod
+from app.model.node import Node
 from app.policy.workload import (
     QUEUE_LABELS,
     WorkloadKey,

@@ -11,11 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from app import metrics
+from app.clock import Clock
+from app.config.queues import MinRuntimeConfig
 from app.model import Pod
+from app.model.gate import PodRef, PreemptionPlan
 from app.model.timestamps import format_optional_time
 from app.policy import minruntime
-from app.policy.gate import GateCheck, GateEntry, PodRef, VictimState, check_gate
 from app.policy.quantity import QuantityError
+from app.policy.queues import QueueTree
 from app.policy.victims import (
     Decision,
     NodeOffer,
@@ -26,8 +29,9 @@ from app.policy.victims import (
     protection,
 )
 from app.policy.workload import WorkloadKey, min_available, queue_of, start_time, workload_of
-from app.runtime import Runtime
-from app.tasks.preemption import PreemptionPlan
+from app.state.cache import ClusterCache
+from app.state.decisions import DecisionLog
+from app.state.gate import GateBook
 from app.wire import PreemptionArgs
 
 
@@ -42,29 +46,19 @@ class PreemptionFacts:
     """Every pod known by UID (cache or payload): names for the API calls."""
 
 
-def victim_state(runtime: Runtime, uid: str) -> VictimState:
-    """What the cache says of a victim (``UNKNOWN`` without a cluster)."""
-    if not runtime.cache.pods_synced:  # the embedded default never lists pods
-        return VictimState.UNKNOWN
-    pod = runtime.cache.pod(uid)
-    if pod is None:
-        return VictimState.GONE
-    if pod.metadata.deletionTimestamp is not None or pod.status.phase in ("Succeeded", "Failed"):
-        return VictimState.TERMINATING
-    return VictimState.PRESENT
-
-
-def pod_ref(pod: Pod) -> PodRef:
-    """The API names of a pod."""
-    return PodRef(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
-
-
 class _Builder:
-    def __init__(self, runtime: Runtime, args: PreemptionArgs) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        cache: ClusterCache,
+        queues: QueueTree,
+        min_runtime: MinRuntimeConfig,
+        args: PreemptionArgs,
+    ) -> None:
+        self.queues = queues
+        self.min_runtime = min_runtime
         self.args = args
         self.preemptor = Preemptor.from_pod(args.pod)
-        self.cache = runtime.cache
+        self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
         self.payload: dict[str, Pod] = {
@@ -86,17 +80,15 @@ class _Builder:
 
     def resolution(self, victim_queue: str, node: str) -> minruntime.Resolution:
         labels = self.cache.node_labels(node) if node else {}
-        pool = labels.get(self.runtime.config.min_runtime.pool_label)
+        pool = labels.get(self.min_runtime.pool_label)
         key = (victim_queue, pool)
         res = self.resolutions.get(key)
         if res is None:
             for queue in (victim_queue, self.preemptor.queue):
-                if not self.runtime.queues.is_known(queue):
+                if not self.queues.is_known(queue):
                     metrics.UNKNOWN_QUEUE.labels(queue).inc()
-            defaults = minruntime.defaults_for_pool(self.runtime.config.min_runtime, labels)
-            res = minruntime.resolve(
-                self.runtime.queues, defaults, self.preemptor.queue, victim_queue
-            )
+            defaults = minruntime.defaults_for_pool(self.min_runtime, labels)
+            res = minruntime.resolve(self.queues, defaults, self.preemptor.queue, victim_queue)
             self.resolutions[key] = res
         return res
 
@@ -167,46 +159,12 @@ class _Builder:
         return PreemptionFacts(self.preemptor, offers, workloads, self.pods)
 
 
-def preemption_facts(runtime: Runtime, args: PreemptionArgs) -> PreemptionFacts:
-    """Build the facts of one preempt call (no I/O: cache and payload only)."""
-    return _Builder(runtime, args).build()
-
-
 @dataclass(frozen=True)
 class PreemptOutcome:
     """A preempt call's decision and, when a node was chosen, the work for the executor."""
 
     decision: Decision
     plan: PreemptionPlan | None
-
-
-def gate_check(runtime: Runtime, entry: GateEntry, now: float) -> GateCheck:
-    """Check one gate entry against the cache; opens the gate (releases it) when it may go."""
-    executor = runtime.preemptions
-    done = executor is not None and not executor.running(entry.preemptor.uid)
-    check = check_gate(entry, lambda uid: victim_state(runtime, uid), now, task_done=done)
-    if check.open:
-        if executor is not None:
-            executor.release(entry.preemptor.uid, check.why, mirrored=entry)
-        else:
-            runtime.gate.release(entry.preemptor.uid)
-    return check
-
-
-def held(runtime: Runtime, pod: Pod, now: float) -> tuple[GateEntry, GateCheck] | None:
-    """The gate entry still holding ``pod`` and its check, or None (opens a stale gate)."""
-    entry = runtime.gate.lookup(pod)
-    if entry is None:
-        return None
-    check = gate_check(runtime, entry, now)
-    return None if check.open else (entry, check)
-
-
-def sweep_gates(runtime: Runtime) -> None:
-    """Re-check every local gate entry (on cache changes and periodically for the bound)."""
-    now = runtime.clock.now()
-    for entry in runtime.gate:
-        gate_check(runtime, entry, now)
 
 
 def _message(decision: Decision) -> str:
@@ -227,41 +185,77 @@ def _message(decision: Decision) -> str:
     )
 
 
-def decide_preemption(runtime: Runtime, args: PreemptionArgs) -> PreemptOutcome:
-    """Facts → ``policy.victims.decide`` → the executor's plan. Records the decision."""
-    now = runtime.clock.now()
-    facts = preemption_facts(runtime, args)
-    gated = held(runtime, args.pod, now) is not None
-    decision = decide(facts.preemptor, facts.offers, facts.workloads, now, gated=gated)
-    runtime.decisions.add(decision)
-    if decision.chosen is None:
-        return PreemptOutcome(decision, None)
-    refs = []
-    for uid, _node in decision.all_victims():
-        pod = facts.pods.get(uid)
-        # A UID-only victim unknown to runway (no cache): the name is unknown too.
-        refs.append(pod_ref(pod) if pod is not None else PodRef(uid, "", uid))
-    plan = PreemptionPlan(
-        preemptor=pod_ref(args.pod),
-        node=decision.chosen,
-        victims=tuple(refs),
-        message=_message(decision),
-        rule=decision.reason,
-    )
-    return PreemptOutcome(decision, plan)
+class PreemptDecider:
+    """The preempt verb's state side: facts from the cache (or the payload) → ``policy.victims``
+    → the executor's plan; every decision is kept in the decision log. Reads only."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        queues: QueueTree,
+        min_runtime: MinRuntimeConfig,
+        gate: GateBook,
+        decisions: DecisionLog,
+        clock: Clock,
+    ) -> None:
+        self.cache = cache
+        self.queues = queues
+        self.min_runtime = min_runtime
+        self.gate = gate
+        self.decisions = decisions
+        self.clock = clock
+
+    def facts(self, args: PreemptionArgs) -> PreemptionFacts:
+        """The facts of one preempt call (no I/O: cache and payload only)."""
+        return _Builder(self.cache, self.queues, self.min_runtime, args).build()
+
+    def decide(self, args: PreemptionArgs) -> PreemptOutcome:
+        """Decide one preempt call and record the decision."""
+        now = self.clock.now()
+        facts = self.facts(args)
+        gated = self.gate.held(args.pod, now) is not None
+        decision = decide(facts.preemptor, facts.offers, facts.workloads, now, gated=gated)
+        self.decisions.add(decision)
+        if decision.chosen is None:
+            return PreemptOutcome(decision, None)
+        refs = []
+        for uid, _node in decision.all_victims():
+            pod = facts.pods.get(uid)
+            # A UID-only victim unknown to runway (no cache): the name is unknown too.
+            refs.append(PodRef.of(pod) if pod is not None else PodRef(uid, "", uid))
+        plan = PreemptionPlan(
+            preemptor=PodRef.of(args.pod),
+            node=decision.chosen,
+            victims=tuple(refs),
+            message=_message(decision),
+            rule=decision.reason,
+        )
+        return PreemptOutcome(decision, plan)
+
+    def explain(self, preemptor: Pod, victim: Pod) -> dict[str, object]:
+        """``explain_pair`` now."""
+        return explain_pair(
+            self.cache, self.queues, self.min_runtime, self.clock.now(), preemptor, victim
+        )
 
 
-def explain_pair(runtime: Runtime, preemptor: Pod, victim: Pod) -> dict[str, object]:
-    """Min-runtime of (preemptor, victim) resolved now, with protection and eligibility."""
-    now = runtime.clock.now()
+def explain_pair(
+    cache: ClusterCache,
+    queues: QueueTree,
+    min_runtime: MinRuntimeConfig,
+    now: float,
+    preemptor: Pod,
+    victim: Pod,
+) -> dict[str, object]:
+    """Min-runtime of (preemptor, victim) resolved at ``now``, with protection and eligibility."""
     pre = Preemptor.from_pod(preemptor)
     key = workload_of(victim)
-    members = runtime.cache.workload_pods(key) or [victim]
+    members = cache.workload_pods(key) or [victim]
     start = start_time(members)
     queue = queue_of(victim)
-    labels = runtime.cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
-    defaults = minruntime.defaults_for_pool(runtime.config.min_runtime, labels)
-    res = minruntime.resolve(runtime.queues, defaults, pre.queue, queue)
+    labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
+    defaults = minruntime.defaults_for_pool(min_runtime, labels)
+    res = minruntime.resolve(queues, defaults, pre.queue, queue)
     facts = PodFacts(
         uid=victim.metadata.uid,
         key=victim.key,

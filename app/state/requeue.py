@@ -1,10 +1,11 @@
-"""What the requeue rules need to know, built from the cache, the record store and the gate.
+"""What the requeue rules need to know, built from the cache, the record book and the gate.
 
-Plain functions over the ``Runtime`` (the filter and prioritize verbs, the REST API and the
-PodsReady evictor call them), synchronous and cheap: a filter costs O(pods of the workload) plus,
-for a StrictFIFO queue, the pending order of the queue, which is memoised per cache generation
-(any pod, node or record change bumps it). Without a cluster (the embedded default) the cache is
-empty and the records live in memory: every rule that needs the cache simply has no data.
+``RequeueView`` answers the filter and prioritize verbs, the REST API, the PodsReady evictor and
+the requeue waker, synchronously and cheaply, and only reads: a filter costs O(pods of the
+workload) plus, for a StrictFIFO queue, the pending order of the queue, which is memoised per
+cache generation (any pod, node or record change bumps it). Without a cluster (the embedded
+default) the cache is empty and the records live in memory: every rule that needs the cache
+simply has no data.
 """
 
 from __future__ import annotations
@@ -12,13 +13,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from app.kube.owners import OwnerWatcher
-from app.kube.records import EvictionRecordStore
+from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import parse_time
+from app.policy import admission
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.backoff import in_backoff
 from app.policy.ordering import (
@@ -33,13 +33,13 @@ from app.policy.podsready import (
     blocks_admission,
     evaluate_pods_ready,
 )
+from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
+from app.policy.wakeup import Hold, hold_of
 from app.policy.workload import WorkloadKey, is_ready, queue_of, workload_of
-from app.state import preemption
-from app.state.cache import WorkloadView
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
+from app.state.cache import ClusterCache, WorkloadView
+from app.state.gate import GateBook
+from app.state.records import RecordBook
 
 FLIP_MARGIN_S = 2.0
 """A pod whose Ready=False transition is this much later than its start has been Ready before
@@ -65,51 +65,8 @@ class RequeueIndex:
             listener()
 
 
-def index(runtime: Runtime) -> RequeueIndex:
-    """The runtime's index (created, and subscribed to the cache, on first use)."""
-    idx = runtime.requeue
-    if idx is None:
-        idx = RequeueIndex()
-        runtime.cache.subscribe(idx.bump)
-        runtime.requeue = idx
-    return idx
-
-
-def records(runtime: Runtime) -> EvictionRecordStore:
-    """The runtime's record store (an in-memory one on the embedded default)."""
-    store = runtime.records
-    if store is None:
-        bump = index(runtime).bump
-        owners = None
-        if runtime.kube is not None:
-            k8s = runtime.config.kubernetes
-            owners = OwnerWatcher(
-                runtime.kube,
-                page_size=k8s.page_size,
-                watch_timeout=int(k8s.watch_timeout),
-                on_change=bump,
-            )
-        store = EvictionRecordStore(
-            runtime.cache,
-            runtime.config.wait_for_pods_ready.requeuing_strategy,
-            runtime.clock,
-            client=runtime.kube,
-            owners=owners,
-            on_change=bump,
-        )
-        runtime.records = store
-    return store
-
-
-def filter_policy(runtime: Runtime) -> FilterPolicy:
-    """The rule settings from the config."""
-    return FilterPolicy(anti_flapping_seconds=runtime.config.requeue_strategy.anti_flapping_timeout)
-
-
-# --- PodsReady facts ----------------------------------------------------------------------------
-
-
-def _live(pods: Iterable[Pod]) -> list[Pod]:
+def live(pods: Iterable[Pod]) -> list[Pod]:
+    """The pods not being deleted."""
     return [p for p in pods if p.metadata.deletionTimestamp is None]
 
 
@@ -123,7 +80,7 @@ def not_ready_since(view: WorkloadView, was_ready: bool = False) -> float | None
     if view.pods_ready or view.start_time is None:
         return None
     flips: list[float] = []
-    for pod in _live(view.pods):
+    for pod in live(view.pods):
         if pod.status.phase == "Succeeded" or is_ready(pod):
             continue
         cond = pod.condition("Ready")
@@ -136,165 +93,10 @@ def not_ready_since(view: WorkloadView, was_ready: bool = False) -> float | None
     return min(flips) if flips else None
 
 
-def pods_ready_state(runtime: Runtime, view: WorkloadView) -> PodsReadyState:
-    """The PodsReady facts of one workload."""
-    seen = index(runtime).ready_seen.get(view.key)
-    was_ready = seen is not None and seen == view.start_time
-    return PodsReadyState(
-        admitted_at=view.start_time,
-        pods_ready=view.pods_ready,
-        not_ready_since=not_ready_since(view, was_ready),
-    )
-
-
-def blockers(runtime: Runtime, now: float) -> tuple[Blocker, ...]:
-    """Admitted workloads still waiting for their first PodsReady (``blockAdmission``)."""
-    cfg = runtime.config.wait_for_pods_ready
-    if not (cfg.enable and cfg.block_admission):
-        return ()
-    idx = index(runtime)
-    if idx._blockers is not None and idx._blockers[0] == idx.generation:
-        return idx._blockers[1]
-    found: list[Blocker] = []
-    cache = runtime.cache
-    for key in cache.workload_keys():
-        view = cache.workload(key)
-        if view is None or view.start_time is None or view.pods_ready:
-            continue
-        state = pods_ready_state(runtime, view)
-        # ``now`` only decides "timed out": the policy re-checks timeout_at on every call.
-        if blocks_admission(state, view.start_time, cfg):
-            found.append(Blocker(str(key), view.start_time + cfg.timeout))
-    result = tuple(sorted(found, key=lambda b: b.workload))
-    idx._blockers = (idx.generation, result)
-    return result
-
-
-# --- queues ---------------------------------------------------------------------------------------
-
-
-def order_strategy(runtime: Runtime) -> QueueOrderStrategy:
-    """The queue-order timestamps from the config."""
-    return QueueOrderStrategy.from_config(runtime.config)
-
-
 def _creation(pods: Iterable[Pod]) -> float:
     times = [parse_time(p.metadata.creationTimestamp) for p in pods]
     known = [t for t in times if t is not None]
     return min(known) if known else 0.0
-
-
-def pending_workloads(runtime: Runtime, queue: str) -> list[PendingWorkload]:
-    """The pending (not admitted) workloads of leaf queue ``queue``, head first (memoised)."""
-    idx = index(runtime)
-    memo = idx._pending.get(queue)
-    if memo is not None and memo[0] == idx.generation:
-        return memo[1]
-    cache = runtime.cache
-    store = records(runtime)
-    keys: dict[WorkloadKey, None] = {}
-    for pod in cache.pods_in_queue(queue):
-        if not pod.spec.nodeName and pod.metadata.deletionTimestamp is None:
-            keys[workload_of(pod)] = None
-    found: list[PendingWorkload] = []
-    for key in keys:
-        view = cache.workload(key)
-        if view is None or view.start_time is not None:
-            continue  # admitted: a replacement pod is not a pending workload
-        pods = _live(view.pods)
-        found.append(
-            PendingWorkload(
-                name=str(key),
-                priority=max((p.priority for p in pods), default=0),
-                creation_time=_creation(pods),
-                record=store.read(key),
-                pod_uids=frozenset(p.uid for p in pods),
-            )
-        )
-    ordered = pending_order(found, order_strategy(runtime))
-    idx._pending[queue] = (idx.generation, ordered)
-    return ordered
-
-
-def head_of(runtime: Runtime, queue: str, now: float) -> str | None:
-    """``namespace/name`` of the first admissible pending workload of ``queue``
-    (``queue_head`` on the memoised order, without sorting it again on every call)."""
-    for workload in pending_workloads(runtime, queue):
-        if admissible(workload, now):
-            return workload.name
-    return None
-
-
-# --- the gate -------------------------------------------------------------------------------------
-
-
-def gate_hold(runtime: Runtime, pod: Pod, now: float) -> GateHold | None:
-    """The gate entry holding ``pod``, unless the gate is open already (then it is released)."""
-    held = preemption.held(runtime, pod, now)
-    if held is None:
-        return None
-    entry, check = held
-    return GateHold(
-        entry.node,
-        len(check.outstanding),
-        entry.deadline,
-        victims=tuple(v.key for v in check.outstanding),
-    )
-
-
-# --- the verbs' inputs ----------------------------------------------------------------------------
-
-
-def filter_input(runtime: Runtime, pod: Pod, now: float) -> FilterInput:
-    """Everything the filter rule chain reads about ``pod``'s workload."""
-    cache = runtime.cache
-    key = workload_of(pod)
-    record = records(runtime).read(key, pod)
-    view = cache.workload(key)
-    queue = queue_of(pod, cache.queue_labels)
-    preemptor_pending, preemptor_name = False, None
-    if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
-        preemptor = cache.pod(record.preemptor_uid)
-        if (
-            preemptor is not None
-            and not preemptor.spec.nodeName
-            and preemptor.metadata.deletionTimestamp is None
-        ):
-            preemptor_pending, preemptor_name = True, preemptor.key
-    admitted = view is not None and view.start_time is not None
-    strategy = runtime.queues.node(queue).queueing_strategy
-    head = None
-    if strategy == "StrictFIFO" and not admitted and cache.pods_synced:
-        head = head_of(runtime, queue, now)
-    return FilterInput(
-        workload=str(key),
-        queue=queue,
-        record=record,
-        gate=gate_hold(runtime, pod, now),
-        preemptor_pending=preemptor_pending,
-        preemptor_name=preemptor_name,
-        blockers=() if admitted else blockers(runtime, now),
-        queueing_strategy=strategy,
-        queue_head=head,
-        admitted=admitted,
-    )
-
-
-def scoring_input(runtime: Runtime, pod: Pod) -> ScoringInput:
-    """Failed pools (from the record) and the nodes running the workload's pods."""
-    key = workload_of(pod)
-    record = records(runtime).read(key, pod)
-    nodes = frozenset(
-        p.spec.nodeName for p in _live(runtime.cache.workload_pods(key)) if p.spec.nodeName
-    )
-    return ScoringInput(
-        failed_pools=record.failed_pools if record is not None else (),
-        workload_nodes=nodes,
-        pool_label=runtime.config.min_runtime.pool_label,
-    )
-
-
-# --- counts for the REST API and the gauges -------------------------------------------------------
 
 
 @dataclass
@@ -316,32 +118,208 @@ def workload_state(view: WorkloadView, record: EvictionRecord | None, now: float
     return "admitted" if view.start_time is not None else "pending"
 
 
-def queue_counts(runtime: Runtime, now: float) -> dict[str, QueueCounts]:
-    """Per leaf queue, how many workloads are pending, admitted, in backoff, deactivated."""
-    cache = runtime.cache
-    store = records(runtime)
-    counts: dict[str, QueueCounts] = defaultdict(QueueCounts)
-    for key in cache.workload_keys():
+class RequeueView:
+    """The requeue facts of pods and workloads (read-only; see the module docstring)."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        records: RecordBook,
+        gate: GateBook,
+        queues: QueueTree,
+        *,
+        pods_ready: WaitForPodsReadyConfig,
+        order: QueueOrderStrategy,
+        policy: FilterPolicy,
+        pool_label: str,
+        index: RequeueIndex | None = None,
+    ) -> None:
+        self.cache = cache
+        self.records = records
+        self.gate = gate
+        self.queues = queues
+        self.pods_ready = pods_ready
+        self.order = order
+        self.policy = policy
+        self.pool_label = pool_label
+        self.index = index or RequeueIndex()
+
+    # --- PodsReady facts --------------------------------------------------------------------
+
+    def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
+        """The PodsReady facts of one workload."""
+        seen = self.index.ready_seen.get(view.key)
+        was_ready = seen is not None and seen == view.start_time
+        return PodsReadyState(
+            admitted_at=view.start_time,
+            pods_ready=view.pods_ready,
+            not_ready_since=not_ready_since(view, was_ready),
+        )
+
+    def blockers(self, now: float) -> tuple[Blocker, ...]:
+        """Admitted workloads still waiting for their first PodsReady (``blockAdmission``)."""
+        cfg = self.pods_ready
+        if not (cfg.enable and cfg.block_admission):
+            return ()
+        idx = self.index
+        if idx._blockers is not None and idx._blockers[0] == idx.generation:
+            return idx._blockers[1]
+        found: list[Blocker] = []
+        cache = self.cache
+        for key in cache.workload_keys():
+            view = cache.workload(key)
+            if view is None or view.start_time is None or view.pods_ready:
+                continue
+            state = self.pods_ready_state(view)
+            # ``now`` only decides "timed out": the policy re-checks timeout_at on every call.
+            if blocks_admission(state, view.start_time, cfg):
+                found.append(Blocker(str(key), view.start_time + cfg.timeout))
+        result = tuple(sorted(found, key=lambda b: b.workload))
+        idx._blockers = (idx.generation, result)
+        return result
+
+    def evaluate(self, view: WorkloadView, now: float) -> tuple[PodsReadyState, PodsReadyCheck]:
+        """The PodsReady state and check of one workload (REST and evictor)."""
+        state = self.pods_ready_state(view)
+        return state, evaluate_pods_ready(state, now, self.pods_ready)
+
+    # --- queues -----------------------------------------------------------------------------
+
+    def pending_workloads(self, queue: str) -> list[PendingWorkload]:
+        """The pending (not admitted) workloads of leaf queue ``queue``, head first (memoised)."""
+        idx = self.index
+        memo = idx._pending.get(queue)
+        if memo is not None and memo[0] == idx.generation:
+            return memo[1]
+        cache = self.cache
+        keys: dict[WorkloadKey, None] = {}
+        for pod in cache.pods_in_queue(queue):
+            if not pod.spec.nodeName and pod.metadata.deletionTimestamp is None:
+                keys[workload_of(pod)] = None
+        found: list[PendingWorkload] = []
+        for key in keys:
+            view = cache.workload(key)
+            if view is None or view.start_time is not None:
+                continue  # admitted: a replacement pod is not a pending workload
+            pods = live(view.pods)
+            found.append(
+                PendingWorkload(
+                    name=str(key),
+                    priority=max((p.priority for p in pods), default=0),
+                    creation_time=_creation(pods),
+                    record=self.records.read(key),
+                    pod_uids=frozenset(p.uid for p in pods),
+                )
+            )
+        ordered = pending_order(found, self.order)
+        idx._pending[queue] = (idx.generation, ordered)
+        return ordered
+
+    def head_of(self, queue: str, now: float) -> str | None:
+        """``namespace/name`` of the first admissible pending workload of ``queue``
+        (``queue_head`` on the memoised order, without sorting it again on every call)."""
+        for workload in self.pending_workloads(queue):
+            if admissible(workload, now):
+                return workload.name
+        return None
+
+    # --- the gate ---------------------------------------------------------------------------
+
+    def gate_hold(self, pod: Pod, now: float) -> GateHold | None:
+        """The gate entry holding ``pod``, unless the gate is open already."""
+        held = self.gate.held(pod, now)
+        if held is None:
+            return None
+        entry, check = held
+        return GateHold(
+            entry.node,
+            len(check.outstanding),
+            entry.deadline,
+            victims=tuple(v.key for v in check.outstanding),
+        )
+
+    # --- the verbs' inputs ------------------------------------------------------------------
+
+    def filter_input(self, pod: Pod, now: float) -> FilterInput:
+        """Everything the filter rule chain reads about ``pod``'s workload."""
+        cache = self.cache
+        key = workload_of(pod)
+        record = self.records.read(key, pod)
         view = cache.workload(key)
-        if view is None or not view.pods:
-            continue
-        state = workload_state(view, store.read(key), now)
-        c = counts[queue_of(view.pods[0], cache.queue_labels)]
-        setattr(c, state, getattr(c, state) + 1)
-    return dict(counts)
+        queue = queue_of(pod, cache.queue_labels)
+        preemptor_pending, preemptor_name = False, None
+        if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
+            preemptor = cache.pod(record.preemptor_uid)
+            if (
+                preemptor is not None
+                and not preemptor.spec.nodeName
+                and preemptor.metadata.deletionTimestamp is None
+            ):
+                preemptor_pending, preemptor_name = True, preemptor.key
+        admitted = view is not None and view.start_time is not None
+        strategy = self.queues.node(queue).queueing_strategy
+        head = None
+        if strategy == "StrictFIFO" and not admitted and cache.pods_synced:
+            head = self.head_of(queue, now)
+        return FilterInput(
+            workload=str(key),
+            queue=queue,
+            record=record,
+            gate=self.gate_hold(pod, now),
+            preemptor_pending=preemptor_pending,
+            preemptor_name=preemptor_name,
+            blockers=() if admitted else self.blockers(now),
+            queueing_strategy=strategy,
+            queue_head=head,
+            admitted=admitted,
+        )
 
+    def admit(self, pod: Pod, now: float) -> admission.Admission:
+        """The filter's verdict for ``pod`` now."""
+        return admission.admit(pod, self.filter_input(pod, now), now, self.policy)
 
-def find_workload(runtime: Runtime, namespace: str, name: str) -> WorkloadKey | None:
-    """The cached workload called ``namespace/name`` (whatever its identity source)."""
-    for key in runtime.cache.workload_keys():
-        if key.namespace == namespace and key.name == name:
-            return key
-    return None
+    def scoring_input(self, pod: Pod) -> ScoringInput:
+        """Failed pools (from the record) and the nodes running the workload's pods."""
+        key = workload_of(pod)
+        record = self.records.read(key, pod)
+        nodes = frozenset(
+            p.spec.nodeName for p in live(self.cache.workload_pods(key)) if p.spec.nodeName
+        )
+        return ScoringInput(
+            failed_pools=record.failed_pools if record is not None else (),
+            workload_nodes=nodes,
+            pool_label=self.pool_label,
+        )
 
+    def pending_holds(self, now: float) -> dict[str, Hold | None]:
+        """Every pending (unbound, not terminating) pod's UID with the filter's hold on it now:
+        the same facts and rule chain as the filter verb, so what the leader's waker expects
+        matches what any replica answers."""
+        found: dict[str, Hold | None] = {}
+        for pod in self.cache.pending_pods():
+            if pod.metadata.deletionTimestamp is not None:
+                continue
+            found[pod.uid] = hold_of(self.admit(pod, now))
+        return found
 
-def evaluate(
-    runtime: Runtime, view: WorkloadView, now: float
-) -> tuple[PodsReadyState, PodsReadyCheck]:
-    """The PodsReady state and check of one workload (REST and evictor)."""
-    state = pods_ready_state(runtime, view)
-    return state, evaluate_pods_ready(state, now, runtime.config.wait_for_pods_ready)
+    # --- counts for the REST API and the gauges ---------------------------------------------
+
+    def queue_counts(self, now: float) -> dict[str, QueueCounts]:
+        """Per leaf queue, how many workloads are pending, admitted, in backoff, deactivated."""
+        cache = self.cache
+        counts: dict[str, QueueCounts] = defaultdict(QueueCounts)
+        for key in cache.workload_keys():
+            view = cache.workload(key)
+            if view is None or not view.pods:
+                continue
+            state = workload_state(view, self.records.read(key), now)
+            c = counts[queue_of(view.pods[0], cache.queue_labels)]
+            setattr(c, state, getattr(c, state) + 1)
+        return dict(counts)
+
+    def find_workload(self, namespace: str, name: str) -> WorkloadKey | None:
+        """The cached workload called ``namespace/name`` (whatever its identity source)."""
+        for key in self.cache.workload_keys():
+            if key.namespace == namespace and key.name == name:
+                return key
+        return None

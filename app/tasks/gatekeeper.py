@@ -1,45 +1,128 @@
-"""Keeps the gate honest: opens it as victims disappear or the bound passes, and at startup
+"""Keeps the gate honest, and is the only code that releases it: opens a gate as its victims
+disappear, its task fails or its bound passes (removing the mirrored annotation), and at startup
 resumes (leader) or releases the gates mirrored on pods by a previous run or another replica."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+from app.clock import Clock
 from app.logs import get_logger
-from app.runtime import Runtime
-from app.state.cache import CacheEvent
-from app.state.gate import GATE_ANNOTATION, decode_entry
-from app.state.preemption import gate_check, pod_ref, sweep_gates
+from app.model import Pod
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, decode_entry
+from app.state.cache import CacheEvent, ClusterCache
+from app.state.gate import GateBook
 from app.tasks.loop import Ticker
-from app.tasks.preemption import PreemptionPlan
+from app.tasks.ports import PodApi
+from app.tasks.preemption import PreemptionExecutor
 
 log = get_logger("gatekeeper")
 
 
 class GateKeeper(Ticker):
-    """A periodic sweep (for the bound) plus a cache subscription (for victims going away)."""
+    """A periodic sweep (for the bound) plus cache and gate-book subscriptions (victims going
+    away, tasks failing)."""
 
-    def __init__(self, runtime: Runtime, interval_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        gate: GateBook,
+        cache: ClusterCache,
+        executor: PreemptionExecutor,
+        pods: PodApi,
+        clock: Clock,
+        *,
+        is_leader: Callable[[], bool] = lambda: True,
+        interval_s: float = 1.0,
+    ) -> None:
         super().__init__("gatekeeper", tick=interval_s, debounce=0.0)
-        self._runtime = runtime
+        self.gate = gate
+        self.cache = cache
+        self.executor = executor
+        self.pods = pods
+        self.clock = clock
+        self.is_leader = is_leader
         self._resumed = False
-        self._unsubscribe = runtime.cache.subscribe(self._on_change)
+        self._mirrored: dict[str, Pod] = {}
+        """Pods carrying a gate annotation this replica's book does not hold (from the cache)."""
+        self._releases: set[asyncio.Task[None]] = set()
+        self._unsubscribe = cache.subscribe(self._on_change)
+        gate.listeners.append(self.poke)
 
     async def stop(self) -> None:
-        """Stop the sweep and the subscription."""
+        """Stop the sweep, the subscriptions and the annotation removals in flight."""
         self._unsubscribe()
+        with contextlib.suppress(ValueError):
+            self.gate.listeners.remove(self.poke)
         await super().stop()
+        for task in list(self._releases):
+            task.cancel()
+        await asyncio.gather(*self._releases, return_exceptions=True)
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
-        if len(self._runtime.gate):
-            sweep_gates(self._runtime)
+        if event.kind != "pod":
+            return
+        pod = event.new if event.new is not None else event.old
+        if pod is None:
+            return
+        uid = pod.metadata.uid
+        if event.new is not None and event.new.annotation(GATE_ANNOTATION):
+            self._mirrored[uid] = event.new
+        elif self._mirrored.pop(uid, None) is None and not len(self.gate):
+            return  # nothing held: a victim of no gate
+        self.poke()
 
     async def run_once(self) -> float:
         """Resume mirrored gates once (leader, after the first list), then sweep."""
-        runtime = self._runtime
-        if not self._resumed and runtime.cache.pods_synced and runtime.is_leader:
+        if not self._resumed and self.cache.pods_synced and self.is_leader():
             self.resume_mirrored()
             self._resumed = True
-        sweep_gates(runtime)
+        self.sweep()
         return self.tick
+
+    def sweep(self) -> int:
+        """Release every gate (local or mirrored) that may open now; returns how many."""
+        now = self.clock.now()
+        opened = 0
+        for entry in self.gate:
+            check = self.gate.check(entry, now)
+            if check.open:
+                self.release(entry, check.why)
+                opened += 1
+        for uid, pod in list(self._mirrored.items()):
+            if self.gate.get(uid) is not None:
+                continue
+            mirrored = decode_entry(pod)
+            if mirrored is None:
+                self._mirrored.pop(uid, None)  # unreadable: not runway's, never held
+                continue
+            check = self.gate.check(mirrored, now)
+            if check.open:
+                self._mirrored.pop(uid, None)
+                self.release(mirrored, check.why)
+                opened += 1
+        return opened
+
+    def release(self, entry: GateEntry, why: str) -> None:
+        """Open the gate of ``entry`` and remove its annotation in a tracked task."""
+        self.gate.release(entry.preemptor.uid)
+        log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
+        task = asyncio.get_running_loop().create_task(
+            self._unmirror(entry.preemptor), name=f"gate-release:{entry.preemptor.key}"
+        )
+        self._releases.add(task)
+        task.add_done_callback(self._releases.discard)
+
+    def pending_tasks(self) -> int:
+        """Annotation removals not finished yet."""
+        return sum(1 for t in self._releases if not t.done())
+
+    async def _unmirror(self, preemptor: PodRef) -> None:
+        try:
+            await self.pods.annotate(preemptor, {GATE_ANNOTATION: None})  # False: pod gone
+        except Exception as exc:
+            log.warning("could not remove gate annotation", preemptor=preemptor.key, error=str(exc))
 
     def resume_mirrored(self) -> None:
         """Gates found on pods at startup: release the finished ones, re-run the others' calls.
@@ -47,23 +130,24 @@ class GateKeeper(Ticker):
         The calls are idempotent (condition patch, record once, UID-precondition delete with
         404 = done), so re-running a plan cut short by a restart is safe.
         """
-        runtime = self._runtime
-        executor = runtime.preemptions
-        now = runtime.clock.now()
-        for pod in runtime.cache.pods():
-            if not pod.annotation(GATE_ANNOTATION) or runtime.gate.get(pod.metadata.uid):
+        now = self.clock.now()
+        for pod in self.cache.pods():
+            if not pod.annotation(GATE_ANNOTATION) or self.gate.get(pod.metadata.uid):
                 continue
             entry = decode_entry(pod)
-            if entry is None or executor is None:
+            if entry is None:
                 continue
-            check = gate_check(runtime, entry, now)
+            check = self.gate.check(entry, now)
             if check.open:
+                self._mirrored.pop(pod.metadata.uid, None)
+                self.release(entry, check.why)
                 log.info("released a gate left on a pod", pod=pod.key, why=check.why)
                 continue
             log.info("resuming a preemption left in flight", pod=pod.key, node=entry.node)
-            executor.submit(
+            self._mirrored.pop(pod.metadata.uid, None)
+            self.executor.submit(
                 PreemptionPlan(
-                    preemptor=pod_ref(pod),
+                    preemptor=PodRef.of(pod),
                     node=entry.node,
                     victims=check.outstanding,
                     message=f"Preempted by {pod.key} (resumed after a runway restart)",

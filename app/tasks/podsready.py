@@ -22,34 +22,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from app import metrics
-from app.kube.client import PODS, log_dry_run
-from app.kube.errors import Conflict, NotFound
+from app.clock import Clock
+from app.config.requeue import WaitForPodsReadyConfig
 from app.logs import get_logger
-from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.model.gate import PodRef
+from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
-from app.policy.backoff import JitterSource, next_eviction_state, random_jitter
+from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.state import requeue
 from app.state.cache import WorkloadView
+from app.state.records import RecordBook
+from app.state.requeue import RequeueView, live
 from app.tasks.loop import Ticker
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
+from app.tasks.ports import PodApi
 
 log = get_logger("tasks.podsready")
 
-DISRUPTION_TARGET = "DisruptionTarget"
 SKIPPED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
 """Never evicted: DaemonSet pods and static (mirror) pods are not queued workloads."""
-
-
-def _live(view: WorkloadView) -> list[Pod]:
-    return [p for p in view.pods if p.metadata.deletionTimestamp is None]
 
 
 def _managed(view: WorkloadView) -> bool:
@@ -60,40 +55,33 @@ def _managed(view: WorkloadView) -> bool:
     return True
 
 
-async def load_records(runtime: Runtime, within: float = 5.0) -> bool:
-    """At startup: once the pods are listed, start watching the owners they name and wait
-    (bounded) until those are listed, so the first filter calls already see every record.
-    Returns False when the bound passed first (the records then arrive a little later)."""
-    store = requeue.records(runtime)
-    if runtime.kube is None or store.owners is None:
-        return True
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + within
-    while not runtime.cache.pods_synced:
-        if loop.time() >= deadline:
-            return False
-        await asyncio.sleep(0.02)  # polling interval
-    for key in runtime.cache.workload_keys():
-        store.targets(key)  # starts the owner kinds' reflectors
-    return await store.owners.wait_synced(max(deadline - loop.time(), 0.0))
-
-
 class PodsReadyEvictor(Ticker):
     """Evicts workloads past their PodsReady timeouts (leader only) and keeps the gauges."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        view: RequeueView,
+        records: RecordBook,
+        pods: PodApi,
+        clock: Clock,
+        config: WaitForPodsReadyConfig,
         *,
+        pool_label: str,
         tick: float = 1.0,
         debounce: float = 0.05,
-        jitter: JitterSource = random_jitter,
-        is_leader: Callable[[], bool] | None = None,
+        jitter: JitterSource = random.random,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__("podsready", tick=tick, debounce=debounce)
-        self.runtime = runtime
+        self.view = view
+        self.cache = view.cache
+        self.records = records
+        self.pods = pods
+        self.clock = clock
+        self.config = config
+        self.pool_label = pool_label
         self.jitter = jitter
-        self.is_leader = is_leader or (lambda: runtime.is_leader)
+        self.is_leader = is_leader
         self._evictions: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -106,7 +94,7 @@ class PodsReadyEvictor(Ticker):
 
     def start(self) -> None:
         """Subscribe to the cache and start the loop."""
-        self._unsubscribe = self.runtime.cache.subscribe(lambda _event: self.poke())
+        self._unsubscribe = self.cache.subscribe(lambda _event: self.poke())
         super().start()
 
     async def stop(self) -> None:
@@ -134,11 +122,10 @@ class PodsReadyEvictor(Ticker):
     async def tick_once(self) -> float:
         """Evaluate every workload once; start the due evictions (leader only). Returns the
         seconds until the next deadline (``tick`` when none is near)."""
-        runtime = self.runtime
-        cfg = runtime.config.wait_for_pods_ready
-        now = runtime.clock.now()
-        cache = runtime.cache
-        idx = requeue.index(runtime)
+        cfg = self.config
+        now = self.clock.now()
+        cache = self.cache
+        idx = self.view.index
         # Gauges are for a scrape every few seconds: refresh them once per tick, not on every
         # burst of watch events (a pass over every workload and its record).
         if now - self._gauged_at >= self.tick or now < self._gauged_at:
@@ -158,7 +145,7 @@ class PodsReadyEvictor(Ticker):
                 continue
             if not leader or not _managed(view):
                 continue
-            _, check = requeue.evaluate(runtime, view, now)
+            _, check = self.view.evaluate(view, now)
             if check.due and str(key) not in self._in_flight:
                 self._start_eviction(view, check)
             elif check.deadline is not None:
@@ -188,19 +175,17 @@ class PodsReadyEvictor(Ticker):
 
     async def evict(self, view: WorkloadView, check: PodsReadyCheck) -> EvictionRecord | None:
         """Record, mark and delete one workload (see the module docstring)."""
-        runtime = self.runtime
-        cfg = runtime.config.wait_for_pods_ready
-        now = runtime.clock.now()
+        cfg = self.config
+        now = self.clock.now()
         key = view.key
-        pods = _live(view)
+        pods = live(view.pods)
         message = timeout_message(str(key), check, cfg)
-        label = runtime.config.min_runtime.pool_label
+        label = self.pool_label
         pools = sorted(
             {
                 pool
                 for p in pods
-                if p.spec.nodeName
-                and (pool := runtime.cache.node_labels(p.spec.nodeName).get(label))
+                if p.spec.nodeName and (pool := self.cache.node_labels(p.spec.nodeName).get(label))
             }
         )
         start = view.start_time
@@ -223,7 +208,7 @@ class PodsReadyEvictor(Ticker):
                 failed_pools=pools,
             )
 
-        record = await requeue.records(runtime).update(key, change)
+        record = await self.records.update(key, change)
         if record is not None:
             self.evicted += 1
             metrics.EVICTIONS.labels(PODS_READY_TIMEOUT).inc()
@@ -236,59 +221,23 @@ class PodsReadyEvictor(Ticker):
                 deactivated=record.deactivated,
                 pods=len(pods),
             )
-        current = record or requeue.records(runtime).read(key)
+        current = record or self.records.read(key)
         text = message
         if current is not None and current.deactivated and current.message:
             text = f"{message}; {current.message}"
         elif current is not None and current.requeue_at is not None:
             text = f"{message}; requeued after backoff at {format_time(current.requeue_at)}"
-        for pod in pods:
-            await self._mark(pod, text, now)
-        for pod in pods:
-            await self._delete(pod)
+        refs = [PodRef.of(p) for p in pods]
+        for ref in refs:
+            await self.pods.add_condition(ref, DISRUPTION_TARGET, PODS_READY_TIMEOUT, text, now)
+        for ref in refs:
+            await self.pods.delete(ref)
         return record
-
-    async def _mark(self, pod: Pod, message: str, now: float) -> None:
-        patch = {
-            "status": {
-                "conditions": [
-                    {
-                        "type": DISRUPTION_TARGET,
-                        "status": "True",
-                        "reason": PODS_READY_TIMEOUT,
-                        "message": message,
-                        "lastTransitionTime": format_time(now),
-                    }
-                ]
-            }
-        }
-        client = self.runtime.kube
-        if client is None:
-            log_dry_run("patch", f"pods/{pod.key}/status", patch)
-            return
-        with contextlib.suppress(NotFound):
-            await client.patch(
-                PODS,
-                pod.metadata.name,
-                patch,
-                pod.metadata.namespace,
-                into=dict[str, object],
-                patch_type="strategic",
-                subresource="status",
-            )
-
-    async def _delete(self, pod: Pod) -> None:
-        client = self.runtime.kube
-        if client is None:
-            log_dry_run("delete", f"pods/{pod.key}", {"uid": pod.uid})
-            return
-        with contextlib.suppress(NotFound, Conflict):  # gone, or the name is a new pod's now
-            await client.delete(PODS, pod.metadata.name, pod.metadata.namespace, uid=pod.uid)
 
     # -- gauges ---------------------------------------------------------------------------------
 
     def _update_gauges(self, now: float) -> None:
-        counts = requeue.queue_counts(self.runtime, now)
+        counts = self.view.queue_counts(now)
         metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
         metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))
         for queue, c in counts.items():

@@ -13,51 +13,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
-from app.policy.gate import GateEntry, PodRef
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, encode_entry
+from app.model.pod import DISRUPTION_TARGET
 from app.state.gate import GateBook
+from app.tasks.ports import PodApi, PreemptionRecorder
 
 log = get_logger("preemption")
 
 Result = Literal["running", "success", "error", "cancelled"]
 
 
-class PreemptionApi(Protocol):
-    """The Kubernetes calls a preemption makes (``app.kube`` implements them; tests fake them)."""
-
-    async def mirror_gate(self, preemptor: PodRef, entry: GateEntry | None) -> None:
-        """Write (or with None, remove) the gate annotation on the preemptor."""
-
-    async def mark_disruption(self, victim: PodRef, message: str) -> None:
-        """Add ``DisruptionTarget=True`` (reason PreemptionByScheduler) to the victim's status."""
-
-    async def record_eviction(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
-        """Write the eviction record (reason Preempted) on the victim's workload."""
-
-    async def delete_pod(self, victim: PodRef) -> None:
-        """Delete the victim with a UID precondition; a 404 is success."""
-
-    async def nominate(self, preemptor: PodRef, node: str | None) -> None:
-        """Set (or with None, clear) ``status.nominatedNodeName`` on the preemptor."""
+PREEMPTION_REASON = "PreemptionByScheduler"
+RECORDED_MEMO = 4096
+"""(victim, preemptor) pairs whose eviction record was written, remembered against repeats."""
 
 
-@dataclass(frozen=True)
-class PreemptionPlan:
-    """What one preemption must do."""
-
-    preemptor: PodRef
-    node: str
-    victims: tuple[PodRef, ...]
-    message: str
-    """The DisruptionTarget message: names the preemptor and the queue rule."""
-    rule: str = ""
+class PreemptorGone(Exception):
+    """The preemptor was deleted (or re-created) before its preemption began."""
 
 
 @dataclass
@@ -94,7 +74,7 @@ class PreemptionExecutor:
 
     def __init__(
         self,
-        api: PreemptionApi,
+        pods: PodApi,
         gate: GateBook,
         clock: Clock,
         *,
@@ -104,8 +84,12 @@ class PreemptionExecutor:
         history: int = 100,
         identity: str = "",
         revert_timeout_s: float = 5.0,
+        recorder: PreemptionRecorder | None = None,
     ) -> None:
-        self._api = api
+        self._pods = pods
+        self._recorder = recorder
+        # A gang's pods share one record: write it once per (victim, preemptor).
+        self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._gate = gate
         self._clock = clock
         self._slots = asyncio.Semaphore(concurrency)
@@ -155,23 +139,6 @@ class PreemptionExecutor:
         await self._guarded(plan, entry, record)
         return record
 
-    def release(self, uid: str, why: str, mirrored: GateEntry | None = None) -> None:
-        """Open the gate for ``uid`` and remove the mirrored annotation in the background.
-
-        ``mirrored``: an entry read from the pod's annotation (another replica's, or one left
-        by a restart): its annotation is removed too, though this book never held it.
-        """
-        entry = self._gate.release(uid) or mirrored
-        if entry is None:
-            return
-        log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
-        if not self._closing:
-            task = asyncio.get_running_loop().create_task(
-                self._unmirror(entry.preemptor), name=f"gate-release:{entry.preemptor.key}"
-            )
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
     # --- introspection ------------------------------------------------------------------------
 
     def in_flight(self) -> list[PreemptionRecord]:
@@ -220,6 +187,7 @@ class PreemptionExecutor:
             async with self._slots:
                 await self._execute(plan, entry, record)
             record.result = "success"
+            self._gate.finish(plan.preemptor.uid, ok=True)
         except asyncio.CancelledError:
             record.result, record.error = "cancelled", "cancelled at shutdown"
             await self._fail(plan, record)
@@ -245,38 +213,47 @@ class PreemptionExecutor:
     async def _execute(
         self, plan: PreemptionPlan, entry: GateEntry, record: PreemptionRecord
     ) -> None:
-        await self._api.mirror_gate(plan.preemptor, entry)
+        if not await self._pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
+            raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
         record.steps.append("gate mirrored")
         limit = asyncio.Semaphore(self._victim_parallelism)
 
         async def evict(victim: PodRef) -> None:
             async with limit:
-                await self._api.mark_disruption(victim, plan.message)
-                await self._api.record_eviction(victim, plan.preemptor, self._clock.now())
-                await self._api.delete_pod(victim)
+                now = self._clock.now()
+                await self._pods.add_condition(
+                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                )
+                await self._record(victim, plan.preemptor, now)
+                await self._pods.delete(victim)
 
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
-        await self._api.nominate(plan.preemptor, plan.node)
+        await self._pods.nominate(plan.preemptor, plan.node)
         record.steps.append(f"nominated to {plan.node}")
 
+    async def _record(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
+        if self._recorder is None:
+            return
+        key = (victim.uid, preemptor.uid)
+        if key in self._recorded:
+            return
+        await self._recorder.record_preemption(victim.uid, preemptor.uid, now)
+        self._recorded[key] = None
+        while len(self._recorded) > RECORDED_MEMO:
+            self._recorded.popitem(last=False)
+
     async def _fail(self, plan: PreemptionPlan, record: PreemptionRecord) -> None:
-        """Undo what the scheduler would otherwise act on: the nomination and the gate."""
-        self._gate.release(plan.preemptor.uid)
+        """Undo what the scheduler would otherwise act on: the nomination. The gate opens at once
+        (the gate keeper releases it and removes its annotation)."""
+        self._gate.finish(plan.preemptor.uid, ok=False)
         try:
             # Bounded: at shutdown this runs after cancellation and must not hold drain() up.
             async with asyncio.timeout(self._revert_timeout_s):
-                await self._api.nominate(plan.preemptor, None)
-                await self._api.mirror_gate(plan.preemptor, None)
+                await self._pods.nominate(plan.preemptor, None)
             record.steps.append("nomination cleared, gate opened")
-        except Exception as exc:  # the gate is open locally; the annotation expires by deadline
+        except Exception as exc:  # the gate is open anyway; the annotation expires by deadline
             record.steps.append(f"revert failed: {type(exc).__name__}: {exc}")
-
-    async def _unmirror(self, preemptor: PodRef) -> None:
-        try:
-            await self._api.mirror_gate(preemptor, None)
-        except Exception as exc:
-            log.warning("could not remove gate annotation", preemptor=preemptor.key, error=str(exc))
 
 
 async def _all_or_raise(coros: Sequence[Coroutine[Any, Any, None]]) -> None:

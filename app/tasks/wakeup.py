@@ -23,19 +23,15 @@ import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from app import metrics
-from app.kube.client import PODS, log_dry_run
-from app.kube.errors import Conflict, NotFound
+from app.clock import Clock
 from app.logs import get_logger
-from app.policy.wakeup import Hold, TokenBucket, WakePlan, plan_wakeups
-from app.state import requeue
-from app.state.wakeup import WakeSchedule, pending_holds
-
-if TYPE_CHECKING:
-    from app.runtime import Runtime
+from app.model.gate import PodRef
+from app.policy.wakeup import Hold, TokenBucket, WakePlan, WakeSchedule, plan_wakeups
+from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker
+from app.tasks.ports import PodApi
 
 log = get_logger("tasks.wakeup")
 
@@ -53,18 +49,14 @@ def wake_stamp(now: float) -> str:
     )
 
 
-def wake_patch(uid: str, now: float) -> dict[str, object]:
-    """The merge patch: the annotation, with the pod's UID as a precondition (a re-created pod
-    of the same name answers 409 and is left alone)."""
-    return {"metadata": {"uid": uid, "annotations": {WAKE_ANNOTATION: wake_stamp(now)}}}
-
-
 class RequeueWaker(Ticker):
     """Wakes pending pods whose hold ended (see the module docstring)."""
 
     def __init__(
         self,
-        runtime: Runtime,
+        view: RequeueView,
+        pods: PodApi,
+        clock: Clock,
         *,
         tick: float = 1.0,
         debounce: float = 1.0,
@@ -72,12 +64,14 @@ class RequeueWaker(Ticker):
         burst: int = 100,
         min_interval: float = 1.0,
         concurrency: int = 8,
-        is_leader: Callable[[], bool] | None = None,
+        is_leader: Callable[[], bool] = lambda: True,
     ) -> None:
         super().__init__("requeue-waker", tick=tick, debounce=debounce)
-        self.runtime = runtime
+        self.view = view
+        self.pods = pods
+        self.clock = clock
         self.concurrency = concurrency
-        self.is_leader = is_leader or (lambda: runtime.is_leader)
+        self.is_leader = is_leader
         self.limiter = TokenBucket(rate, burst)
         self.schedule = WakeSchedule(min_interval)
         self.held: dict[str, Hold] = {}
@@ -96,14 +90,14 @@ class RequeueWaker(Ticker):
     def start(self) -> None:
         """Listen to cache and record changes and start the loop."""
         self._listener = self.poke
-        requeue.index(self.runtime).listeners.append(self._listener)
+        self.view.index.listeners.append(self._listener)
         super().start()
 
     async def stop(self) -> None:
         """Stop listening and end the loop (a patch in flight is cancelled)."""
         if self._listener is not None:
             with contextlib.suppress(ValueError):
-                requeue.index(self.runtime).listeners.remove(self._listener)
+                self.view.index.listeners.remove(self._listener)
             self._listener = None
         await super().stop()
 
@@ -117,7 +111,7 @@ class RequeueWaker(Ticker):
     async def run_once(self) -> float:
         """Evaluate (when something changed or a hold ended) and make the due touches.
         Returns the seconds until the loop should look again."""
-        clock = self.runtime.clock
+        clock = self.clock
         self.evaluate(clock.now())
         await self.touch_due(clock.now())
         return self.next_wait(clock.now())
@@ -134,13 +128,13 @@ class RequeueWaker(Ticker):
                 self._retries.clear()
             self._generation, self._next_check = -1, None
             return None
-        generation = requeue.index(self.runtime).generation
+        generation = self.view.index.generation
         due = self._next_check is not None and now >= self._next_check
         if generation == self._generation and not due:
             return None
         self._generation = generation
         started = time.perf_counter()
-        current = pending_holds(self.runtime, now)
+        current = self.view.pending_holds(now)
         self.pass_seconds = time.perf_counter() - started
         plan = plan_wakeups(self.held, current)
         self.held = plan.held
@@ -184,29 +178,15 @@ class RequeueWaker(Ticker):
     async def touch(self, uid: str, now: float) -> bool:
         """Patch one pod's wake annotation; False when it is no longer pending or the patch
         failed (then retried a few times)."""
-        pod = self.runtime.cache.pod(uid)
+        pod = self.view.cache.pod(uid)
         if pod is None or pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
             metrics.REQUEUE_WAKEUPS.labels("skipped").inc()
             return False
-        patch = wake_patch(uid, now)
-        client = self.runtime.kube
-        if client is None:
-            log_dry_run("patch", f"pods/{pod.key}", patch)
-            metrics.REQUEUE_WAKEUPS.labels("dry_run").inc()
-            self.woken += 1
-            return True
         try:
-            await client.patch(
-                PODS,
-                pod.metadata.name,
-                patch,
-                pod.metadata.namespace,
-                into=dict[str, object],
-                patch_type="merge",
-            )
-        except (NotFound, Conflict):  # gone, or the name belongs to a re-created pod now
-            metrics.REQUEUE_WAKEUPS.labels("gone").inc()
-            return False
+            touched = await self.pods.annotate(PodRef.of(pod), {WAKE_ANNOTATION: wake_stamp(now)})
+            if not touched:  # gone, or the name belongs to a re-created pod now
+                metrics.REQUEUE_WAKEUPS.labels("gone").inc()
+                return False
         except asyncio.CancelledError:
             raise
         except Exception as exc:

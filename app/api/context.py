@@ -1,0 +1,70 @@
+"""What the HTTP layer reads: the parts ``app.wiring`` hands it, one object per app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from fastapi import Request
+
+from app.clock import Clock
+from app.config import RunwayConfig
+from app.policy.queues import QueueTree
+from app.state.cache import ClusterCache
+from app.state.decisions import DecisionLog
+from app.state.gate import GateBook
+from app.state.preemption import PreemptDecider
+from app.state.records import RecordBook
+from app.state.requeue import RequeueView
+from app.tasks.preemption import PreemptionExecutor
+
+
+class ClusterInfo(Protocol):
+    """The connection, readiness and leadership facts the REST API reports."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether runway talks to an API server."""
+
+    @property
+    def ready(self) -> bool:
+        """The caches are synced."""
+
+    @property
+    def leadership(self) -> bool | None:
+        """Whether this replica leads; None without an election."""
+
+    @property
+    def identity(self) -> str | None:
+        """This replica's identity in the election."""
+
+    @property
+    def pod_resource_version(self) -> str | None:
+        """The pod reflector's resourceVersion."""
+
+    @property
+    def node_resource_version(self) -> str | None:
+        """The node reflector's resourceVersion."""
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    """The parts handlers use (read-only but for the executor, which the verbs feed)."""
+
+    config: RunwayConfig
+    clock: Clock
+    cache: ClusterCache
+    queues: QueueTree
+    gate: GateBook
+    records: RecordBook
+    requeue: RequeueView
+    decider: PreemptDecider
+    decisions: DecisionLog
+    executor: PreemptionExecutor
+    cluster: ClusterInfo
+
+
+def context(request: Request) -> ApiContext:
+    """The app's context (set by ``app.server.create_app``)."""
+    ctx: ApiContext = request.app.state.context
+    return ctx

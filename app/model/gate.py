@@ -1,0 +1,103 @@
+"""The preemption gate's data: pod references, gate entries, preemption plans, and the
+``runway.dev/preemption-gate`` annotation that mirrors an entry on its preemptor.
+
+Plain data and a codec, no rules: when a gate opens is ``app.policy.gate``'s business, the book
+of held preemptors ``app.state.gate``'s.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from app.model.pod import Pod
+
+GATE_ANNOTATION = "runway.dev/preemption-gate"
+"""Mirrors a gate entry on its preemptor, so other replicas and a restarted runway hold it too."""
+
+MAX_GATE_ANNOTATION_BYTES = 64 * 1024
+"""A longer value is not one runway wrote (a preemption's victims fit one node): it is ignored
+unread, so a hostile annotation cannot cost a parse of megabytes."""
+
+
+@dataclass(frozen=True)
+class PodRef:
+    """A pod named the ways the API needs: UID for preconditions, namespace/name for paths."""
+
+    uid: str
+    namespace: str
+    name: str
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``."""
+        return f"{self.namespace}/{self.name}"
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodRef:
+        """The API names of ``pod``."""
+        return cls(pod.metadata.uid, pod.metadata.namespace, pod.metadata.name)
+
+
+@dataclass(frozen=True)
+class GateEntry:
+    """One held preemptor."""
+
+    preemptor: PodRef
+    node: str
+    victims: tuple[PodRef, ...]
+    since: float
+    deadline: float
+    rule: str = ""
+    """The queue rule that made the victims eligible (for messages)."""
+    holder: str = ""
+    """Identity of the runway replica running the task."""
+
+
+@dataclass(frozen=True)
+class PreemptionPlan:
+    """What one preemption must do: the API calls for ``victims``, then nominate ``node``."""
+
+    preemptor: PodRef
+    node: str
+    victims: tuple[PodRef, ...]
+    message: str
+    """The DisruptionTarget message: names the preemptor and the queue rule."""
+    rule: str = ""
+
+
+def encode_entry(entry: GateEntry) -> str:
+    """The annotation value for ``entry`` (compact JSON)."""
+    return json.dumps(
+        {
+            "node": entry.node,
+            "victims": [[v.uid, v.namespace, v.name] for v in entry.victims],
+            "since": entry.since,
+            "deadline": entry.deadline,
+            "rule": entry.rule,
+            "holder": entry.holder,
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_entry(pod: Pod) -> GateEntry | None:
+    """The gate entry mirrored on ``pod``, or None (absent, oversized or unreadable: the value
+    is written by users too, so this never raises)."""
+    raw = pod.annotation(GATE_ANNOTATION)
+    if not raw or len(raw) > MAX_GATE_ANNOTATION_BYTES:
+        return None
+    try:
+        data = json.loads(raw)
+        victims = tuple(PodRef(str(u), str(ns), str(n)) for u, ns, n in data["victims"])
+        return GateEntry(
+            preemptor=PodRef.of(pod),
+            node=str(data["node"]),
+            victims=victims,
+            since=float(data["since"]),
+            deadline=float(data["deadline"]),
+            rule=str(data.get("rule", "")),
+            holder=str(data.get("holder", "")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None

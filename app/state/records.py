@@ -1,0 +1,236 @@
+"""Eviction records (SPEC §5) as runway reads them, and the read-modify-write that changes them.
+
+A record lives on the workload's controller owner(s), else on each of its bare pods. Reading is
+synchronous (the filter verb calls it): owners' ``runway.dev/eviction-*`` annotations come from the
+owner index (``OwnerIndex``, kept by ``app.kube.owners``), bare pods' from the pod cache. Writing
+goes through a ``RecordWriter`` (``app.kube.records``: fresh GET, compute, patch with UID and
+resourceVersion preconditions, re-read on conflict). Without one (the embedded default) records
+are logged as dry-run and kept in memory, so the verbs and the REST API behave the same.
+
+A workload with pods of several controllers (a label-defined gang over two Jobs) has its record
+on each of them; reading takes the newest.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from app.clock import Clock
+from app.config.requeue import RequeuingStrategyConfig
+from app.logs import get_logger
+from app.model import Pod
+from app.model.eviction import PREEMPTED, EvictionRecord
+from app.model.owner import OwnerEntry, OwnerRef, owner_of
+from app.policy.backoff import JitterSource, next_eviction_state, reactivate
+from app.policy.workload import WorkloadKey, workload_of
+from app.state.cache import ClusterCache
+
+log = get_logger("state.records")
+
+Update = Callable[[EvictionRecord | None], EvictionRecord | None]
+"""Computes the record to write from the current one; None = write nothing."""
+
+OWNER_MEMO_LIMIT = 10_000
+"""Workloads whose last known owners are remembered (their pods may all be gone between an
+eviction and the owner's re-creation); the oldest are forgotten first."""
+
+
+class OwnerIndex(Protocol):
+    """Owners' runway annotations, readable without I/O (``app.kube.owners.OwnerWatcher``)."""
+
+    def get(self, ref: OwnerRef) -> OwnerEntry | None:
+        """The cached entry of ``ref``; None when it has no runway annotation (or not synced)."""
+
+    def ensure(self, ref: OwnerRef) -> None:
+        """Start watching ``ref``'s kind unless already done (no await)."""
+
+
+class RecordWriter(Protocol):
+    """Writes records to the API server (``app.kube.records.KubeRecordWriter``)."""
+
+    async def update_owner(
+        self, ref: OwnerRef, change: Update, fallback: EvictionRecord | None
+    ) -> EvictionRecord | None:
+        """Read the owner fresh, apply ``change`` (to ``fallback`` when the owner has no record)
+        and write the result; returns what was written (None: nothing, or the owner is gone)."""
+
+    async def write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> list[Pod]:
+        """Write ``record`` on each pod (UID precondition; gone pods skipped); returns the
+        patched pods."""
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where a workload's record lives: its controller owners and its bare pods."""
+
+    owners: tuple[OwnerRef, ...] = ()
+    pods: tuple[Pod, ...] = ()
+
+
+def newest(records: Iterable[EvictionRecord | None]) -> EvictionRecord | None:
+    """The latest of several copies of a record (later time, then higher count, wins)."""
+    best: EvictionRecord | None = None
+    for r in records:
+        if r is not None and (best is None or (r.time, r.count) > (best.time, best.count)):
+            best = r
+    return best
+
+
+class RecordBook:
+    """Reads (sync, from the caches) and updates (async, through the writer) eviction records."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        config: RequeuingStrategyConfig,
+        clock: Clock,
+        *,
+        owners: OwnerIndex | None = None,
+        writer: RecordWriter | None = None,
+        jitter: JitterSource = random.random,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.config = config
+        self.clock = clock
+        self.owners = owners
+        self.writer = writer
+        self.jitter = jitter
+        self.on_change = on_change or (lambda: None)
+        self._memory: dict[WorkloadKey, EvictionRecord] = {}
+        """Records written without an API server (dry-run) or for workloads with no target."""
+        self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
+        """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
+
+    # -- where ----------------------------------------------------------------------------------
+
+    def targets(self, key: WorkloadKey, extra: Pod | None = None) -> Targets:
+        """The owners and bare pods of workload ``key`` (plus ``extra``, the pod being filtered,
+        which the cache may not have seen yet)."""
+        pods = self.cache.workload_pods(key)
+        if extra is not None and all(p.uid != extra.uid for p in pods):
+            pods.append(extra)
+        owners: dict[tuple[str, str, str], OwnerRef] = {}
+        bare: list[Pod] = []
+        for pod in pods:
+            ref = owner_of(pod)
+            if ref is None:
+                bare.append(pod)
+            else:
+                owners.setdefault((ref.kind, ref.api_version, ref.name), ref)
+        found = tuple(sorted(owners.values()))
+        if found:
+            if self._owner_memo.get(key) != found:
+                self._owner_memo[key] = found
+                self._owner_memo.move_to_end(key)
+                while len(self._owner_memo) > OWNER_MEMO_LIMIT:
+                    self._owner_memo.popitem(last=False)
+            if self.owners is not None:
+                for ref in found:
+                    self.owners.ensure(ref)
+        elif not bare:
+            found = self._owner_memo.get(key, ())
+        return Targets(found, tuple(bare))
+
+    def watch_owners(self) -> None:
+        """Start watching the owner kinds every cached workload names (startup)."""
+        for key in self.cache.workload_keys():
+            self.targets(key)
+
+    # -- read (sync) ----------------------------------------------------------------------------
+
+    def read(self, key: WorkloadKey, pod: Pod | None = None) -> EvictionRecord | None:
+        """The workload's record from the caches (no I/O); None when it has none."""
+        if self.writer is None:
+            return self._memory.get(key)
+        targets = self.targets(key, pod)
+        copies: list[EvictionRecord | None] = [self._memory.get(key)]
+        for ref in targets.owners:
+            entry = self.owners.get(ref) if self.owners is not None else None
+            copies.append(EvictionRecord.from_annotations(entry.annotations) if entry else None)
+        for p in targets.pods:
+            copies.append(EvictionRecord.from_annotations(p.metadata.annotations))
+        return newest(copies)
+
+    def read_pod(self, pod: Pod) -> EvictionRecord | None:
+        """The record of ``pod``'s workload."""
+        return self.read(workload_of(pod), pod)
+
+    # -- write (async) --------------------------------------------------------------------------
+
+    async def write(self, key: WorkloadKey, record: EvictionRecord) -> EvictionRecord | None:
+        """Persist ``record`` as the workload's record (whatever it held before)."""
+        return await self.update(key, lambda _: record)
+
+    async def update(self, key: WorkloadKey, change: Update) -> EvictionRecord | None:
+        """Read-modify-write the workload's record; returns what was written (None: nothing)."""
+        targets = self.targets(key) if self.writer is not None else Targets()
+        if self.writer is None or (not targets.owners and not targets.pods):
+            new = change(self._memory.get(key))
+            if new is not None:
+                if self.writer is None:
+                    log.info(
+                        "dry-run: eviction record not written",
+                        workload=str(key),
+                        annotations=new.to_annotations(),
+                    )
+                else:  # no pod and no known owner: nothing to annotate
+                    log.warning(
+                        "workload has no pods or owner: record kept in memory only",
+                        workload=str(key),
+                    )
+                self._memory[key] = new
+                self.on_change()
+            return new
+        written: EvictionRecord | None = None
+        current = self.read(key)
+        for ref in targets.owners:
+            written = await self.writer.update_owner(ref, change, current) or written
+        if targets.pods:
+            new = change(current)
+            if new is not None:
+                for patched in await self.writer.write_pods(targets.pods, new):
+                    # Read after write: the watch brings the same version a moment later.
+                    if self.cache.pod(patched.uid) is not None:
+                        self.cache.upsert_pod(patched)
+                written = new
+        if written is not None:
+            self._memory.pop(key, None)
+            self.on_change()
+        return written
+
+    # -- the operations callers use -------------------------------------------------------------
+
+    async def record_preemption(
+        self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
+    ) -> EvictionRecord | None:
+        """Record that the victim's workload was preempted by ``preemptor_uid`` at ``now``."""
+        victim = self.cache.pod(victim_pod_uid)
+        if victim is None:
+            log.info("victim not in the cache: no eviction record", victim_uid=victim_pod_uid)
+            return None
+
+        def change(current: EvictionRecord | None) -> EvictionRecord:
+            return next_eviction_state(
+                current,
+                PREEMPTED,
+                now,
+                self.config,
+                self.jitter,
+                preemptor_uid=preemptor_uid,
+                message=message,
+            )
+
+        return await self.update(workload_of(victim), change)
+
+    async def activate(self, key: WorkloadKey) -> EvictionRecord | None:
+        """Reset count and requeueAt and clear deactivation; None when there is no record."""
+
+        def change(current: EvictionRecord | None) -> EvictionRecord | None:
+            return reactivate(current) if current is not None else None
+
+        return await self.update(key, change)

@@ -1,0 +1,37 @@
+"""What the background tasks need from the Kubernetes layer, as protocols: ``app.kube`` implements
+them (``KubePodWriter``, ``DryRunPodWriter``), ``app.wiring`` plugs them in, tests fake them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from app.model.gate import PodRef
+
+
+class PodApi(Protocol):
+    """Every pod write a task makes."""
+
+    async def add_condition(
+        self, pod: PodRef, type_: str, reason: str, message: str, now: float
+    ) -> bool:
+        """Add condition ``type_``=True with ``reason``/``message``; False when the pod is gone."""
+
+    async def delete(self, pod: PodRef) -> bool:
+        """Delete with a UID precondition; False when it was gone already."""
+
+    async def nominate(self, pod: PodRef, node: str | None) -> None:
+        """Set (or with None, clear) ``status.nominatedNodeName``."""
+
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
+        """Merge-patch annotations (None removes a key) with a UID precondition; False when the
+        pod is gone or its name belongs to a re-created pod."""
+
+
+class PreemptionRecorder(Protocol):
+    """Writes the ``Preempted`` eviction record (``app.state.records.RecordBook``)."""
+
+    async def record_preemption(
+        self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
+    ) -> object:
+        """Read the victim's workload record, apply a ``Preempted`` eviction, write it back."""

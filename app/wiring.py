@@ -1,0 +1,278 @@
+"""The one place that builds runway: every long-lived part, built eagerly and wired together.
+
+``build`` makes the parts from the config (with a ``KubeClient`` they talk to the cluster;
+without one, the embedded default: an empty cache, records in memory, pod writes logged as
+dry-run). Each part gets only the parts it needs; nothing is filled in on first use.
+``Runway.start``/``stop`` run the background loops in the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from app.api.context import ApiContext
+from app.clock import Clock, SystemClock
+from app.config import RunwayConfig
+from app.kube.client import KubeClient
+from app.kube.dryrun import DryRunPodWriter
+from app.kube.leader import LeaderElector
+from app.kube.owners import OwnerWatcher
+from app.kube.pods import KubePodWriter
+from app.kube.records import KubeRecordWriter
+from app.kube.sync import ClusterSync
+from app.logs import get_logger
+from app.policy.admission import FilterPolicy
+from app.policy.ordering import QueueOrderStrategy
+from app.policy.queues import QueueTree
+from app.state.cache import ClusterCache
+from app.state.decisions import DecisionLog
+from app.state.gate import GateBook
+from app.state.preemption import PreemptDecider
+from app.state.records import RecordBook
+from app.state.requeue import RequeueIndex, RequeueView
+from app.tasks.gatekeeper import GateKeeper
+from app.tasks.podsready import PodsReadyEvictor
+from app.tasks.ports import PodApi
+from app.tasks.preemption import PreemptionExecutor
+from app.tasks.wakeup import RequeueWaker
+
+log = get_logger("wiring")
+
+
+@dataclass
+class Runway:
+    """Every long-lived part of one runway process."""
+
+    config: RunwayConfig
+    clock: Clock
+    cache: ClusterCache
+    queues: QueueTree
+    gate: GateBook
+    records: RecordBook
+    requeue: RequeueView
+    decisions: DecisionLog
+    decider: PreemptDecider
+    pods: PodApi
+    executor: PreemptionExecutor
+    gatekeeper: GateKeeper
+    evictor: PodsReadyEvictor
+    waker: RequeueWaker
+    kube: KubeClient | None = None
+    """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
+    sync: ClusterSync | None = None
+    """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
+    owners: OwnerWatcher | None = None
+    """Owner watches for eviction records (None without a cluster)."""
+    synced: bool = field(default=False)
+    """True once the caches are listed (at once on the embedded default)."""
+
+    # -- what the REST API asks about the cluster (``app.api.context.ClusterInfo``) ------------
+
+    @property
+    def connected(self) -> bool:
+        """Whether runway talks to an API server."""
+        return self.kube is not None
+
+    @property
+    def ready(self) -> bool:
+        """``/readyz``: the caches are synced (always on the embedded default)."""
+        return self.kube is None or self.synced
+
+    @property
+    def leader(self) -> LeaderElector | None:
+        """The Lease elector (None without a cluster or with leader election off)."""
+        return self.sync.leader if self.sync is not None else None
+
+    def is_leader(self) -> bool:
+        """Whether this replica may run leader-only work. True without election."""
+        leader = self.leader
+        return leader.is_leader if leader is not None else True
+
+    @property
+    def leadership(self) -> bool | None:
+        """``is_leader()``, or None when there is no election."""
+        return self.leader.is_leader if self.leader is not None else None
+
+    @property
+    def identity(self) -> str | None:
+        """This replica's identity in the election."""
+        return self.leader.identity if self.leader is not None else None
+
+    @property
+    def pod_resource_version(self) -> str | None:
+        """The pod reflector's resourceVersion."""
+        return self.sync.pods.resource_version if self.sync is not None else None
+
+    @property
+    def node_resource_version(self) -> str | None:
+        """The node reflector's resourceVersion."""
+        return self.sync.nodes.resource_version if self.sync is not None else None
+
+    def api_context(self) -> ApiContext:
+        """The parts the HTTP layer reads."""
+        return ApiContext(
+            config=self.config,
+            clock=self.clock,
+            cache=self.cache,
+            queues=self.queues,
+            gate=self.gate,
+            records=self.records,
+            requeue=self.requeue,
+            decider=self.decider,
+            decisions=self.decisions,
+            executor=self.executor,
+            cluster=self,
+        )
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the reflectors, wait (bounded) for the eviction records, start the loops."""
+        if self.sync is not None:
+            self.sync.start()
+            # Serve nothing until the eviction records are read back: a filter answered without
+            # them would let a workload out of its backoff early after a restart. Bounded (below
+            # the liveness probe's window); past it the records arrive through the watch.
+            within = self.config.kubernetes.startup_records_timeout
+            if not await self.load_records(within):
+                log.warning("eviction records not all loaded at startup; serving anyway")
+        self.gatekeeper.start()
+        # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
+        self.evictor.start()
+        # Holds that end (backoff, reactivation, preemptor bound...) wake the pods (leader only).
+        self.waker.start()
+
+    async def stop(self) -> None:
+        """Stop the loops, drain the preemptions, stop watching."""
+        await self.waker.stop()
+        await self.evictor.stop()
+        await self.gatekeeper.stop()
+        await self.executor.drain(self.config.preemption.shutdown_grace)
+        if self.owners is not None:
+            await self.owners.stop()
+        if self.sync is not None:
+            await self.sync.stop()
+
+    async def load_records(self, within: float = 5.0) -> bool:
+        """At startup: once the pods are listed, start watching the owners they name and wait
+        (bounded) until those are listed, so the first filter calls already see every record.
+        Returns False when the bound passed first (the records then arrive a little later)."""
+        if self.owners is None:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while not self.cache.pods_synced:
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)  # polling interval
+        self.records.watch_owners()
+        return await self.owners.wait_synced(max(deadline - loop.time(), 0.0))
+
+
+def build(
+    config: RunwayConfig | None = None,
+    clock: Clock | None = None,
+    *,
+    kube: KubeClient | None = None,
+) -> Runway:
+    """Every part of runway for ``config`` (the embedded default when None)."""
+    config = config or RunwayConfig()
+    clock = clock or SystemClock()
+    k8s, pre = config.kubernetes, config.preemption
+    cache = ClusterCache()
+    index = RequeueIndex()
+    cache.subscribe(index.bump)
+    queues = QueueTree.from_config(config.queues)
+    gate = GateBook(cache)
+    owners: OwnerWatcher | None = None
+    pods: PodApi
+    writer: KubeRecordWriter | None = None
+    if kube is not None:
+        owners = OwnerWatcher(
+            kube,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            on_change=index.bump,
+        )
+        kube_pods = KubePodWriter(kube)
+        writer = KubeRecordWriter(kube, kube_pods, owners=owners)
+        pods = kube_pods
+    else:
+        pods = DryRunPodWriter()
+    records = RecordBook(
+        cache,
+        config.wait_for_pods_ready.requeuing_strategy,
+        clock,
+        owners=owners,
+        writer=writer,
+        on_change=index.bump,
+    )
+    requeue = RequeueView(
+        cache,
+        records,
+        gate,
+        queues,
+        pods_ready=config.wait_for_pods_ready,
+        order=QueueOrderStrategy.from_config(config),
+        policy=FilterPolicy(anti_flapping_seconds=config.requeue_strategy.anti_flapping_timeout),
+        pool_label=config.min_runtime.pool_label,
+        index=index,
+    )
+    decisions = DecisionLog(pre.decision_history)
+    decider = PreemptDecider(cache, queues, config.min_runtime, gate, decisions, clock)
+    runway_ref: list[Runway] = []
+
+    def synced() -> None:
+        runway_ref[0].synced = True
+
+    sync = (
+        ClusterSync(kube, cache.pod_store, cache.node_store, k8s, on_synced=synced)
+        if kube is not None
+        else None
+    )
+    leader = sync.leader if sync is not None else None
+
+    def is_leader() -> bool:
+        return leader.is_leader if leader is not None else True
+
+    executor = PreemptionExecutor(
+        pods,
+        gate,
+        clock,
+        concurrency=pre.max_concurrent_tasks,
+        victim_parallelism=pre.victim_parallelism,
+        gate_bound_s=pre.gate_timeout,
+        history=pre.history,
+        identity=leader.identity if leader is not None else "",
+        recorder=records,
+    )
+    runway = Runway(
+        config=config,
+        clock=clock,
+        cache=cache,
+        queues=queues,
+        gate=gate,
+        records=records,
+        requeue=requeue,
+        decisions=decisions,
+        decider=decider,
+        pods=pods,
+        executor=executor,
+        gatekeeper=GateKeeper(gate, cache, executor, pods, clock, is_leader=is_leader),
+        evictor=PodsReadyEvictor(
+            requeue,
+            records,
+            pods,
+            clock,
+            config.wait_for_pods_ready,
+            pool_label=config.min_runtime.pool_label,
+            is_leader=is_leader,
+        ),
+        waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader),
+        kube=kube,
+        sync=sync,
+        owners=owners,
+    )
+    runway_ref.append(runway)
+    return runway
