@@ -269,7 +269,7 @@ def build(
             pool_label=config.min_runtime.pool_label,
             is_leader=is_leader,
         ),
-        waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader),
+        waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader, dry_run=kube is None),
         kube=kube,
         sync=sync,
         owners=owners,

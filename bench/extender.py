@@ -39,11 +39,12 @@ import msgspec
 import orjson
 from pydantic import BaseModel
 
+from app.api.context import ApiContext
 from app.api.extender import handle_filter, handle_preempt, handle_prioritize
 from app.config import RunwayConfig
-from app.runtime import Runtime
 from app.server import settle_heap
 from app.wire import decode_extender_args
+from app.wiring import build
 from bench import payloads
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -349,7 +350,7 @@ def bench_decoders(store: Payloads, quick: bool) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------- 2. in-process
 
-Handler = Callable[[Runtime, bytes], bytes]
+Handler = Callable[[ApiContext, bytes], bytes]
 HANDLERS: dict[str, Handler] = {
     "filter": handle_filter,
     "prioritize": handle_prioritize,
@@ -373,7 +374,7 @@ def _iterations(warm_s: float, quick: bool) -> int:
 def bench_in_process(store: Payloads, quick: bool) -> list[dict[str, Any]]:
     """p50/p99 of each verb called as a function (decode → policy → encode, no HTTP), with the
     garbage collector tuned as the server tunes it at startup."""
-    runtime = Runtime(config=RunwayConfig())
+    runtime = build(RunwayConfig()).api_context()
     settle_heap()
     results: list[dict[str, Any]] = []
     for verb, handler in HANDLERS.items():

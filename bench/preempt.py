@@ -28,11 +28,12 @@ from app import metrics
 from app.clock import SystemClock
 from app.config import LoggingConfig, parse_config
 from app.kube.client import ClusterAccess, KubeClient
+from app.kube.pods import KubePodWriter
 from app.logs import configure_logging
 from app.model import Pod
 from app.model.timestamps import format_time
-from app.runtime import Runtime
 from app.server import create_app
+from app.wiring import Runway
 
 
 def _pod(name: str, uid: str, node: str | None, priority: int, queue: str) -> Pod:
@@ -88,8 +89,9 @@ async def _measure(
         }
     )
     app = create_app(config, clock=SystemClock())
-    runtime: Runtime = app.state.runtime
-    runtime.kube = _kube(latency)
+    runtime: Runway = app.state.runway
+    # The preemption's pod writes go to a fake API server with this latency (no watches).
+    runtime.executor.pods = KubePodWriter(_kube(latency))
     pods = [_pod(f"v{i}", f"uid-v{i}", "node-0", 1, "low") for i in range(victims)]
     runtime.cache.replace_pods(pods)
     times: list[float] = []

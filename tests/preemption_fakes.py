@@ -1,15 +1,21 @@
-"""A fake of ``app.tasks.preemption.PreemptionApi``: records calls, injects latency and faults."""
+"""A fake of ``app.tasks.ports.PodApi`` (and of the eviction recorder): records calls, injects
+latency and faults."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from app.policy.gate import GateEntry, PodRef
+from app.model.gate import GATE_ANNOTATION, PodRef
 
 
 class FakeApi:
-    """Records calls; each call waits ``latency`` and may be made to fail."""
+    """Records calls; each call waits ``latency`` and may be made to fail.
+
+    Calls are recorded as ``(op, namespace/name, arg)``: ``mirror`` (the gate annotation set,
+    arg True, or removed, False), ``annotate`` (other annotations), ``condition``, ``record``
+    (arg: the preemptor's UID), ``delete`` and ``nominate`` (arg: the node or None).
+    """
 
     def __init__(self, latency: float = 0.0) -> None:
         self.latency = latency
@@ -18,8 +24,10 @@ class FakeApi:
         self.started = asyncio.Event()
         self.release = asyncio.Event()
         self.release.set()
+        self._refs: dict[str, PodRef] = {}
 
     async def _call(self, op: str, pod: PodRef, arg: object = None) -> None:
+        self._refs.setdefault(pod.uid, pod)
         self.started.set()
         await self.release.wait()
         if self.latency:
@@ -29,17 +37,28 @@ class FakeApi:
             raise error
         self.calls.append((op, pod.key, arg))
 
-    async def mirror_gate(self, preemptor: PodRef, entry: GateEntry | None) -> None:
-        await self._call("mirror", preemptor, entry is not None)
+    async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
+        if GATE_ANNOTATION in annotations:
+            await self._call("mirror", pod, annotations[GATE_ANNOTATION] is not None)
+        else:
+            await self._call("annotate", pod, dict(annotations))
+        return True
 
-    async def mark_disruption(self, victim: PodRef, message: str) -> None:
-        await self._call("condition", victim, message)
+    async def add_condition(
+        self, pod: PodRef, type_: str, reason: str, message: str, now: float
+    ) -> bool:
+        await self._call("condition", pod, message)
+        return True
 
-    async def record_eviction(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
-        await self._call("record", victim, preemptor.uid)
+    async def record_preemption(
+        self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
+    ) -> None:
+        victim = self._refs.get(victim_pod_uid, PodRef(victim_pod_uid, "?", victim_pod_uid))
+        await self._call("record", victim, preemptor_uid)
 
-    async def delete_pod(self, victim: PodRef) -> None:
-        await self._call("delete", victim)
+    async def delete(self, pod: PodRef) -> bool:
+        await self._call("delete", pod)
+        return True
 
-    async def nominate(self, preemptor: PodRef, node: str | None) -> None:
-        await self._call("nominate", preemptor, node)
+    async def nominate(self, pod: PodRef, node: str | None) -> None:
+        await self._call("nominate", pod, node)

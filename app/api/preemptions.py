@@ -49,8 +49,6 @@ class GateEntryView(BaseModel):
     holder: str = Field(description="the runway replica that runs the task")
 
 
-
-
 @router.get("/preemptions", response_model=PreemptionsView, summary="Preemption tasks")
 async def preemptions(request: Request) -> dict[str, Any]:
     """In-flight preemption tasks and the last finished ones, with timings and results."""

@@ -149,8 +149,6 @@ def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> 
     )
 
 
-
-
 _POOL = Query(
     min_length=1,
     description="Value of the node's pool label (`minRuntime.poolLabel`): apply that pool's "

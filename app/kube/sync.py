@@ -18,6 +18,7 @@ from app.model.node import Node
 
 log = get_logger("kube.sync")
 
+
 class ClusterSync:
     """Reflectors for pods and nodes, plus (optionally) the leader elector."""
 

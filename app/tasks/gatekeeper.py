@@ -50,15 +50,19 @@ class GateKeeper(Ticker):
         self._unsubscribe = cache.subscribe(self._on_change)
         gate.listeners.append(self.poke)
 
-    async def stop(self) -> None:
-        """Stop the sweep, the subscriptions and the annotation removals in flight."""
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop the sweep and the subscriptions; let the annotation removals in flight finish
+        within ``grace_s``, then cancel them."""
         self._unsubscribe()
         with contextlib.suppress(ValueError):
             self.gate.listeners.remove(self.poke)
         await super().stop()
-        for task in list(self._releases):
-            task.cancel()
-        await asyncio.gather(*self._releases, return_exceptions=True)
+        pending = [t for t in self._releases if not t.done()]
+        if pending:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            for task in still:
+                task.cancel()
+            await asyncio.gather(*still, return_exceptions=True)
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
         if event.kind != "pod":

@@ -86,7 +86,7 @@ class PreemptionExecutor:
         revert_timeout_s: float = 5.0,
         recorder: PreemptionRecorder | None = None,
     ) -> None:
-        self._pods = pods
+        self.pods = pods
         self._recorder = recorder
         # A gang's pods share one record: write it once per (victim, preemptor).
         self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
@@ -213,7 +213,7 @@ class PreemptionExecutor:
     async def _execute(
         self, plan: PreemptionPlan, entry: GateEntry, record: PreemptionRecord
     ) -> None:
-        if not await self._pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
+        if not await self.pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
             raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
         record.steps.append("gate mirrored")
         limit = asyncio.Semaphore(self._victim_parallelism)
@@ -221,15 +221,15 @@ class PreemptionExecutor:
         async def evict(victim: PodRef) -> None:
             async with limit:
                 now = self._clock.now()
-                await self._pods.add_condition(
+                await self.pods.add_condition(
                     victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
                 )
                 await self._record(victim, plan.preemptor, now)
-                await self._pods.delete(victim)
+                await self.pods.delete(victim)
 
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
-        await self._pods.nominate(plan.preemptor, plan.node)
+        await self.pods.nominate(plan.preemptor, plan.node)
         record.steps.append(f"nominated to {plan.node}")
 
     async def _record(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
@@ -250,7 +250,7 @@ class PreemptionExecutor:
         try:
             # Bounded: at shutdown this runs after cancellation and must not hold drain() up.
             async with asyncio.timeout(self._revert_timeout_s):
-                await self._pods.nominate(plan.preemptor, None)
+                await self.pods.nominate(plan.preemptor, None)
             record.steps.append("nomination cleared, gate opened")
         except Exception as exc:  # the gate is open anyway; the annotation expires by deadline
             record.steps.append(f"revert failed: {type(exc).__name__}: {exc}")

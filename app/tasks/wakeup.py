@@ -65,8 +65,11 @@ class RequeueWaker(Ticker):
         min_interval: float = 1.0,
         concurrency: int = 8,
         is_leader: Callable[[], bool] = lambda: True,
+        dry_run: bool = False,
     ) -> None:
         super().__init__("requeue-waker", tick=tick, debounce=debounce)
+        self.dry_run = dry_run
+        """The pod writer only logs (embedded default): touches count as ``dry_run``."""
         self.view = view
         self.pods = pods
         self.clock = clock
@@ -200,7 +203,7 @@ class RequeueWaker(Ticker):
             log.warning("pod wake-up failed", pod=pod.key, error=str(exc), attempt=tries)
             return False
         self._retries.pop(uid, None)
-        metrics.REQUEUE_WAKEUPS.labels("touched").inc()
+        metrics.REQUEUE_WAKEUPS.labels("dry_run" if self.dry_run else "touched").inc()
         self.woken += 1
         log.debug("pod woken", pod=pod.key)
         return True

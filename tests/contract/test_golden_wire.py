@@ -16,8 +16,8 @@ import pytest
 
 from app.api.extender import handle_filter, handle_preempt, handle_prioritize
 from app.config import RunwayConfig
-from app.runtime import Runtime
 from app.server import create_app
+from app.wiring import build
 from tests.reference import wire_cases
 
 CASES = wire_cases()
@@ -110,7 +110,7 @@ def test_every_verb_and_mode_is_covered() -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_reply_satisfies_the_go_client(case: dict[str, Any]) -> None:
     body = json.dumps(case["request"]).encode()
-    reply = json.loads(HANDLERS[case["verb"]](Runtime(config=RunwayConfig()), body))
+    reply = json.loads(HANDLERS[case["verb"]](build(RunwayConfig()).api_context(), body))
     check(case, reply)
 
 
@@ -118,7 +118,7 @@ def test_reply_satisfies_the_go_client(case: dict[str, Any]) -> None:
 def test_accepted_response_shape_matches(case: dict[str, Any]) -> None:
     """With no policy configured, runway's reply carries what the captured reply carried."""
     body = json.dumps(case["request"]).encode()
-    reply = json.loads(HANDLERS[case["verb"]](Runtime(config=RunwayConfig()), body))
+    reply = json.loads(HANDLERS[case["verb"]](build(RunwayConfig()).api_context(), body))
     accepted = case["accepted_response"]
     if case["verb"] == "filter":
         key = "NodeNames" if case["nodeCacheCapable"] else "Nodes"

@@ -10,11 +10,10 @@ import msgspec
 from app.clock import ManualClock
 from app.config import RunwayConfig
 from app.model import Pod
-from app.policy.gate import GateEntry, PodRef
-from app.runtime import Runtime
-from app.state.gate import GATE_ANNOTATION, encode_entry
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, encode_entry
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.preemption import PreemptionExecutor
+from app.wiring import Runway, build
 from tests.preemption_fakes import FakeApi
 
 NOW = 1_800_000_000.0
@@ -35,11 +34,15 @@ def pod(ref: PodRef, annotations: dict[str, str] | None = None, node: str | None
     return msgspec.convert(raw, Pod)
 
 
-def runtime_with(api: FakeApi, pods: list[Pod]) -> Runtime:
-    rt = Runtime(config=RunwayConfig(), clock=ManualClock(NOW))
+def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:
+    rt = build(RunwayConfig(), clock=ManualClock(NOW))
     rt.cache.replace_pods(pods)
-    rt.preemptions = PreemptionExecutor(api, rt.gate, rt.clock)
+    rt.executor = PreemptionExecutor(api, rt.gate, rt.clock, recorder=api)
     return rt
+
+
+def keeper(rt: Runway, api: FakeApi) -> GateKeeper:
+    return GateKeeper(rt.gate, rt.cache, rt.executor, api, rt.clock)
 
 
 def mirrored(deadline: float) -> dict[str, str]:
@@ -50,10 +53,10 @@ def mirrored(deadline: float) -> dict[str, str]:
 async def test_a_gate_left_in_flight_is_resumed_for_the_victims_still_there() -> None:
     api = FakeApi()
     rt = runtime_with(api, [pod(P, mirrored(NOW + 30), node=None), pod(V[0])])  # b is gone
-    GateKeeper(rt).resume_mirrored()
-    assert rt.preemptions is not None
-    await rt.preemptions.drain(5)
-    record = rt.preemptions.recent()[0]
+    keeper(rt, api).resume_mirrored()
+    assert rt.executor is not None
+    await rt.executor.drain(5)
+    record = rt.executor.recent()[0]
     assert record.result == "success"
     assert record.plan.victims == (V[0],)  # only the outstanding one
     assert ("delete", "ns/a", None) in api.calls
@@ -63,10 +66,11 @@ async def test_a_gate_left_in_flight_is_resumed_for_the_victims_still_there() ->
 async def test_a_finished_or_expired_gate_is_released_with_its_annotation() -> None:
     api = FakeApi()
     rt = runtime_with(api, [pod(P, mirrored(NOW - 1), node=None), pod(V[0]), pod(V[1])])
-    GateKeeper(rt).resume_mirrored()
-    assert rt.preemptions is not None
-    await rt.preemptions.drain(5)
-    assert rt.preemptions.recent() == []
+    gk = keeper(rt, api)
+    gk.resume_mirrored()
+    await gk.stop()
+    await rt.executor.drain(5)
+    assert rt.executor.recent() == []
     assert ("mirror", "ns/high", False) in api.calls  # the stale annotation is removed
     assert rt.gate.get(P.uid) is None
 
@@ -74,12 +78,13 @@ async def test_a_finished_or_expired_gate_is_released_with_its_annotation() -> N
 async def test_a_held_gate_opens_when_the_cache_sees_the_victims_go() -> None:
     api = FakeApi()
     rt = runtime_with(api, [pod(P, node=None), pod(V[0]), pod(V[1])])
-    keeper = GateKeeper(rt)
+    gk = keeper(rt, api)
     rt.gate.hold(GateEntry(P, "n1", V, since=NOW, deadline=NOW + 60))
     rt.cache.delete_pod(pod(V[0]))
-    assert rt.gate.get(P.uid) is not None
+    assert gk.sweep() == 0 and rt.gate.get(P.uid) is not None
     rt.cache.delete_pod(pod(V[1]))
-    assert rt.gate.get(P.uid) is None
-    await keeper.stop()
-    assert rt.preemptions is not None
-    await rt.preemptions.drain(5)
+    assert rt.gate.held(pod(P, node=None), NOW) is None  # reads see it open at once
+    assert gk.sweep() == 1 and rt.gate.get(P.uid) is None  # the keeper releases it
+    await gk.stop()
+    assert rt.executor is not None
+    await rt.executor.drain(5)

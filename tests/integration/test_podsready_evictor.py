@@ -17,14 +17,13 @@ import pytest
 from app.api.extender import handle_filter
 from app.clock import ManualClock
 from app.config import parse_config
-from app.kube.objects import Node
 from app.model import Pod
+from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.backoff import no_jitter
-from app.runtime import Runtime
 from app.server import create_app
-from app.state import requeue
 from app.tasks.podsready import PodsReadyEvictor
+from app.wiring import Runway
 from tests.integration.kube_helpers import client, until
 from tests.integration.test_records import FakeApi, job_obj, pod_obj
 
@@ -48,14 +47,25 @@ class World:
         self.clock = ManualClock(T0)
         self.kube = client(self.api.transport)
         self.app = create_app(parse_config(CONFIG), self.clock, kube=self.kube)
-        self.runtime: Runtime = self.app.state.runtime
-        self.evictor = PodsReadyEvictor(
-            self.runtime, jitter=no_jitter, tick=0.05, is_leader=lambda: True
-        )
+        self.runtime: Runway = self.app.state.runway
+        self.evictor = self.make_evictor(tick=0.05)
         self.generation = 0
         self.api.jobs["ml/train"] = job_obj("train", "ml")
         node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
         self.runtime.cache.upsert_node(msgspec.convert(node, type=Node))
+
+    def make_evictor(self, **options: Any) -> PodsReadyEvictor:
+        rt = self.runtime
+        return PodsReadyEvictor(
+            rt.requeue,
+            rt.records,
+            rt.pods,
+            rt.clock,
+            rt.config.wait_for_pods_ready,
+            pool_label=rt.config.min_runtime.pool_label,
+            jitter=no_jitter,
+            **options,
+        )
 
     def create_pods(self) -> None:
         """The Job controller: two pending pods (new UIDs each generation)."""
@@ -90,7 +100,7 @@ class World:
     def filter(self) -> dict[str, Any]:
         pod = self.api.pods.get("ml/train-0") or pod_obj("train-0", namespace="ml", job="train")
         body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}).encode()
-        result: dict[str, Any] = json.loads(handle_filter(self.runtime, body))
+        result: dict[str, Any] = json.loads(handle_filter(self.runtime.api_context(), body))
         return result
 
     async def evict_due(self) -> None:
@@ -102,7 +112,7 @@ class World:
     def record(self) -> Any:
         key = self.runtime.cache.workload_keys()[0] if self.runtime.cache.workload_keys() else None
         assert key is not None
-        return requeue.records(self.runtime).read(key)
+        return self.runtime.records.read(key)
 
 
 @pytest.fixture
@@ -111,9 +121,8 @@ async def world() -> AsyncIterator[World]:
     yield w
     await w.evictor.stop()
     w.api.stop.set()
-    store = w.runtime.records
-    assert store is not None and store.owners is not None
-    await store.owners.stop()
+    assert w.runtime.owners is not None
+    await w.runtime.owners.stop()
     await w.kube.aclose()
 
 
@@ -219,7 +228,7 @@ async def test_a_half_done_eviction_is_finished_without_counting_twice(world: Wo
 
 async def test_only_the_leader_evicts(world: World) -> None:
     w = world
-    follower = PodsReadyEvictor(w.runtime, jitter=no_jitter, is_leader=lambda: False)
+    follower = w.make_evictor(is_leader=lambda: False)
     w.create_pods()
     w.bind()
     w.clock.advance(60)

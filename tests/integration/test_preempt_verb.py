@@ -16,9 +16,8 @@ from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
 from app.model.timestamps import format_time
-from app.runtime import Runtime
 from app.server import create_app
-from app.state.preemption import sweep_gates
+from app.wiring import Runway
 
 NOW = 1_800_000_000.0
 CONFIG = {
@@ -92,7 +91,7 @@ def preempt_body() -> bytes:
 async def app(request: pytest.FixtureRequest) -> AsyncIterator[FastAPI]:
     extra = getattr(request, "param", {})
     application = create_app(parse_config({**CONFIG, **extra}), clock=ManualClock(NOW))
-    runtime: Runtime = application.state.runtime
+    runtime: Runway = application.state.runway
     runtime.cache.replace_pods([PREEMPTOR, YOUNG, OLD])
     async with application.router.lifespan_context(application):
         yield application
@@ -153,29 +152,30 @@ async def test_explain_errors_say_what_is_wrong(app: FastAPI, query: str, status
 
 
 async def test_async_preemption_holds_the_gate_until_victims_are_gone(app: FastAPI) -> None:
-    runtime: Runtime = app.state.runtime
+    runtime: Runway = app.state.runway
     assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
-    assert runtime.preemptions is not None
+    assert runtime.executor is not None
     # In the gate: a second preempt is vetoed, and /v1/gate lists the preemptor.
     again = await call(app, "POST", "/scheduler/preempt", preempt_body())
     assert again.json() == {"NodeNameToMetaVictims": {}}
     gate = (await call(app, "GET", "/v1/gate")).json()
     assert [g["preemptor"] for g in gate] == ["default/high-0"]
     assert gate[0]["node"] == "node-1" and gate[0]["victims"] == ["default/old"]
-    await runtime.preemptions.drain(5)
+    await runtime.executor.drain(5)
     recent = (await call(app, "GET", "/v1/preemptions")).json()["recent"]
     assert recent[0]["result"] == "success" and recent[0]["node"] == "node-1"
     # The victim is still in the cache: the gate holds; once it is gone, it opens.
-    sweep_gates(runtime)
+    runtime.gatekeeper.sweep()
     assert len(runtime.gate) == 1
     runtime.cache.delete_pod(OLD)
-    assert len(runtime.gate) == 0  # the gatekeeper's cache subscription swept it
+    assert runtime.gate.held(PREEMPTOR, NOW) is None  # a read sees it open at once
+    assert runtime.gatekeeper.sweep() == 1 and len(runtime.gate) == 0  # the keeper releases it
 
 
 @pytest.mark.parametrize("app", [{"preemption": {"async": False}}], indirect=True)
 async def test_sync_mode_makes_the_calls_before_answering(app: FastAPI) -> None:
-    runtime: Runtime = app.state.runtime
+    runtime: Runway = app.state.runway
     assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
-    assert runtime.preemptions is not None
-    assert runtime.preemptions.in_flight() == []
-    assert runtime.preemptions.recent()[0].result == "success"
+    assert runtime.executor is not None
+    assert runtime.executor.in_flight() == []
+    assert runtime.executor.recent()[0].result == "success"

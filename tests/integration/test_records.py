@@ -17,12 +17,14 @@ import pytest
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.kube.owners import Discovery, OwnerWatcher
-from app.kube.records import EvictionRecordStore
+from app.kube.pods import KubePodWriter
+from app.kube.records import KubeRecordWriter
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
 from app.policy.backoff import no_jitter
 from app.policy.workload import workload_of
 from app.state.cache import ClusterCache
+from app.state.records import RecordBook
 from tests.integration.kube_helpers import client, until
 
 T0 = 1_800_000_000.0
@@ -200,14 +202,15 @@ def cache_with(*pods: dict[str, Any]) -> ClusterCache:
 
 def make_store(
     api: FakeApi, cache: ClusterCache, cfg: RequeuingStrategyConfig | None = None
-) -> EvictionRecordStore:
+) -> RecordBook:
     kube = client(api.transport)
-    return EvictionRecordStore(
+    owners = OwnerWatcher(kube, Discovery(kube))
+    return RecordBook(
         cache,
         cfg or RequeuingStrategyConfig(backoff_limit_count=3),
         ManualClock(T0),
-        client=kube,
-        owners=OwnerWatcher(kube, Discovery(kube)),
+        owners=owners,
+        writer=KubeRecordWriter(kube, KubePodWriter(kube), owners=owners),
         jitter=no_jitter,
     )
 
@@ -217,12 +220,12 @@ def api() -> FakeApi:
     return FakeApi()
 
 
-async def _close(store: EvictionRecordStore, api: FakeApi) -> None:
+async def _close(store: RecordBook, api: FakeApi) -> None:
     api.stop.set()
-    assert store.owners is not None
+    assert isinstance(store.owners, OwnerWatcher)
     await store.owners.stop()
-    assert store.client is not None
-    await store.client.aclose()
+    assert isinstance(store.writer, KubeRecordWriter)
+    await store.writer.client.aclose()
 
 
 RECORD = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 60, first_eviction_time=T0)
@@ -373,7 +376,7 @@ async def test_activate_resets_count_and_backoff(api: FakeApi) -> None:
 
 async def test_without_a_cluster_records_are_dry_run_and_kept_in_memory() -> None:
     cache = cache_with(pod_obj("solo"))
-    store = EvictionRecordStore(cache, RequeuingStrategyConfig(), ManualClock(T0))
+    store = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0))
     key = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
     assert store.read(key) is None
     assert await store.write(key, RECORD) == RECORD

@@ -11,10 +11,10 @@ import pytest
 
 from app import metrics
 from app.kube.client import NODES, PODS
-from app.kube.objects import Node
 from app.kube.reflector import Reflector
 from app.kube.retry import Backoff
 from app.model import Pod
+from app.model.node import Node
 from app.state.cache import CacheEvent, ClusterCache
 from tests.integration.kube_fake import FakeApiServer, make_node, make_pod
 from tests.integration.kube_helpers import client, until

@@ -16,15 +16,14 @@ import pytest
 from app import metrics
 from app.clock import ManualClock
 from app.config import parse_config
-from app.kube.objects import Node
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
-from app.runtime import Runtime
 from app.server import create_app
-from app.state import requeue
 from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
+from app.wiring import Runway
 from tests.integration.kube_helpers import client, until
 from tests.integration.test_records import FakeApi, job_obj, pod_obj
 
@@ -44,10 +43,15 @@ class World:
         self.clock = ManualClock(T0)
         self.kube = client(self.api.transport) if kube else None
         self.app = create_app(parse_config(config), self.clock, kube=self.kube)
-        self.runtime: Runtime = self.app.state.runtime
+        self.runtime: Runway = self.app.state.runway
         self.leader = True
         self.waker = RequeueWaker(
-            self.runtime, is_leader=lambda: self.leader, **({"tick": 60.0} | waker)
+            self.runtime.requeue,
+            self.runtime.pods,
+            self.clock,
+            is_leader=lambda: self.leader,
+            dry_run=self.kube is None,
+            **({"tick": 60.0} | waker),
         )
         self.api.jobs["ml/train"] = job_obj("train", "ml")
         node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
@@ -86,7 +90,7 @@ class World:
         return workload_of(msgspec.convert(self.api.pods[f"ml/{name}"], Pod))
 
     async def write(self, record: EvictionRecord, name: str = "train-0") -> None:
-        await requeue.records(self.runtime).write(self.key(name), record)
+        await self.runtime.records.write(self.key(name), record)
 
     def wakes(self) -> list[tuple[str, str]]:
         """(pod name, UID precondition) of every wake patch sent so far."""
@@ -163,7 +167,7 @@ async def test_reactivation_through_rest_wakes_the_pods_at_once(world: World) ->
     )
     assert await w.run() == 60.0  # deactivated: no end in sight, only an event ends it
     assert w.wakes() == []
-    generation = requeue.index(w.runtime).generation
+    generation = w.runtime.requeue.index.generation
 
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=w.app), base_url="http://runway")
     async with http:
@@ -171,7 +175,7 @@ async def test_reactivation_through_rest_wakes_the_pods_at_once(world: World) ->
             "/v1/workloads/ml/train:activate", headers={"Authorization": f"Bearer {TOKEN}"}
         )
         assert resp.status_code == 200, resp.text
-    assert requeue.index(w.runtime).generation > generation  # the listener hears record changes
+    assert w.runtime.requeue.index.generation > generation  # the listener hears record changes
     await w.run()
     assert sorted(n for n, _ in w.wakes()) == ["train-0", "train-1"]
 
@@ -322,7 +326,7 @@ async def test_the_loop_wakes_on_time_and_stops_cleanly() -> None:
         assert task is not None
         await w.waker.stop()
         assert task.done() and w.waker._task is None
-        assert requeue.index(w.runtime).listeners == []
+        assert w.runtime.requeue.index.listeners == []
         await asyncio.sleep(0)
     finally:
         await w.close()

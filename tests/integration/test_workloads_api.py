@@ -14,21 +14,20 @@ from fastapi import FastAPI
 
 from app.clock import ManualClock
 from app.config import parse_config
-from app.kube.objects import Node
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
-from app.runtime import Runtime
 from app.server import create_app
-from app.state import requeue
+from app.wiring import Runway
 from tests.integration.test_records import pod_obj
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
 
 
-def build(extra: dict[str, Any] | None = None) -> tuple[FastAPI, Runtime, ManualClock]:
+def build(extra: dict[str, Any] | None = None) -> tuple[FastAPI, Runway, ManualClock]:
     clock = ManualClock(T0)
     config = {
         "auth": {"mode": "static", "staticTokens": [TOKEN]},
@@ -40,10 +39,10 @@ def build(extra: dict[str, Any] | None = None) -> tuple[FastAPI, Runtime, Manual
         **(extra or {}),
     }
     app = create_app(parse_config(config), clock)
-    return app, app.state.runtime, clock
+    return app, app.state.runway, clock
 
 
-def add(runtime: Runtime, obj: dict[str, Any]) -> Pod:
+def add(runtime: Runway, obj: dict[str, Any]) -> Pod:
     pod = msgspec.convert(obj, Pod)
     runtime.cache.upsert_pod(pod)
     return pod
@@ -64,14 +63,14 @@ def bound(obj: dict[str, Any], at: float, ready: bool = False) -> dict[str, Any]
 
 
 @pytest.fixture
-async def setup() -> AsyncIterator[tuple[httpx.AsyncClient, Runtime, ManualClock]]:
+async def setup() -> AsyncIterator[tuple[httpx.AsyncClient, Runway, ManualClock]]:
     app, runtime, clock = build()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://runway") as http:
         yield http, runtime, clock
 
 
-async def test_workload_view(setup: tuple[httpx.AsyncClient, Runtime, ManualClock]) -> None:
+async def test_workload_view(setup: tuple[httpx.AsyncClient, Runway, ManualClock]) -> None:
     http, runtime, _ = setup
     labels = {"runway.dev/queue": "strict"}
     for i in range(2):
@@ -90,7 +89,7 @@ async def test_workload_view(setup: tuple[httpx.AsyncClient, Runtime, ManualCloc
 
 
 async def test_unknown_names_are_404_with_a_message(
-    setup: tuple[httpx.AsyncClient, Runtime, ManualClock],
+    setup: tuple[httpx.AsyncClient, Runway, ManualClock],
 ) -> None:
     http, _, _ = setup
     resp = await http.get("/v1/workloads/team/nope")
@@ -104,7 +103,7 @@ async def test_unknown_names_are_404_with_a_message(
 
 
 async def test_pending_order_and_queue_counts(
-    setup: tuple[httpx.AsyncClient, Runtime, ManualClock],
+    setup: tuple[httpx.AsyncClient, Runway, ManualClock],
 ) -> None:
     http, runtime, _ = setup
     labels = {"runway.dev/queue": "strict"}
@@ -119,7 +118,7 @@ async def test_pending_order_and_queue_counts(
     pending("new", T0 - 100)
     pending("high", T0 - 10, priority=100)
     victim = pending("victim", T0 - 50)
-    store = requeue.records(runtime)
+    store = runtime.records
     # "old" is in backoff (keeps its place, not admissible); "victim" was evicted at T0-5 by a
     # PodsReadyTimeout: ordered by its eviction time (Eviction strategy), i.e. behind "new"
     await store.write(workload_of(victim), EvictionRecord(PODS_READY_TIMEOUT, T0 - 5, count=1))
@@ -149,7 +148,7 @@ async def test_pending_order_and_queue_counts(
 
 
 async def test_filter_applies_strict_fifo_and_anti_flapping(
-    setup: tuple[httpx.AsyncClient, Runtime, ManualClock],
+    setup: tuple[httpx.AsyncClient, Runway, ManualClock],
 ) -> None:
     http, runtime, clock = setup
     labels = {"runway.dev/queue": "strict"}
@@ -174,7 +173,7 @@ async def test_filter_applies_strict_fifo_and_anti_flapping(
 
     # anti-flapping: "first" was preempted by a pod that is still pending
     add(runtime, pod_obj("big", namespace="other", uid="uid-big"))
-    store = requeue.records(runtime)
+    store = runtime.records
     await store.record_preemption("uid-first", "uid-big", T0)
     held = await filter_(first)
     assert "still pending" in held["FailedAndUnresolvableNodes"]["n2"]
@@ -189,7 +188,7 @@ async def test_prioritize_scores_failed_pools_low_from_the_record() -> None:
         runtime.cache.upsert_node(msgspec.convert(node, Node))
     pod = pod_obj("solo")
     key = workload_of(msgspec.convert(pod, Pod))
-    await requeue.records(runtime).write(
+    await runtime.records.write(
         key, EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, failed_pools=("a",))
     )
     transport = httpx.ASGITransport(app=app)
@@ -211,7 +210,7 @@ async def test_embedded_default_filter_works_from_the_payload_alone() -> None:
         assert resp.json()["NodeNames"] == ["n1"]
         # a record written in memory (dry-run) is honoured by the next filter
         key = workload_of(msgspec.convert(pod, Pod))
-        await requeue.records(runtime).write(
+        await runtime.records.write(
             key, EvictionRecord(PREEMPTED, T0, deactivated=True, message="stop")
         )
         resp = await http.post(

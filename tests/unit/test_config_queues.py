@@ -252,7 +252,7 @@ def test_loaded_from_yaml_and_held_by_the_runtime(tmp_path: Path) -> None:
         )
     )
     config = load_config(file)
-    tree = create_app(config).state.runtime.queues
+    tree = create_app(config).state.runway.queues
     assert tree.hierarchy_path("B") == ("A", "B")
     assert tree.node("B").reclaim_min_runtime_s == 600
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.kube.objects import Node, NodeMeta, NodeStatus
 from app.model import ObjectMeta, OwnerReference, Pod, PodCondition, PodSpec, PodStatus
+from app.model.node import Node, NodeMeta, NodeStatus
 from app.model.timestamps import parse_time
 from app.policy.workload import WorkloadKey
 from app.state.cache import CacheEvent, ClusterCache

@@ -10,10 +10,10 @@ import msgspec
 from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
+from app.model.gate import GateEntry, PodRef
 from app.model.timestamps import format_time
-from app.policy.gate import GateEntry, PodRef
-from app.runtime import Runtime
-from app.state import requeue
+from app.state.requeue import not_ready_since
+from app.wiring import Runway, build
 
 T0 = 1_800_000_000.0
 
@@ -52,8 +52,8 @@ def pod(
     return msgspec.convert(obj, Pod)
 
 
-def runtime(config: dict[str, Any] | None = None) -> Runtime:
-    return Runtime(config=parse_config(config or {}), clock=ManualClock(T0))
+def runtime(config: dict[str, Any] | None = None) -> Runway:
+    return build(parse_config(config or {}), clock=ManualClock(T0))
 
 
 def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
@@ -63,24 +63,24 @@ def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
     # never ready since it started: the start clock runs, not the recovery clock
-    assert requeue.not_ready_since(view) is None
+    assert not_ready_since(view) is None
     # runway saw it PodsReady: the Ready=False transition is when it lost it
-    assert requeue.not_ready_since(view, was_ready=True) == T0
+    assert not_ready_since(view, was_ready=True) == T0
     # after a restart: a Ready=False transition well after the pod's start means it flipped
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
     view = rt.cache.workload_of_pod(pod("a"))
-    assert view is not None and requeue.not_ready_since(view) == T0 + 30
+    assert view is not None and not_ready_since(view) == T0 + 30
 
 
 def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
     rt = runtime({"waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"}})
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False))
-    first = requeue.blockers(rt, T0)
+    first = rt.requeue.blockers(T0)
     assert [(b.workload, b.timeout_at) for b in first] == [("ns/w", T0 + 60)]
-    assert requeue.blockers(rt, T0) is first  # same generation: memo
+    assert rt.requeue.blockers(T0) is first  # same generation: memo
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, ready_at=T0 + 1))
-    assert requeue.blockers(rt, T0) == ()
-    assert requeue.blockers(runtime(), T0) == ()
+    assert rt.requeue.blockers(T0) == ()
+    assert runtime().requeue.blockers(T0) == ()
 
 
 def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
@@ -88,22 +88,24 @@ def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
     preemptor = pod("p", workload="p")
     victim = PodRef("uid-v", "ns", "v")
     rt.gate.hold(GateEntry(PodRef("uid-p", "ns", "p"), "n1", (victim,), T0, T0 + 30))
-    hold = requeue.gate_hold(rt, preemptor, T0 + 1)
+    hold = rt.requeue.gate_hold(preemptor, T0 + 1)
     assert hold is not None and hold.nominated_node == "n1" and hold.outstanding_victims == 1
     assert hold.victims == ("ns/v",)
-    facts = requeue.filter_input(rt, preemptor, T0 + 1)
+    facts = rt.requeue.filter_input(preemptor, T0 + 1)
     assert facts.gate == hold and facts.workload == "ns/p" and not facts.admitted
-    # At the bound the gate opens, and opening releases the entry for good.
-    assert requeue.gate_hold(rt, preemptor, T0 + 30) is None
-    assert rt.gate.get("uid-p") is None
-    assert requeue.gate_hold(rt, preemptor, T0 + 1) is None
+    # At the bound the gate opens; reading never writes: the entry stays until the gate
+    # keeper releases it (tests/integration/test_gatekeeper.py), then it is gone for good.
+    assert rt.requeue.gate_hold(preemptor, T0 + 30) is None
+    assert rt.gate.get("uid-p") is not None
+    rt.gate.release("uid-p")
+    assert rt.requeue.gate_hold(preemptor, T0 + 1) is None
 
 
 def test_scoring_input_lists_the_nodes_of_the_workload() -> None:
     rt = runtime({"minRuntime": {"poolLabel": "pool"}})
     rt.cache.upsert_pod(pod("a", bound_at=T0))
     rt.cache.upsert_pod(pod("b"))
-    facts = requeue.scoring_input(rt, pod("b"))
+    facts = rt.requeue.scoring_input(pod("b"))
     assert set(facts.workload_nodes) == {"n1"} and facts.pool_label == "pool"
     assert tuple(facts.failed_pools) == ()
 
@@ -114,5 +116,5 @@ def test_pending_workloads_skip_admitted_ones() -> None:
     rt.cache.upsert_pod(pod("b", workload="half", bound_at=T0))
     rt.cache.upsert_pod(pod("c", workload="half"))  # a gang half bound is not admitted yet
     rt.cache.upsert_pod(pod("d", workload="wait"))
-    names = [w.name for w in requeue.pending_workloads(rt, "default")]
+    names = [w.name for w in rt.requeue.pending_workloads("default")]
     assert sorted(names) == ["ns/half", "ns/wait"]

@@ -1,5 +1,5 @@
 """The pure wake-up decisions (``app.policy.wakeup``) and the touch schedule
-(``app.state.wakeup.WakeSchedule``): which pods to wake, when, and how fast."""
+(``app.policy.wakeup.WakeSchedule``): which pods to wake, when, and how fast."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.policy.admission import ADMIT, Admission
-from app.policy.wakeup import WAKE_SLACK_S, Hold, TokenBucket, hold_of, plan_wakeups
-from app.state.wakeup import WakeSchedule
+from app.policy.wakeup import WAKE_SLACK_S, Hold, TokenBucket, WakeSchedule, hold_of, plan_wakeups
 
 BACKOFF = Hold("backoff", 100.0)
 DEACTIVATED = Hold("deactivated", None)
