@@ -91,7 +91,8 @@ async def _measure(
     app = create_app(config, clock=SystemClock())
     runtime: Runway = app.state.runway
     # The preemption's pod writes go to a fake API server with this latency (no watches).
-    runtime.executor.pods = KubePodWriter(_kube(latency))
+    kube = _kube(latency)
+    runtime.executor.pods = KubePodWriter(kube)
     pods = [_pod(f"v{i}", f"uid-v{i}", "node-0", 1, "low") for i in range(victims)]
     runtime.cache.replace_pods(pods)
     times: list[float] = []
@@ -131,12 +132,11 @@ async def _measure(
             times.append(time.perf_counter() - start)
             assert resp.status_code == 200 and resp.json()["NodeNameToMetaVictims"], resp.text
             runtime.gate.release(f"uid-p{it}")  # each iteration is a fresh preemptor
-        assert runtime.preemptions is not None
-        await runtime.preemptions.drain(600)
-        results = [r.result for r in runtime.preemptions.recent()]
+        await runtime.executor.drain(600)
+        results = [r.result for r in runtime.executor.recent()]
         assert all(r == "success" for r in results), results
     child.observe = original  # type: ignore[method-assign]
-    await runtime.kube.aclose()
+    await kube.aclose()
     return server, times
 
 
