@@ -42,7 +42,7 @@ def filter_parts(runtime: Runtime, body: bytes) -> list[bytes | memoryview]:
     args = decode_extender_args(body)
     now = runtime.clock.now()
     facts = requeue.filter_input(runtime, args.pod, now)
-    verdict = admission.admit(args.pod, facts, now, requeue.filter_policy(runtime))
+    verdict = admission.admit(facts, now, requeue.filter_policy(runtime))
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     if verdict.allowed and verdict.only_nodes is None:

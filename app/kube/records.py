@@ -15,6 +15,7 @@ logged as dry-run and kept in memory, so the verbs and the REST API behave the s
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -33,7 +34,7 @@ from app.kube.owners import (
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
-from app.policy.backoff import JitterSource, next_eviction_state, random_jitter, reactivate
+from app.policy.backoff import JitterSource, next_eviction_state, reactivate
 from app.policy.workload import WorkloadKey, workload_of
 from app.state.cache import ClusterCache
 
@@ -71,7 +72,7 @@ class EvictionRecordStore:
         *,
         client: KubeClient | None = None,
         owners: OwnerWatcher | None = None,
-        jitter: JitterSource = random_jitter,
+        jitter: JitterSource = random.random,
         conflict_retries: int = 5,
         on_change: Callable[[], None] | None = None,
     ) -> None:

@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Literal
 from app.policy.queues import QueueTree
 
 if TYPE_CHECKING:
-    from app.config.queues import MinRuntimeConfig
+    from app.config.queues import MinRuntimeConfig, ReclaimResolveMethod
 
 Action = Literal["preempt", "reclaim"]
-Method = Literal["lca", "queue"]
+"""``preempt`` (victim in the preemptor's leaf queue) or ``reclaim`` (another leaf queue)."""
 POOL_DEFAULT = "default"
 """``Resolution.resolved_from`` when no queue set a value and the pool default applied."""
 
@@ -38,7 +38,7 @@ class PoolDefaults:
 
     preempt_min_runtime_s: float = 0.0
     reclaim_min_runtime_s: float = 0.0
-    reclaim_resolve_method: Method = "lca"
+    reclaim_resolve_method: ReclaimResolveMethod = "lca"
     pool: str | None = None
     """The pool's label value when a per-pool override applied, else None (global defaults)."""
 
@@ -68,7 +68,7 @@ def defaults_for_pool(
     cfg = config_min_runtime
     preempt = cfg.default_preempt_min_runtime
     reclaim = cfg.default_reclaim_min_runtime
-    method: Method = cfg.reclaim_resolve_method
+    method: ReclaimResolveMethod = cfg.reclaim_resolve_method
     value = (node_labels or {}).get(cfg.pool_label)
     override = cfg.pools.get(value) if value is not None else None
     if override is None:
@@ -106,7 +106,7 @@ def resolve_reclaim(
     defaults: PoolDefaults,
     preemptor_queue: str,
     victim_queue: str,
-    method: Method | None = None,
+    method: ReclaimResolveMethod | None = None,
 ) -> Resolution:
     """Reclaim min-runtime by ``method`` (default: the pool's ``reclaim_resolve_method``)."""
     method = method or defaults.reclaim_resolve_method

@@ -939,65 +939,18 @@ def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
     )
 
 
-# --- the extender's current call (until it passes cache facts) -----------------------------
-
-
-@dataclass(frozen=True)
-class Offer:
-    """The victims kube-scheduler offers on one node (UIDs; full pods in NodeList mode)."""
-
-    uids: Sequence[str]
-    pdb_violations: int = 0
-    pods: Sequence[Pod | None] = ()
-
-
-@dataclass(frozen=True)
-class PreemptDecision:
-    """The answer: per node, the victim UIDs and the PDB violation count. Empty = veto."""
-
-    nodes: Mapping[str, tuple[Sequence[str], int]]
-
-
-def choose_victims(preemptor: Pod, offers: Mapping[str, Offer]) -> PreemptDecision:
-    """Choose the victims from the offer alone (no cache, no queue tree, no clock).
-
-    Without start times nothing is protected and without the cache no gang is known, so this
-    only makes the one-node choice. ``decide`` with cache facts replaces it.
-    """
-    pre = Preemptor.from_pod(preemptor)
-    node_offers: dict[str, NodeOffer] = {}
-    for node, offer in offers.items():
-        facts = []
-        for i, uid in enumerate(offer.uids):
-            pod = offer.pods[i] if i < len(offer.pods) else None
-            if pod is None:
-                facts.append(PodFacts.unknown(uid, node))
-            else:
-                try:
-                    # Each pod alone: gangs need the cache's view of the whole workload.
-                    facts.append(PodFacts.from_pod(pod, workload=""))
-                except quantity.QuantityError:
-                    facts.append(PodFacts.unknown(uid, node))
-        node_offers[node] = NodeOffer(victims=facts, pdb_violations=offer.pdb_violations)
-    decision = decide(pre, node_offers, {}, now=0.0)
-    return PreemptDecision(nodes=decision.reply())
-
-
 __all__ = [
     "Counts",
     "Decision",
     "NodeOffer",
     "NodeRecord",
-    "Offer",
     "PodFacts",
-    "PreemptDecision",
     "Preemptor",
     "Protection",
     "ResolutionLike",
     "Rule",
     "VictimRecord",
     "WorkloadFacts",
-    "choose_victims",
     "decide",
     "protection",
 ]

@@ -77,11 +77,6 @@ def min_available(pods: Sequence[Pod]) -> int:
     return count if declared is None else min(declared, count) if count else declared
 
 
-def is_elastic(pods: Sequence[Pod]) -> bool:
-    """A workload is elastic when minAvailable is below its pod count."""
-    return min_available(pods) < len(pods)
-
-
 def bind_time(pod: Pod) -> float | None:
     """When the pod was bound: the PodScheduled=True transition (None if not bound)."""
     cond = pod.condition("PodScheduled")

@@ -175,7 +175,8 @@ def blockers(runtime: Runtime, now: float) -> tuple[Blocker, ...]:
 
 def order_strategy(runtime: Runtime) -> QueueOrderStrategy:
     """The queue-order timestamps from the config."""
-    return QueueOrderStrategy.from_config(runtime.config)
+    config = runtime.config
+    return QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy)
 
 
 def _creation(pods: Iterable[Pod]) -> float:

@@ -31,7 +31,7 @@ def pending_holds(runtime: Runtime, now: float) -> dict[str, Hold | None]:
         if pod.metadata.deletionTimestamp is not None:
             continue
         facts = requeue.filter_input(runtime, pod, now)
-        found[pod.uid] = hold_of(admission.admit(pod, facts, now, policy))
+        found[pod.uid] = hold_of(admission.admit(facts, now, policy))
     return found
 
 

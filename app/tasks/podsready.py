@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.timestamps import format_time
-from app.policy.backoff import JitterSource, next_eviction_state, random_jitter
+from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
 from app.state import requeue
 from app.state.cache import WorkloadView
@@ -87,7 +88,7 @@ class PodsReadyEvictor(Ticker):
         *,
         tick: float = 1.0,
         debounce: float = 0.05,
-        jitter: JitterSource = random_jitter,
+        jitter: JitterSource = random.random,
         is_leader: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__("podsready", tick=tick, debounce=debounce)
