@@ -146,6 +146,15 @@ def test_protected_record_says_rule_path_and_until() -> None:
     assert node_record(d, "n1").outcome == "dropped"
 
 
+def test_zero_rule_record_says_protection_ended_at_the_start() -> None:
+    # Same answer as minruntime.protected_until and the workload view: start + 0s.
+    d = run({"n1": NodeOffer([pod("a", started_ago=10, min_runtime=0)])})
+    rec = node_record(d, "n1").records[0].to_dict()
+    assert rec["outcome"] == "kept" and rec["protected"] is False
+    assert parse_time(rec["protectedUntil"]) == pytest.approx(NOW - 10, abs=1)
+    assert rec["start"] == rec["protectedUntil"]
+
+
 def test_same_queue_is_preempt_kind() -> None:
     victim = pod("a", queue=P.queue, started_ago=10, min_runtime=60)
     assert protection(P, victim, NOW).action == "preempt"
