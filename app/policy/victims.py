@@ -11,7 +11,8 @@ Rules, per offered node:
 1. An offered victim is dropped while it is **protected** (``now < start + minRuntime``; no known
    start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
    whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
-   its running pods stay (the floor counts every eviction of the candidate decision).
+   its running pods stay (the floor counts every eviction of the candidate decision). Both
+   rules are defined once, in ``app.policy.minruntime``.
 2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.
