@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 from collections.abc import Sequence
 
@@ -77,14 +78,13 @@ def _requeue_schedule(ns: argparse.Namespace) -> int:
     from app.policy.backoff import (
         default_schedule_attempts,
         no_jitter,
-        random_jitter,
         requeue_schedule,
     )
 
     wait = load_config(ns.config).wait_for_pods_ready
     strategy = wait.requeuing_strategy
     attempts = ns.attempts or default_schedule_attempts(strategy)
-    jitter = no_jitter if ns.no_jitter else random_jitter
+    jitter = no_jitter if ns.no_jitter else random.random
     rows = [
         {
             "attempt": r.attempt,

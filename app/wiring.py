@@ -214,7 +214,7 @@ def build(
         gate,
         queues,
         pods_ready=config.wait_for_pods_ready,
-        order=QueueOrderStrategy.from_config(config),
+        order=QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy),
         policy=FilterPolicy(anti_flapping_seconds=config.requeue_strategy.anti_flapping_timeout),
         pool_label=config.min_runtime.pool_label,
         index=index,

@@ -25,10 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from app.model import Pod
+from app.config.queues import QueueingStrategy
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
-from app.policy.ordering import QueueingStrategy
 
 
 @dataclass(frozen=True)
@@ -105,8 +104,6 @@ class FilterPolicy:
 
     anti_flapping_seconds: float = 60.0
     """Longest hold of a victim behind its pending preemptor (counted from the eviction)."""
-    api_prefix: str = "/v1"
-    """Prefix of the REST API named in the messages."""
 
 
 DEFAULT_POLICY = FilterPolicy()
@@ -117,7 +114,7 @@ def _when(until: float, now: float) -> str:
 
 
 def _activate(workload: str, policy: FilterPolicy) -> str:
-    return f"POST {policy.api_prefix}/workloads/{workload}:activate"
+    return f"POST /v1/workloads/{workload}:activate"
 
 
 def _deactivated(facts: FilterInput, record: EvictionRecord, policy: FilterPolicy) -> Admission:
@@ -218,16 +215,14 @@ def _strict_fifo(facts: FilterInput) -> Admission | None:
 
 
 def admit(
-    pod: Pod,
     facts: FilterInput | None = None,
     now: float = 0.0,
     policy: FilterPolicy = DEFAULT_POLICY,
 ) -> Admission:
-    """Decide whether ``pod`` may be placed now: the rule chain of the module docstring.
+    """Decide whether a pod may be placed now: the rule chain of the module docstring.
 
-    Without ``facts`` (nothing known about the pod's workload) every node passes.
+    ``facts`` describe the pod's workload; without them (nothing known) every node passes.
     """
-    del pod  # the facts carry everything the rules read; the pod stays for the caller's sake
     if facts is None:
         return ADMIT
     record = facts.record

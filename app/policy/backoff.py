@@ -13,7 +13,6 @@ older than ``backoffLimitTimeout``, the workload is deactivated instead (reason
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -26,7 +25,8 @@ from app.model.eviction import (
 )
 
 JitterSource = Callable[[], float]
-"""Returns a number in [0, 1): the ``U`` of the jitter. Inject ``no_jitter`` in tests."""
+"""Returns a number in [0, 1): the ``U`` of the jitter. Injected: policy draws no random numbers;
+the callers pass ``random.random`` (``no_jitter``, the default here, keeps waits deterministic)."""
 
 JITTER_FACTOR = 1e-4
 """Kueue's requeue jitter: the wait grows by up to 0.01%."""
@@ -38,11 +38,6 @@ NO_CAP_SECONDS = float((2**63 - 1) // 2) / 1e9
 def no_jitter() -> float:
     """A jitter source that always returns 0 (deterministic waits)."""
     return 0.0
-
-
-def random_jitter() -> float:
-    """A jitter source backed by :func:`random.random` (for the edges, not for tests)."""
-    return random.random()
 
 
 def exponential_wait(

@@ -8,7 +8,7 @@ task fails, or when a bound passes — whichever comes first.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from app.model.gate import GateEntry, PodRef
@@ -57,16 +57,3 @@ def check_gate(
     if now >= entry.deadline:
         return GateCheck(True, f"gate bound passed at {format_time(entry.deadline)}", outstanding)
     return GateCheck(False, "preemption in flight", outstanding)
-
-
-def held_reason(entry: GateEntry, outstanding: Sequence[PodRef], now: float) -> str:
-    """The filter reason for every node but the nominated one: what, until when, what to do."""
-    names = ", ".join(v.key for v in outstanding[:5])
-    more = f" and {len(outstanding) - 5} more" if len(outstanding) > 5 else ""
-    left = max(0, int(entry.deadline - now))
-    return (
-        f"preemption in flight: pod {entry.preemptor.key} is nominated to node {entry.node} and "
-        f"waits for its victims to terminate ({names}{more}); the gate opens when they are gone "
-        f"or at {format_time(entry.deadline)} (in {left}s). Nothing to do: the pod is retried "
-        "automatically; `GET /v1/gate` shows the victims still outstanding."
-    )

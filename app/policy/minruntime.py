@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from app.model.timestamps import format_optional_time, format_time
 from app.policy.queues import QueueTree
 
 if TYPE_CHECKING:
-    from app.config.queues import MinRuntimeConfig
+    from app.config.queues import MinRuntimeConfig, ReclaimResolveMethod
 
 Action = Literal["preempt", "reclaim"]
-Method = Literal["lca", "queue"]
+"""``preempt`` (victim in the preemptor's leaf queue) or ``reclaim`` (another leaf queue)."""
 POOL_DEFAULT = "default"
 """``Resolution.resolved_from`` when no queue set a value and the pool default applied."""
 
@@ -38,7 +39,7 @@ class PoolDefaults:
 
     preempt_min_runtime_s: float = 0.0
     reclaim_min_runtime_s: float = 0.0
-    reclaim_resolve_method: Method = "lca"
+    reclaim_resolve_method: ReclaimResolveMethod = "lca"
     pool: str | None = None
     """The pool's label value when a per-pool override applied, else None (global defaults)."""
 
@@ -68,7 +69,7 @@ def defaults_for_pool(
     cfg = config_min_runtime
     preempt = cfg.default_preempt_min_runtime
     reclaim = cfg.default_reclaim_min_runtime
-    method: Method = cfg.reclaim_resolve_method
+    method: ReclaimResolveMethod = cfg.reclaim_resolve_method
     value = (node_labels or {}).get(cfg.pool_label)
     override = cfg.pools.get(value) if value is not None else None
     if override is None:
@@ -106,7 +107,7 @@ def resolve_reclaim(
     defaults: PoolDefaults,
     preemptor_queue: str,
     victim_queue: str,
-    method: Method | None = None,
+    method: ReclaimResolveMethod | None = None,
 ) -> Resolution:
     """Reclaim min-runtime by ``method`` (default: the pool's ``reclaim_resolve_method``)."""
     method = method or defaults.reclaim_resolve_method
@@ -138,49 +139,175 @@ def resolve(
     return resolve_reclaim(tree, defaults, preemptor_queue, victim_queue)
 
 
-def protected_until(start: float | None, res: Resolution) -> float | None:
-    """When the protection ends (unix seconds); None when the start is unknown."""
-    if start is None:
+# --- protection and the elastic floor (SPEC §3): the one definition ------------------------
+
+
+class ResolutionLike(Protocol):
+    """A resolved min-runtime (:class:`Resolution` has this shape; so does ``victims.Rule``)."""
+
+    @property
+    def action(self) -> str:
+        """``preempt`` (same leaf queue) or ``reclaim`` (another leaf queue)."""
+        ...
+
+    @property
+    def min_runtime_s(self) -> float:
+        """The resolved minimum runtime in seconds."""
+        ...
+
+    @property
+    def resolved_from(self) -> str:
+        """Which queue (or pool default) set the value, as a rule an operator reads."""
+        ...
+
+    @property
+    def path(self) -> Sequence[str]:
+        """The queues walked to find it."""
+        ...
+
+
+def protected_until(start: float | None, res: ResolutionLike | None) -> float | None:
+    """When the protection ends (unix seconds): ``start + minRuntime``.
+
+    None when the start is unknown or no min-runtime was resolved. A ``0s`` rule gives the start
+    itself: the protection ended when the workload started (it never protected it).
+    """
+    if start is None or res is None:
         return None
     return start + res.min_runtime_s
 
 
-def is_protected(now: float, start: float | None, res: Resolution) -> bool:
-    """Protected while ``now < start + minRuntime``; no known start or ``0s`` → not protected."""
-    if start is None or res.min_runtime_s <= 0:
-        return False
-    return now < start + res.min_runtime_s
+def is_protected(now: float, start: float | None, res: ResolutionLike | None) -> bool:
+    """Protected while ``now < start + minRuntime``; no known start, no rule or ``0s`` → not.
+
+    ``0s`` means no protection at all, even with a start in the future (clock skew); a positive
+    min-runtime protects a start in the future.
+    """
+    until = protected_until(start, res)
+    return res is not None and res.min_runtime_s > 0 and until is not None and now < until
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Whether a pod is protected now, and by which rule."""
+
+    protected: bool
+    action: str
+    min_runtime_s: float | None
+    resolved_from: str
+    path: tuple[str, ...]
+    start: float | None
+    protected_until: float | None
+
+    def describe(self) -> str:
+        """One line for an operator: the rule and the time window."""
+        if self.start is None:
+            return "start unknown, so not protected"
+        if self.min_runtime_s is None:
+            return "no min-runtime resolved, so not protected"
+        if self.min_runtime_s <= 0:
+            return f"{self.action} min-runtime 0s ({self.resolved_from}), so not protected"
+        rule = f"{self.action} min-runtime {self.min_runtime_s:g}s ({self.resolved_from})"
+        until = self.protected_until if self.protected_until is not None else self.start
+        state = "protected until" if self.protected else "protection ended"
+        return f"{rule}; started {format_time(self.start)}, {state} {format_time(until)}"
+
+
+def protection(
+    res: ResolutionLike | None, start: float | None, now: float, action: str
+) -> Protection:
+    """The protection at ``now`` of a workload started at ``start`` under rule ``res``.
+
+    ``action`` names the kind when ``res`` is None (``res.action`` otherwise).
+    """
+    return Protection(
+        protected=is_protected(now, start, res),
+        action=res.action if res is not None else action,
+        min_runtime_s=res.min_runtime_s if res is not None else None,
+        resolved_from=res.resolved_from if res is not None else "",
+        path=tuple(res.path) if res is not None else (),
+        start=start,
+        protected_until=protected_until(start, res),
+    )
+
+
+def is_elastic(min_available: int, pods: int) -> bool:
+    """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+    return min_available < pods
+
+
+def floor_allowance(min_available: int, running: int) -> int:
+    """How many pods a protected elastic workload may lose: those above minAvailable."""
+    return max(0, running - min_available)
 
 
 def elastic_may_lose(min_available: int, running: int, evicting: int) -> bool:
-    """Whether evicting ``evicting`` of ``running`` pods leaves at least ``min_available``.
+    """Whether a protected elastic workload may lose ``evicting`` of its ``running`` pods.
 
-    KAI's scenario validator for a protected elastic workload: valid iff
-    ``minAvailable <= running - evicted``.
+    Only while at least ``min_available`` keep running (KAI's scenario validator:
+    ``minAvailable <= running - evicted``). An unprotected workload has no floor.
     """
     return running - evicting >= min_available
 
 
-def eligible_victim(now: float, start: float | None, res: Resolution, *, elastic: bool) -> bool:
-    """KAI's victim filter: an elastic workload always passes (its floor is checked per
-    scenario by :func:`may_evict`); any other passes once its protection is over."""
-    return elastic or not is_protected(now, start, res)
+def floor_text(workload: str, min_available: int, running: int, used: int) -> str:
+    """The elastic floor for an operator: ``used`` of the allowed evictions taken."""
+    return (
+        f"elastic {workload}: {running} running, minAvailable {min_available}, "
+        f"{used} of {floor_allowance(min_available, running)} allowed evictions used"
+    )
 
 
-def may_evict(
-    now: float,
-    start: float | None,
-    res: Resolution,
+@dataclass(frozen=True)
+class Explanation:
+    """Why a victim is (not) eligible for a preemptor: the explain endpoint's verdict."""
+
+    protection: Protection
+    eligible: bool
+    """Lower priority than the preemptor and not protected."""
+    elastic: bool
+    explanation: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The rule fields of the explain answer (JSON-ready; names as in the REST API)."""
+        p = self.protection
+        return {
+            "action": p.action,
+            "minRuntimeSeconds": p.min_runtime_s,
+            "resolvedFrom": p.resolved_from,
+            "path": list(p.path),
+            "start": format_optional_time(p.start),
+            "protectedUntil": format_optional_time(p.protected_until),
+            "protected": p.protected,
+            "eligible": self.eligible,
+            "explanation": self.explanation,
+        }
+
+
+def explain(
+    prot: Protection,
     *,
+    victim_priority: int,
+    preemptor_priority: int,
     min_available: int,
-    running: int,
-    evicting: int,
-) -> bool:
-    """Whether evicting ``evicting`` of a workload's ``running`` pods is allowed now.
-
-    Unprotected: always. Protected: only while at least ``min_available`` pods keep running
-    (so a gang, whose minAvailable is all its pods, cannot lose any).
-    """
-    if not is_protected(now, start, res):
-        return True
-    return elastic_may_lose(min_available, running, evicting)
+    pods: int,
+) -> Explanation:
+    """Whether a victim (workload of ``pods`` pods, floor ``min_available``) with protection
+    ``prot`` is eligible for a preemptor, and why, in one line."""
+    lower = victim_priority < preemptor_priority
+    elastic = is_elastic(min_available, pods)
+    if not lower:
+        why = (
+            f"not a victim: priority {victim_priority} is not below the preemptor's "
+            f"{preemptor_priority}"
+        )
+    elif prot.protected and elastic:
+        why = (
+            f"protected elastic workload ({prot.describe()}): it may lose pods only while "
+            f"{min_available} of its {pods} pods keep running"
+        )
+    elif prot.protected:
+        why = f"protected: {prot.describe()}"
+    else:
+        why = f"eligible: {prot.describe()}"
+    return Explanation(prot, lower and not prot.protected, elastic, why)

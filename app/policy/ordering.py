@@ -16,19 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from app.config.model import RunwayConfig
 from app.config.requeue import (
     DEFAULT_PODS_READY_TIMEOUT_TIMESTAMP,
     DEFAULT_PREEMPTION_TIMESTAMP,
+    RequeueStrategyConfig,
     TimestampName,
+    WaitForPodsReadyConfig,
     pods_ready_timeout_timestamp,
 )
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import in_backoff
-
-QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
 
 
 @dataclass(frozen=True)
@@ -39,13 +37,13 @@ class QueueOrderStrategy:
     priority_preemption: TimestampName = DEFAULT_PREEMPTION_TIMESTAMP
 
     @classmethod
-    def from_config(cls, config: RunwayConfig) -> QueueOrderStrategy:
-        """From the config (either shape; see ``app.config.requeue``)."""
+    def from_sections(
+        cls, wait_for_pods_ready: WaitForPodsReadyConfig, requeue_strategy: RequeueStrategyConfig
+    ) -> QueueOrderStrategy:
+        """From the two config sections that set it (either shape; see ``app.config.requeue``)."""
         return cls(
-            pods_ready_timeout=pods_ready_timeout_timestamp(
-                config.wait_for_pods_ready, config.requeue_strategy
-            ),
-            priority_preemption=config.requeue_strategy.priority_preemption,
+            pods_ready_timeout=pods_ready_timeout_timestamp(wait_for_pods_ready, requeue_strategy),
+            priority_preemption=requeue_strategy.priority_preemption,
         )
 
     def for_reason(self, reason: str) -> TimestampName:

@@ -10,12 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from app.config.queues import QueueConfig
-
-Strategy = Literal["BestEffortFIFO", "StrictFIFO"]
+    from app.config.queues import QueueConfig, QueueingStrategy
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +24,7 @@ class QueueNode:
     parent: str | None = None
     preempt_min_runtime_s: float | None = None
     reclaim_min_runtime_s: float | None = None
-    queueing_strategy: Strategy = "BestEffortFIFO"
+    queueing_strategy: QueueingStrategy = "BestEffortFIFO"
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,12 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
+from app.config.queues import DEFAULT_POOL_LABEL
 from app.model import Pod
 
 MAX_SCORE = 10
 MIN_SCORE = 0
 LOCALITY_BONUS = 2
-DEFAULT_POOL_LABEL = "runway.dev/pool"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ Rules, per offered node:
 1. An offered victim is dropped while it is **protected** (``now < start + minRuntime``; no known
    start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
    whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
-   its running pods stay (the floor counts every eviction of the candidate decision).
+   its running pods stay (the floor counts every eviction of the candidate decision). Both
+   rules are defined once, in ``app.policy.minruntime``.
 2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.
@@ -28,44 +29,20 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from app.model import Pod
-from app.model.timestamps import format_optional_time, format_time
-from app.policy import quantity
+from app.model.timestamps import format_optional_time
+from app.policy import minruntime, quantity
+from app.policy.minruntime import Protection, ResolutionLike
 from app.policy.quantity import Resources
-from app.policy.workload import min_available, queue_of, workload_of
+from app.policy.workload import is_active, min_available, queue_of, workload_of
 
-Action = Literal["preempt", "reclaim"]
 Outcome = Literal["kept", "dropped", "reselected", "gang-expanded"]
 NodeOutcome = Literal["chosen", "lost", "dropped"]
 
 PODS = "pods"
 """Pseudo-resource used when dropped victims requested nothing measurable: one slot per pod."""
-
-
-class ResolutionLike(Protocol):
-    """A resolved min-runtime (``app.policy.minruntime.Resolution`` has this shape)."""
-
-    @property
-    def action(self) -> str:
-        """``preempt`` (same leaf queue) or ``reclaim`` (another leaf queue)."""
-        ...
-
-    @property
-    def min_runtime_s(self) -> float:
-        """The resolved minimum runtime in seconds."""
-        ...
-
-    @property
-    def resolved_from(self) -> str:
-        """Which queue (or pool default) set the value, as a rule an operator reads."""
-        ...
-
-    @property
-    def path(self) -> Sequence[str]:
-        """The queues walked to find it."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -147,7 +124,11 @@ class WorkloadFacts:
     @property
     def elastic(self) -> bool:
         """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
-        return self.min_available < len(self.pods)
+        return minruntime.is_elastic(self.min_available, len(self.pods))
+
+    def may_lose(self, evicting: int) -> bool:
+        """While protected and elastic: whether it may lose ``evicting`` pods (the floor)."""
+        return minruntime.elastic_may_lose(self.min_available, self.running, evicting)
 
     @classmethod
     def from_pods(cls, key: str, pods: Sequence[Pod], facts: Sequence[PodFacts]) -> WorkloadFacts:
@@ -156,12 +137,7 @@ class WorkloadFacts:
         Terminating and finished pods are left out: they neither count towards the floor nor
         need evicting. Running = bound to a node and not finished.
         """
-        live = [
-            (pod, fact)
-            for pod, fact in zip(pods, facts, strict=True)
-            if pod.metadata.deletionTimestamp is None
-            and pod.status.phase not in ("Succeeded", "Failed")
-        ]
+        live = [(pod, fact) for pod, fact in zip(pods, facts, strict=True) if is_active(pod)]
         running = sum(1 for pod, _ in live if pod.spec.nodeName)
         return cls(
             key=key,
@@ -199,32 +175,6 @@ class NodeOffer:
 # --- the decision record -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Protection:
-    """Whether a pod is protected now, and by which rule."""
-
-    protected: bool
-    action: str
-    min_runtime_s: float | None
-    resolved_from: str
-    path: tuple[str, ...]
-    start: float | None
-    protected_until: float | None
-
-    def describe(self) -> str:
-        """One line for an operator: the rule and the time window."""
-        if self.start is None:
-            return "start unknown, so not protected"
-        if self.min_runtime_s is None:
-            return "no min-runtime resolved, so not protected"
-        if self.min_runtime_s <= 0:
-            return f"{self.action} min-runtime 0s ({self.resolved_from}), so not protected"
-        rule = f"{self.action} min-runtime {self.min_runtime_s:g}s ({self.resolved_from})"
-        until = self.protected_until if self.protected_until is not None else self.start
-        state = "protected until" if self.protected else "protection ended"
-        return f"{rule}; started {format_time(self.start)}, {state} {format_time(until)}"
-
-
 def action_for(preemptor: Preemptor, pod: PodFacts) -> str:
     """``preempt`` within the preemptor's leaf queue, ``reclaim`` across queues."""
     if pod.resolution is not None:
@@ -233,21 +183,8 @@ def action_for(preemptor: Preemptor, pod: PodFacts) -> str:
 
 
 def protection(preemptor: Preemptor, pod: PodFacts, now: float) -> Protection:
-    """The pod's own min-runtime protection at ``now`` (SPEC §3): ``now < start + minRuntime``."""
-    res = pod.resolution
-    until = None
-    # 0s means no protection at all, even if the start is (by clock skew) in the future.
-    if res is not None and pod.start is not None and res.min_runtime_s > 0:
-        until = pod.start + res.min_runtime_s
-    return Protection(
-        protected=until is not None and now < until,
-        action=action_for(preemptor, pod),
-        min_runtime_s=res.min_runtime_s if res is not None else None,
-        resolved_from=res.resolved_from if res is not None else "",
-        path=tuple(res.path) if res is not None else (),
-        start=pod.start,
-        protected_until=until,
-    )
+    """The pod's own min-runtime protection at ``now`` (``minruntime.protection``)."""
+    return minruntime.protection(pod.resolution, pod.start, now, action_for(preemptor, pod))
 
 
 @dataclass(frozen=True)
@@ -556,10 +493,7 @@ def _expand_gang(
 
 
 def _floor_text(wl: WorkloadFacts, used: int) -> str:
-    return (
-        f"elastic {wl.key}: {wl.running} running, minAvailable {wl.min_available}, "
-        f"{used} of {max(0, wl.running - wl.min_available)} allowed evictions used"
-    )
+    return minruntime.floor_text(wl.key, wl.min_available, wl.running, used)
 
 
 def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
@@ -591,7 +525,7 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
                 )
                 continue
             used = plan.floor_used.get(wl.key, 0)
-            if used < wl.running - wl.min_available:
+            if wl.may_lose(used + 1):
                 plan.floor_used[wl.key] = used + 1
                 plan.victims[pod.uid] = pod
                 plan.record(
@@ -665,7 +599,7 @@ def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
         wl = ctx.workload(pod)
         if wl.elastic:
             prot = ctx.elastic_protection(wl)
-            if prot is not None and plan.floor_used.get(wl.key, 0) >= wl.running - wl.min_available:
+            if prot is not None and not wl.may_lose(plan.floor_used.get(wl.key, 0) + 1):
                 continue
             units["pod", pod.uid] = _Unit((pod,), (pod,), wl, prot is not None, _freed([pod]))
             continue
@@ -711,8 +645,7 @@ def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
             continue  # frees nothing still missing
         key = unit.workload.key
         if unit.elastic_protected:
-            wl = unit.workload
-            if floor_used.get(key, 0) >= wl.running - wl.min_available:
+            if not unit.workload.may_lose(floor_used.get(key, 0) + 1):
                 continue
             floor_used[key] = floor_used.get(key, 0) + 1
         chosen.append(unit)
@@ -939,65 +872,18 @@ def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
     )
 
 
-# --- the extender's current call (until it passes cache facts) -----------------------------
-
-
-@dataclass(frozen=True)
-class Offer:
-    """The victims kube-scheduler offers on one node (UIDs; full pods in NodeList mode)."""
-
-    uids: Sequence[str]
-    pdb_violations: int = 0
-    pods: Sequence[Pod | None] = ()
-
-
-@dataclass(frozen=True)
-class PreemptDecision:
-    """The answer: per node, the victim UIDs and the PDB violation count. Empty = veto."""
-
-    nodes: Mapping[str, tuple[Sequence[str], int]]
-
-
-def choose_victims(preemptor: Pod, offers: Mapping[str, Offer]) -> PreemptDecision:
-    """Choose the victims from the offer alone (no cache, no queue tree, no clock).
-
-    Without start times nothing is protected and without the cache no gang is known, so this
-    only makes the one-node choice. ``decide`` with cache facts replaces it.
-    """
-    pre = Preemptor.from_pod(preemptor)
-    node_offers: dict[str, NodeOffer] = {}
-    for node, offer in offers.items():
-        facts = []
-        for i, uid in enumerate(offer.uids):
-            pod = offer.pods[i] if i < len(offer.pods) else None
-            if pod is None:
-                facts.append(PodFacts.unknown(uid, node))
-            else:
-                try:
-                    # Each pod alone: gangs need the cache's view of the whole workload.
-                    facts.append(PodFacts.from_pod(pod, workload=""))
-                except quantity.QuantityError:
-                    facts.append(PodFacts.unknown(uid, node))
-        node_offers[node] = NodeOffer(victims=facts, pdb_violations=offer.pdb_violations)
-    decision = decide(pre, node_offers, {}, now=0.0)
-    return PreemptDecision(nodes=decision.reply())
-
-
 __all__ = [
     "Counts",
     "Decision",
     "NodeOffer",
     "NodeRecord",
-    "Offer",
     "PodFacts",
-    "PreemptDecision",
     "Preemptor",
     "Protection",
     "ResolutionLike",
     "Rule",
     "VictimRecord",
     "WorkloadFacts",
-    "choose_victims",
     "decide",
     "protection",
 ]

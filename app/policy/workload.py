@@ -77,9 +77,17 @@ def min_available(pods: Sequence[Pod]) -> int:
     return count if declared is None else min(declared, count) if count else declared
 
 
-def is_elastic(pods: Sequence[Pod]) -> bool:
-    """A workload is elastic when minAvailable is below its pod count."""
-    return min_available(pods) < len(pods)
+def is_active(pod: Pod) -> bool:
+    """Neither terminating nor finished: the pod counts for its workload's elastic floor."""
+    return pod.metadata.deletionTimestamp is None and pod.status.phase not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+def active_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """The workload's pods that count for its elastic floor (:func:`is_active`)."""
+    return [p for p in pods if is_active(p)]
 
 
 def bind_time(pod: Pod) -> float | None:

@@ -15,7 +15,6 @@ from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
 from app.model import Pod
 from app.model.gate import PodRef, PreemptionPlan
-from app.model.timestamps import format_optional_time
 from app.policy import minruntime
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
@@ -28,7 +27,14 @@ from app.policy.victims import (
     decide,
     protection,
 )
-from app.policy.workload import WorkloadKey, min_available, queue_of, start_time, workload_of
+from app.policy.workload import (
+    WorkloadKey,
+    active_pods,
+    min_available,
+    queue_of,
+    start_time,
+    workload_of,
+)
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -266,41 +272,24 @@ def explain_pair(
         start=start,
         resolution=res,
     )
-    prot = protection(pre, facts, now)
-    lower = victim.priority < pre.priority
-    live = [p for p in members if p.metadata.deletionTimestamp is None]
+    live = active_pods(members)  # the pods the elastic floor counts, as in decide()
     floor = min_available(live) if live else 0
-    elastic = floor < len(live)
-    if not lower:
-        why = (
-            f"not a victim: priority {victim.priority} is not below the preemptor's {pre.priority}"
-        )
-    elif prot.protected and elastic:
-        why = (
-            f"protected elastic workload ({prot.describe()}): it may lose pods only while "
-            f"{floor} of its {len(live)} pods keep running"
-        )
-    elif prot.protected:
-        why = f"protected: {prot.describe()}"
-    else:
-        why = f"eligible: {prot.describe()}"
+    answer = minruntime.explain(
+        protection(pre, facts, now),
+        victim_priority=victim.priority,
+        preemptor_priority=pre.priority,
+        min_available=floor,
+        pods=len(live),
+    )
     return {
         "preemptor": preemptor.key,
         "victim": victim.key,
-        "action": prot.action,
-        "minRuntimeSeconds": prot.min_runtime_s,
-        "resolvedFrom": prot.resolved_from,
-        "path": list(prot.path),
-        "start": format_optional_time(start),
-        "protectedUntil": format_optional_time(prot.protected_until),
-        "protected": prot.protected,
-        "eligible": lower and not prot.protected,
+        **answer.to_dict(),
         "workload": {
             "name": str(key),
             "pods": len(live),
             "minAvailable": floor,
-            "elastic": elastic,
+            "elastic": answer.elastic,
             "running": sum(1 for p in live if p.spec.nodeName),
         },
-        "explanation": why,
     }

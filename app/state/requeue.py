@@ -276,7 +276,7 @@ class RequeueView:
 
     def admit(self, pod: Pod, now: float) -> admission.Admission:
         """The filter's verdict for ``pod`` now."""
-        return admission.admit(pod, self.filter_input(pod, now), now, self.policy)
+        return admission.admit(self.filter_input(pod, now), now, self.policy)
 
     def scoring_input(self, pod: Pod) -> ScoringInput:
         """Failed pools (from the record) and the nodes running the workload's pods."""

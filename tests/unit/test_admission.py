@@ -39,8 +39,8 @@ def facts(**kw: object) -> FilterInput:
 
 
 def test_no_facts_admits_everywhere() -> None:
-    assert admit(POD) is ADMIT
-    assert admit(POD, facts()) is ADMIT
+    assert admit() is ADMIT
+    assert admit(facts()) is ADMIT
 
 
 @pytest.mark.parametrize(
@@ -62,29 +62,29 @@ def test_no_facts_admits_everywhere() -> None:
     ids=lambda v: v if isinstance(v, str) else None,
 )
 def test_first_rule_that_holds_answers(kw: dict[str, object], rule: str) -> None:
-    verdict = admit(POD, facts(**kw), NOW)
+    verdict = admit(facts(**kw), NOW)
     assert verdict.rule == rule
     assert rule in RULES
     assert "ns/wl" in verdict.reason
 
 
 def test_deactivated_says_how_to_reactivate() -> None:
-    verdict = admit(POD, facts(record=DEACTIVATED), NOW, FilterPolicy(api_prefix="/api/v1"))
+    verdict = admit(facts(record=DEACTIVATED), NOW)
     assert not verdict.allowed and verdict.until is None
     assert "RequeuingLimitExceeded: x" in verdict.reason
-    assert "POST /api/v1/workloads/ns/wl:activate" in verdict.reason
+    assert "POST /v1/workloads/ns/wl:activate" in verdict.reason
 
 
 def test_backoff_says_until_when() -> None:
-    verdict = admit(POD, facts(record=BACKOFF), NOW)
+    verdict = admit(facts(record=BACKOFF), NOW)
     assert verdict.until == NOW + 110
     assert "2027-01-15T08:01:50Z (in 110s)" in verdict.reason
     assert "eviction #2" in verdict.reason and ":activate" in verdict.reason
-    assert admit(POD, facts(record=BACKOFF), NOW + 110) is ADMIT
+    assert admit(facts(record=BACKOFF), NOW + 110) is ADMIT
 
 
 def test_gate_keeps_only_the_nominated_node() -> None:
-    verdict = admit(POD, facts(gate=GATE), NOW)
+    verdict = admit(facts(gate=GATE), NOW)
     assert verdict.allowed and verdict.only_nodes == frozenset({"n1"})
     split = split_nodes(verdict, ["n0", "n1", "n2"])
     assert split.passed == ["n1"]
@@ -94,46 +94,46 @@ def test_gate_keeps_only_the_nominated_node() -> None:
 
 
 def test_gate_without_nomination_rejects_all() -> None:
-    verdict = admit(POD, facts(gate=GateHold(None, 1)), NOW)
+    verdict = admit(facts(gate=GateHold(None, 1)), NOW)
     assert not verdict.allowed and verdict.rule == "gate"
     assert split_nodes(verdict, ["a"]).passed == []
 
 
 def test_anti_flapping_is_bounded_and_needs_a_pending_preemptor() -> None:
-    held = admit(POD, facts(record=PREEMPTED, preemptor_pending=True, preemptor_name="ns/p"), NOW)
+    held = admit(facts(record=PREEMPTED, preemptor_pending=True, preemptor_name="ns/p"), NOW)
     assert held.rule == "anti-flapping" and held.until == NOW + 50
     assert "ns/p" in held.reason and RFC3339.search(held.reason)
-    assert admit(POD, facts(record=PREEMPTED, preemptor_pending=False), NOW) is ADMIT
-    assert admit(POD, facts(record=PREEMPTED, preemptor_pending=True), NOW + 50) is ADMIT
+    assert admit(facts(record=PREEMPTED, preemptor_pending=False), NOW) is ADMIT
+    assert admit(facts(record=PREEMPTED, preemptor_pending=True), NOW + 50) is ADMIT
     policy = FilterPolicy(anti_flapping_seconds=600)
-    assert admit(POD, facts(record=PREEMPTED, preemptor_pending=True), NOW + 50, policy).rule
+    assert admit(facts(record=PREEMPTED, preemptor_pending=True), NOW + 50, policy).rule
 
 
 def test_block_admission_ignores_self_and_timed_out() -> None:
-    verdict = admit(POD, facts(blockers=[BLOCKER, Blocker("ns/z", NOW + 100)]), NOW)
+    verdict = admit(facts(blockers=[BLOCKER, Blocker("ns/z", NOW + 100)]), NOW)
     assert verdict.rule == "block-admission" and verdict.until == NOW + 100
     assert "ns/z and 1 other(s)" in verdict.reason and "blockAdmission: false" in verdict.reason
-    assert admit(POD, facts(blockers=[Blocker("ns/wl", NOW + 100)]), NOW) is ADMIT
-    assert admit(POD, facts(blockers=[Blocker("ns/z", NOW)]), NOW) is ADMIT
+    assert admit(facts(blockers=[Blocker("ns/wl", NOW + 100)]), NOW) is ADMIT
+    assert admit(facts(blockers=[Blocker("ns/z", NOW)]), NOW) is ADMIT
 
 
 def test_strict_fifo_only_blocks_non_heads() -> None:
     strict = {"queueing_strategy": "StrictFIFO"}
-    assert admit(POD, facts(queue_head="ns/wl", **strict), NOW) is ADMIT
-    assert admit(POD, facts(queue_head=None, **strict), NOW) is ADMIT
-    verdict = admit(POD, facts(queue_head="ns/first", **strict), NOW)
+    assert admit(facts(queue_head="ns/wl", **strict), NOW) is ADMIT
+    assert admit(facts(queue_head=None, **strict), NOW) is ADMIT
+    verdict = admit(facts(queue_head="ns/first", **strict), NOW)
     assert "queueingStrategy: BestEffortFIFO on queue team-a" in verdict.reason
     best_effort = facts(queue_head="ns/first", queueing_strategy="BestEffortFIFO")
-    assert admit(POD, best_effort, NOW) is ADMIT
+    assert admit(best_effort, NOW) is ADMIT
 
 
 def test_admitted_workload_skips_admission_rules() -> None:
     f = facts(blockers=[BLOCKER], queueing_strategy="StrictFIFO", queue_head="ns/x", admitted=True)
-    assert admit(POD, f, NOW) is ADMIT
+    assert admit(f, NOW) is ADMIT
 
 
 def test_split_rejects_every_node_with_the_reason() -> None:
-    verdict = admit(POD, facts(record=DEACTIVATED), NOW)
+    verdict = admit(facts(record=DEACTIVATED), NOW)
     split = split_nodes(verdict, ["a", "b"])
     assert split.passed == [] and split.unresolvable == {"a": verdict.reason, "b": verdict.reason}
     assert split_nodes(ADMIT, ["a"]).passed is None

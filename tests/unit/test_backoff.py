@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from app.config import ConfigError, parse_config
 from app.config.requeue import RequeuingStrategyConfig
-from app.model import Pod
 from app.model.eviction import DEACTIVATION_REASON, EvictionRecord
 from app.policy import admission
 from app.policy.backoff import (
@@ -200,7 +199,7 @@ def test_kueue_limit_exceeded(case: dict[str, Any]) -> None:
         # Kueue leaves requeueState unchanged when it deactivates.
         assert record.count == exp["requeueState"]["count"]
         assert prior is not None and record.requeue_at == prior.requeue_at
-    verdict = admission.admit(Pod(), admission.FilterInput("ns/wl", record=record), NOW)
+    verdict = admission.admit(admission.FilterInput("ns/wl", record=record), NOW)
     assert (verdict.allowed, verdict.rule) == (False, "deactivated")
     assert (
         "deactivated" in verdict.reason and "maximum number of re-queuing retries" in verdict.reason

@@ -16,16 +16,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.config import parse_config
+from app.model.timestamps import format_time
 from app.policy.minruntime import (
     POOL_DEFAULT,
     PoolDefaults,
+    Protection,
     Resolution,
     defaults_for_pool,
     elastic_may_lose,
-    eligible_victim,
+    explain,
+    floor_allowance,
+    floor_text,
+    is_elastic,
     is_protected,
-    may_evict,
     protected_until,
+    protection,
     resolve,
     resolve_preempt,
     resolve_reclaim,
@@ -150,10 +155,12 @@ def test_kai_victim_filter(case: dict[str, Any]) -> None:
     victim, expected = case["input"]["victim"], case["expected"]
     if "resolvedMinRuntime_s" in expected:
         assert res.min_runtime_s == expected["resolvedMinRuntime_s"]
-    elastic = victim["minAvailable"] < victim["pods"]
+    elastic = is_elastic(victim["minAvailable"], victim["pods"])
     ago = victim.get("startedAgo_s_sequence", [victim.get("startedAgo_s")])
     want = expected.get("eligibleVictim_sequence", [expected.get("eligibleVictim")])
-    got = [eligible_victim(NOW, NOW - a, res, elastic=elastic) for a in ago]
+    # KAI's victim filter: an elastic workload always passes (its floor is checked per scenario,
+    # by elastic_may_lose); any other passes once its protection is over.
+    got = [elastic or not is_protected(NOW, NOW - a, res) for a in ago]
     assert got == want
 
 
@@ -163,14 +170,7 @@ def test_kai_scenario_validator(case: dict[str, Any]) -> None:
     victim = case["input"]["victim"]
     start = NOW - victim["startedAgo_s"]
     assert is_protected(NOW, start, res)  # the cases are about a protected elastic victim
-    ok = may_evict(
-        NOW,
-        start,
-        res,
-        min_available=victim["minAvailable"],
-        running=victim["runningPods"],
-        evicting=victim["victimTasks"],
-    )
+    ok = elastic_may_lose(victim["minAvailable"], victim["runningPods"], victim["victimTasks"])
     assert ok is case["expected"]["scenarioValid"]
 
 
@@ -347,15 +347,46 @@ def test_resolution_is_hashable_for_caches() -> None:
     assert len({TEN_MIN, Resolution("reclaim", 600.0, "D", ["D"])}) == 1
 
 
-def test_protected_until_and_is_protected() -> None:
-    assert protected_until(None, TEN_MIN) is None
-    assert protected_until(NOW, TEN_MIN) == NOW + 600
-    assert not is_protected(NOW, None, TEN_MIN)  # no known start → not protected
-    assert is_protected(NOW + 599.999, NOW, TEN_MIN)
-    assert not is_protected(NOW + 600, NOW, TEN_MIN)  # protected while now < start + min
-    zero = Resolution("reclaim", 0.0, "leaf1", ["leaf1"])
-    assert not is_protected(NOW - 5, NOW, zero)  # "0s" = no protection, even with clock skew
-    assert is_protected(NOW - 5, NOW, TEN_MIN)  # a start in the future is still protected
+ZERO = Resolution("reclaim", 0.0, "leaf1", ["leaf1"])
+
+
+@pytest.mark.parametrize(
+    ("now", "start", "res", "until", "protected"),
+    [
+        (NOW, None, TEN_MIN, None, False),  # no known start → not protected, no end
+        (NOW, NOW, None, None, False),  # no rule resolved → not protected, no end
+        (NOW, NOW, TEN_MIN, NOW + 600, True),
+        (NOW + 599.999, NOW, TEN_MIN, NOW + 600, True),
+        (NOW + 600, NOW, TEN_MIN, NOW + 600, False),  # protected while now < start + min
+        (NOW - 5, NOW, TEN_MIN, NOW + 600, True),  # a start in the future is still protected
+        # "0s": never protected, even with clock skew; the protection ended at the start
+        (NOW, NOW, ZERO, NOW, False),
+        (NOW - 5, NOW, ZERO, NOW, False),
+    ],
+)
+def test_protected_until_and_is_protected(
+    now: float, start: float | None, res: Resolution | None, until: float | None, protected: bool
+) -> None:
+    assert protected_until(start, res) == until
+    assert is_protected(now, start, res) is protected
+    prot = protection(res, start, now, "preempt")
+    assert (prot.protected, prot.protected_until, prot.start) == (protected, until, start)
+
+
+def test_protection_names_the_rule_or_the_given_action() -> None:
+    prot = protection(TEN_MIN, NOW, NOW + 10, "preempt")
+    assert prot == Protection(True, "reclaim", 600.0, "D", ("D",), NOW, NOW + 600)
+    text = prot.describe()
+    assert "protected until" in text and "reclaim min-runtime 600s (D)" in text
+    assert protection(None, NOW, NOW, "preempt").action == "preempt"
+    assert protection(None, NOW, NOW, "preempt").describe() == (
+        "no min-runtime resolved, so not protected"
+    )
+    assert protection(TEN_MIN, None, NOW, "x").describe() == "start unknown, so not protected"
+    assert protection(ZERO, NOW, NOW, "x").describe() == (
+        "reclaim min-runtime 0s (leaf1), so not protected"
+    )
+    assert "protection ended" in protection(TEN_MIN, NOW, NOW + 601, "x").describe()
 
 
 @pytest.mark.parametrize(
@@ -364,18 +395,71 @@ def test_protected_until_and_is_protected() -> None:
 )
 def test_elastic_may_lose(min_available: int, running: int, evicting: int, ok: bool) -> None:
     assert elastic_may_lose(min_available, running, evicting) is ok
+    assert ok is (evicting <= floor_allowance(min_available, running))
 
 
-def test_may_evict_ignores_the_floor_once_unprotected() -> None:
-    kw = {"min_available": 3, "running": 3, "evicting": 3}
-    assert not may_evict(NOW + 10, NOW, TEN_MIN, **kw)
-    assert may_evict(NOW + 600, NOW, TEN_MIN, **kw)
-    assert may_evict(NOW, None, TEN_MIN, **kw)
+@pytest.mark.parametrize(
+    ("min_available", "pods", "elastic"), [(1, 3, True), (3, 3, False), (0, 0, False)]
+)
+def test_is_elastic(min_available: int, pods: int, elastic: bool) -> None:
+    assert is_elastic(min_available, pods) is elastic
 
 
-def test_eligible_victim_passes_elastic_workloads_to_the_scenario_check() -> None:
-    assert eligible_victim(NOW, NOW, TEN_MIN, elastic=True)
-    assert not eligible_victim(NOW, NOW, TEN_MIN, elastic=False)
+def test_floor_text() -> None:
+    assert floor_text("ns/e", 4, 6, 1) == (
+        "elastic ns/e: 6 running, minAvailable 4, 1 of 2 allowed evictions used"
+    )
+    assert floor_text("ns/e", 4, 3, 0).endswith("0 of 0 allowed evictions used")
+
+
+def _explain(prot: Protection, victim: int = 1, min_available: int = 2, pods: int = 2) -> Any:
+    return explain(
+        prot, victim_priority=victim, preemptor_priority=10, min_available=min_available, pods=pods
+    )
+
+
+@pytest.mark.parametrize(
+    ("res", "victim", "min_available", "eligible", "elastic", "starts"),
+    [
+        (TEN_MIN, 10, 2, False, False, "not a victim: priority 10 is not below the preemptor's 10"),
+        (TEN_MIN, 1, 1, False, True, "protected elastic workload (reclaim min-runtime 600s"),
+        (TEN_MIN, 1, 2, False, False, "protected: reclaim min-runtime 600s (D)"),
+        (ZERO, 1, 2, True, False, "eligible: reclaim min-runtime 0s (leaf1), so not protected"),
+        (None, 1, 1, True, True, "eligible: no min-runtime resolved"),
+    ],
+)
+def test_explain(
+    res: Resolution | None,
+    victim: int,
+    min_available: int,
+    eligible: bool,
+    elastic: bool,
+    starts: str,
+) -> None:
+    prot = protection(res, NOW, NOW + 10, "reclaim")
+    answer = _explain(prot, victim, min_available)
+    assert (answer.eligible, answer.elastic) == (eligible, elastic)
+    assert answer.explanation.startswith(starts)
+    fields = answer.to_dict()
+    assert fields["protected"] is prot.protected and fields["eligible"] is eligible
+    assert fields["explanation"] == answer.explanation
+    if elastic and prot.protected:
+        assert answer.explanation.endswith("may lose pods only while 1 of its 2 pods keep running")
+
+
+def test_explain_fields_are_the_protection() -> None:
+    fields = _explain(protection(ZERO, NOW, NOW + 10, "reclaim")).to_dict()
+    assert fields == {
+        "action": "reclaim",
+        "minRuntimeSeconds": 0.0,
+        "resolvedFrom": "leaf1",
+        "path": ["leaf1"],
+        "start": format_time(NOW),
+        "protectedUntil": format_time(NOW),  # 0s: the protection ended at the start
+        "protected": False,
+        "eligible": True,
+        "explanation": "eligible: reclaim min-runtime 0s (leaf1), so not protected",
+    }
 
 
 # -- invariants ---------------------------------------------------------------------------------

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
-from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.policy import admission
 from app.policy.ordering import (
@@ -36,7 +35,7 @@ def ids(cases: list[dict[str, Any]]) -> list[str]:
 
 def strategy_from(timestamp: str) -> QueueOrderStrategy:
     config = parse_config({"waitForPodsReady": {"requeuingStrategy": {"timestamp": timestamp}}})
-    return QueueOrderStrategy.from_config(config)
+    return QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy)
 
 
 def record_from(cond: dict[str, Any] | None) -> EvictionRecord | None:
@@ -86,7 +85,7 @@ def test_kueue_pop_order(case: dict[str, Any]) -> None:
     facts = admission.FilterInput(
         other, queue="q", queueing_strategy=inp["queueingStrategy"], queue_head=head.name
     )
-    verdict = admission.admit(Pod(), facts, now=10.0)
+    verdict = admission.admit(facts, now=10.0)
     assert (verdict.allowed, verdict.rule) == (False, "strict-fifo")
     assert popped in verdict.reason
 
@@ -99,7 +98,8 @@ def test_every_kueue_ordering_case_is_replayed() -> None:
 
 
 def test_defaults_eviction_for_pods_ready_timeout_creation_for_preemption() -> None:
-    s = QueueOrderStrategy.from_config(parse_config({}))
+    defaults = parse_config({})
+    s = QueueOrderStrategy.from_sections(defaults.wait_for_pods_ready, defaults.requeue_strategy)
     assert (s.pods_ready_timeout, s.priority_preemption) == ("Eviction", "Creation")
     timed_out = EvictionRecord("PodsReadyTimeout", time=500.0)
     preempted = EvictionRecord("Preempted", time=500.0)
@@ -116,7 +116,7 @@ def test_requeue_strategy_shape_per_reason() -> None:
             }
         }
     )
-    s = QueueOrderStrategy.from_config(config)
+    s = QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy)
     assert queue_order_timestamp(1.0, EvictionRecord("PodsReadyTimeout", 500.0), s) == 1.0
     assert queue_order_timestamp(1.0, EvictionRecord("Preempted", 500.0), s) == 500.0
 

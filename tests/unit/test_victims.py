@@ -16,12 +16,10 @@ from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
     Decision,
     NodeOffer,
-    Offer,
     PodFacts,
     Preemptor,
     Rule,
     WorkloadFacts,
-    choose_victims,
     decide,
     protection,
 )
@@ -146,6 +144,15 @@ def test_protected_record_says_rule_path_and_until() -> None:
     assert parse_time(rec["protectedUntil"]) == pytest.approx(NOW - 10 + 600, abs=1)
     assert "protected until" in rec["reason"]
     assert node_record(d, "n1").outcome == "dropped"
+
+
+def test_zero_rule_record_says_protection_ended_at_the_start() -> None:
+    # Same answer as minruntime.protected_until and the workload view: start + 0s.
+    d = run({"n1": NodeOffer([pod("a", started_ago=10, min_runtime=0)])})
+    rec = node_record(d, "n1").records[0].to_dict()
+    assert rec["outcome"] == "kept" and rec["protected"] is False
+    assert parse_time(rec["protectedUntil"]) == pytest.approx(NOW - 10, abs=1)
+    assert rec["start"] == rec["protectedUntil"]
 
 
 def test_same_queue_is_preempt_kind() -> None:
@@ -594,16 +601,16 @@ def test_reference_scenario_as_a_gang() -> None:
     assert {n for _, n in d.off_node} == {"node-1", "node-2"}
 
 
-# --- the extender's current entry point -----------------------------------------------------
-
-
-def test_choose_victims_returns_one_offered_node() -> None:
+def test_reference_scenario_uid_only_offer_is_ranked_by_pdb_violations() -> None:
+    # Without runway's cache the offered UIDs are unknown pods: never protected, so only the
+    # node ranking decides (was the test of the removed offer-only ``choose_victims``).
     preemptor, victims = _scenario()
-    offers = {node: Offer(uids=[p.uid for p in pods], pods=pods) for node, pods in victims.items()}
-    result = choose_victims(preemptor, offers)
-    assert list(result.nodes) == ["node-0"]
-    uids_only = {
-        node: Offer(uids=o.uids, pdb_violations=1 if node == "node-0" else 0)
-        for node, o in offers.items()
+    offers = {
+        node: NodeOffer(
+            [PodFacts.unknown(p.uid, node) for p in pods],
+            pdb_violations=1 if node == "node-0" else 0,
+        )
+        for node, pods in victims.items()
     }
-    assert list(choose_victims(preemptor, uids_only).nodes) == ["node-1"]
+    d = decide(Preemptor.from_pod(preemptor), offers, {}, NOW)
+    assert d.chosen == "node-1" and sorted(d.victims) == sorted(p.uid for p in victims["node-1"])

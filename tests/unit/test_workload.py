@@ -1,0 +1,247 @@
+"""Which queue and workload a pod belongs to, and the workload facts from its pods (SPEC §2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.model import Pod
+from app.model.pod import ObjectMeta, OwnerReference, PodCondition, PodSpec, PodStatus
+from app.model.timestamps import format_time
+from app.policy.workload import (
+    DEFAULT_QUEUE,
+    WorkloadKey,
+    active_pods,
+    bind_time,
+    declared_min_available,
+    is_active,
+    is_ready,
+    min_available,
+    pods_ready,
+    queue_of,
+    start_time,
+    workload_of,
+)
+
+T0 = 1_800_000_000.0
+
+
+def make(
+    name: str = "p",
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    owners: list[OwnerReference] | None = None,
+    node: str | None = None,
+    bound_at: float | None = None,
+    scheduled: str = "True",
+    ready: str | None = None,
+    phase: str | None = None,
+    deleting: bool = False,
+) -> Pod:
+    conditions = []
+    if bound_at is not None:
+        when = format_time(bound_at)
+        conditions.append(PodCondition("PodScheduled", scheduled, when))
+    if ready is not None:
+        conditions.append(PodCondition("Ready", ready))
+    return Pod(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="ns",
+            uid=f"uid-{name}",
+            labels=labels,
+            annotations=annotations,
+            ownerReferences=owners,
+            deletionTimestamp=format_time(T0) if deleting else None,
+        ),
+        spec=PodSpec(nodeName=node),
+        status=PodStatus(phase=phase, conditions=conditions or None),
+    )
+
+
+# --- queue_of ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("labels", "queue"),
+    [
+        (None, DEFAULT_QUEUE),
+        ({}, DEFAULT_QUEUE),
+        ({"other": "x"}, DEFAULT_QUEUE),
+        ({"runway.dev/queue": "a"}, "a"),
+        ({"kai.scheduler/queue": "b"}, "b"),
+        ({"kueue.x-k8s.io/queue-name": "c"}, "c"),
+        # first label that is set wins, in runway → KAI → Kueue order
+        ({"kueue.x-k8s.io/queue-name": "c", "kai.scheduler/queue": "b"}, "b"),
+        ({"kueue.x-k8s.io/queue-name": "c", "runway.dev/queue": "a"}, "a"),
+        # an empty value is not set: fall back to the next label
+        ({"runway.dev/queue": "", "kai.scheduler/queue": "b"}, "b"),
+        ({"runway.dev/queue": ""}, DEFAULT_QUEUE),
+    ],
+)
+def test_queue_of(labels: dict[str, str] | None, queue: str) -> None:
+    assert queue_of(make(labels=labels)) == queue
+
+
+def test_queue_of_with_configured_label_keys() -> None:
+    pod = make(labels={"runway.dev/queue": "a", "team": "t"})
+    assert queue_of(pod, ("team",)) == "t"
+    assert queue_of(pod, ("missing",)) == DEFAULT_QUEUE
+
+
+# --- workload_of --------------------------------------------------------------------------------
+
+JOB = OwnerReference(apiVersion="batch/v1", kind="Job", name="job", uid="j", controller=True)
+RS = OwnerReference(kind="ReplicaSet", name="rs", uid="r", controller=False)
+NAMELESS = OwnerReference(kind="Job", name="", uid="n", controller=True)
+
+
+@pytest.mark.parametrize(
+    ("labels", "owners", "key"),
+    [
+        (None, None, WorkloadKey("ns", "p", "pod")),  # the pod alone
+        (None, [JOB], WorkloadKey("ns", "job", "owner:Job")),
+        (None, [RS], WorkloadKey("ns", "p", "pod")),  # not the controller
+        (None, [NAMELESS], WorkloadKey("ns", "p", "pod")),  # a controller without a name
+        (None, [RS, JOB], WorkloadKey("ns", "job", "owner:Job")),
+        ({"scheduling.x-k8s.io/pod-group": "pg"}, [JOB], WorkloadKey("ns", "pg", "pod-group")),
+        (
+            {"runway.dev/workload": "wl", "scheduling.x-k8s.io/pod-group": "pg"},
+            [JOB],
+            WorkloadKey("ns", "wl", "label"),
+        ),
+        ({"runway.dev/workload": ""}, [JOB], WorkloadKey("ns", "job", "owner:Job")),  # empty label
+    ],
+)
+def test_workload_of_identity_order(
+    labels: dict[str, str] | None, owners: list[OwnerReference] | None, key: WorkloadKey
+) -> None:
+    assert workload_of(make(labels=labels, owners=owners)) == key
+
+
+def test_workload_key_prints_as_namespace_name() -> None:
+    assert str(WorkloadKey("ns", "wl", "label")) == "ns/wl"
+
+
+# --- minAvailable -------------------------------------------------------------------------------
+
+
+def annotated(*values: str | None) -> list[Pod]:
+    return [
+        make(f"p{i}", annotations=None if v is None else {"runway.dev/min-available": v})
+        for i, v in enumerate(values)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("values", "declared", "floor"),
+    [
+        ((None, None, None), None, 3),  # no annotation: a gang of all its pods
+        (("2", None, None), 2, 2),
+        ((None, "2", None), 2, 2),  # the first pod that has a valid one
+        (("5", None, None), 5, 3),  # capped at the pod count
+        ((" 2 ", None, None), 2, 2),  # surrounding blanks are tolerated
+        (("0", None, None), None, 3),  # not positive: ignored
+        (("-1", None, None), None, 3),
+        (("two", "1", None), 1, 1),  # invalid: the next pod's is used
+        (("1.5", None, None), None, 3),
+        (("", None, None), None, 3),
+    ],
+)
+def test_min_available_annotation(
+    values: tuple[str | None, ...], declared: int | None, floor: int
+) -> None:
+    pods = annotated(*values)
+    assert declared_min_available(pods) == declared
+    assert min_available(pods) == floor
+
+
+def test_min_available_of_no_pods() -> None:
+    assert min_available([]) == 0
+
+
+# --- start time ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pods", "start"),
+    [
+        ([], None),
+        ([make("a", node="n", bound_at=T0)], T0),
+        # a gang: the last of its pods to bind
+        ([make("a", node="n", bound_at=T0 + 5), make("b", node="n", bound_at=T0)], T0 + 5),
+        ([make("a", node="n", bound_at=T0), make("b")], None),  # one still pending
+        # PodScheduled not True, or no node: not bound
+        ([make("a", node="n", bound_at=T0, scheduled="False")], None),
+        ([make("a", bound_at=T0)], None),
+        # terminating pods do not count (nor are they needed)
+        ([make("a", node="n", bound_at=T0), make("b", deleting=True)], T0),
+        (
+            [make("a", node="n", bound_at=T0), make("b", node="n", bound_at=T0 + 9, deleting=True)],
+            T0,
+        ),
+    ],
+)
+def test_start_time(pods: list[Pod], start: float | None) -> None:
+    assert start_time(pods) == start
+
+
+def test_start_time_of_an_elastic_workload_is_its_min_available_th_bind() -> None:
+    ann = {"runway.dev/min-available": "2"}
+    pods = [make(f"p{i}", annotations=ann, node="n", bound_at=T0 + i) for i in range(4)]
+    assert start_time(pods) == T0 + 1  # scaling up later does not move the start
+    assert start_time(pods[:1]) is None  # fewer than minAvailable bound
+
+
+def test_bind_time() -> None:
+    assert bind_time(make(node="n", bound_at=T0)) == T0
+    assert bind_time(make(node="n")) is None
+
+
+# --- readiness and liveness ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ready", "expected"), [(None, False), ("False", False), ("Unknown", False), ("True", True)]
+)
+def test_is_ready(ready: str | None, expected: bool) -> None:
+    assert is_ready(make(ready=ready)) is expected
+
+
+@pytest.mark.parametrize(
+    ("kw", "active"),
+    [
+        ({}, True),
+        ({"phase": "Running"}, True),
+        ({"phase": "Pending"}, True),
+        ({"phase": "Succeeded"}, False),
+        ({"phase": "Failed"}, False),
+        ({"phase": "Running", "deleting": True}, False),
+    ],
+)
+def test_is_active(kw: dict[str, Any], active: bool) -> None:
+    pod = make(**kw)
+    assert is_active(pod) is active
+    assert active_pods([pod]) == ([pod] if active else [])
+
+
+@pytest.mark.parametrize(
+    ("pods", "ready"),
+    [
+        ([], False),
+        ([make("a", ready="True"), make("b", ready="True")], True),
+        ([make("a", ready="True"), make("b", ready="False")], False),
+        ([make("a", ready="True"), make("b", phase="Succeeded")], True),  # succeeded counts
+        (
+            [
+                make("a", ready="True", annotations={"runway.dev/min-available": "1"}),
+                make("b", ready="False"),
+            ],
+            True,
+        ),
+    ],
+)
+def test_pods_ready(pods: list[Pod], ready: bool) -> None:
+    assert pods_ready(pods) is ready
