@@ -41,8 +41,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app import metrics
 from app.config import ConfigError
 from app.config.security import AuthConfig
-from app.kube.client import Resource
 from app.kube.errors import ApiError, KubeError
+from app.kube.resources import Resource
 from app.logs import get_logger
 
 log = get_logger("auth")

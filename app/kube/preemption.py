@@ -13,8 +13,9 @@ from typing import Any, Protocol
 
 import msgspec
 
-from app.kube.client import PODS, KubeClient
+from app.kube.client import KubeClient
 from app.kube.errors import Conflict, NotFound
+from app.kube.resources import PODS
 from app.logs import get_logger
 from app.model.timestamps import format_time
 from app.policy.gate import GateEntry, PodRef

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from app.clock import Clock
 from app.config.requeue import RequeuingStrategyConfig
-from app.kube.client import PODS, KubeClient, log_dry_run
+from app.kube.client import KubeClient, log_dry_run
 from app.kube.errors import Conflict, NotFound
 from app.kube.owners import (
     Discovery,
@@ -30,6 +30,7 @@ from app.kube.owners import (
     owner_of,
     patch_annotations,
 )
+from app.kube.resources import PODS
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord

@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app import metrics
-from app.kube.client import PODS, log_dry_run
+from app.kube.client import log_dry_run
 from app.kube.errors import Conflict, NotFound
+from app.kube.resources import PODS
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord

@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from app import metrics
-from app.kube.client import PODS, log_dry_run
+from app.kube.client import log_dry_run
 from app.kube.errors import Conflict, NotFound
+from app.kube.resources import PODS
 from app.logs import get_logger
 from app.policy.wakeup import Hold, TokenBucket, WakePlan, plan_wakeups
 from app.state import requeue

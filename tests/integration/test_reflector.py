@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from app import metrics
-from app.kube.client import NODES, PODS
 from app.kube.objects import Node
 from app.kube.reflector import Reflector
+from app.kube.resources import NODES, PODS
 from app.kube.retry import Backoff
 from app.model import Pod
 from app.state.cache import CacheEvent, ClusterCache

@@ -19,8 +19,8 @@ from app.api.auth import (
 )
 from app.config import ConfigError, parse_config
 from app.config.security import AuthConfig
-from app.kube.client import Resource
 from app.kube.errors import ApiUnavailable, error_from_status
+from app.kube.resources import Resource
 from app.server import create_app
 
 T = TypeVar("T")
