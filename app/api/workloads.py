@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from app.api.auth import Principal, require_auth
+from app.api.errors import error_response
 from app.api.models import CamelModel
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import format_optional_time, format_time
@@ -143,7 +144,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _not_found(message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=404)
+    return error_response(404, message)
 
 
 def _lookup(runtime: Runtime, namespace: str, name: str) -> WorkloadKey | None:
