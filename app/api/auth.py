@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, Protocol
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -46,7 +46,6 @@ from app.logs import get_logger
 
 log = get_logger("auth")
 
-T = TypeVar("T")
 Scope = Literal["write", "read", "metrics"]
 Mode = Literal["none", "static", "kubernetes"]
 
