@@ -7,19 +7,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
 from pydantic.json_schema import models_json_schema
 
 import app as package
 from app import wiring
 from app.api import cache_debug, extender, ops, preemptions, tooling, workloads
 from app.api.auth import install_auth
+from app.api.errors import document_errors, install_error_handlers
 from app.clock import Clock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
+from app.kube.reviews import KubeReviewer
 from app.logs import get_logger
 from app.wire import schema
 
@@ -85,14 +85,11 @@ def create_app(
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
     # guarded here when auth.protectMetrics / auth.protectReadOnly say so.
-    install_auth(app, config.auth, lambda: runway.kube, host=config.server.host)
+    reviewer = None if kube is None else KubeReviewer(kube, config.auth.audiences)
+    install_auth(app, config.auth, reviewer, host=config.server.host)
 
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
-        )
-        return extender.error_response(400, f"invalid request: {problems}")
+    # Every REST error is {"error": message}; invalid requests are 400 (not FastAPI's 422).
+    install_error_handlers(app)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -104,7 +101,7 @@ def create_app(
                 ref_template="#/components/schemas/{model}",
             )
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
-            app.openapi_schema = doc
+            app.openapi_schema = document_errors(doc)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -298,8 +298,10 @@ class FakeApi:
 
 async def run_scenario(directory: Path, page_size: int) -> dict[str, Any]:
     """One ingest in this process: LIST then WATCH; returns timings and memory."""
-    from app.kube.client import PODS, ClusterAccess, KubeClient
+    from app.kube.access import ClusterAccess
+    from app.kube.client import KubeClient
     from app.kube.reflector import Reflector
+    from app.kube.resources import PODS
     from app.model import Pod
     from app.state.cache import ClusterCache
 

@@ -27,7 +27,8 @@ import msgspec
 from app import metrics
 from app.clock import SystemClock
 from app.config import LoggingConfig, parse_config
-from app.kube.client import ClusterAccess, KubeClient
+from app.kube.access import ClusterAccess
+from app.kube.client import KubeClient
 from app.kube.pods import KubePodWriter
 from app.logs import configure_logging
 from app.model import Pod

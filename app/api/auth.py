@@ -15,8 +15,9 @@
   with a small ASGI middleware, so routes added later are covered without touching them.
 
 Modes: ``static`` compares the token in constant time with the configured ones; ``kubernetes``
-asks the API server (TokenReview, then SubjectAccessReview) and remembers positive answers for
-``cacheTTL``, keyed by a hash of the token (the token itself is never stored or logged).
+asks a ``Reviewer`` (``app.kube.reviews``: TokenReview, then SubjectAccessReview, wired by
+``app.server``) and remembers positive answers for ``cacheTTL``, keyed by a hash of the token
+(the token itself is never stored or logged).
 Answers: 401 + ``WWW-Authenticate: Bearer`` (no or bad token), 403 naming the missing
 permission, 503 when the API server cannot be asked.
 """
@@ -30,41 +31,27 @@ import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Protocol, TypeVar
+from typing import Annotated, Any, Literal, Protocol
 
-import msgspec
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from app import metrics
+from app.api.errors import error_response
 from app.config import ConfigError
 from app.config.security import AuthConfig
-from app.kube.client import Resource
-from app.kube.errors import ApiError, KubeError
 from app.logs import get_logger
+from app.model.auth import Access, Identity, Permission, ReviewUnavailable
 
 log = get_logger("auth")
 
-T = TypeVar("T")
 Scope = Literal["write", "read", "metrics"]
 Mode = Literal["none", "static", "kubernetes"]
 
-TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", namespaced=False)
-SUBJECT_ACCESS_REVIEWS = Resource(
-    "authorization.k8s.io", "v1", "subjectaccessreviews", namespaced=False
-)
 _MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _CACHE_MAX = 4096
-
-
-class ReviewClient(Protocol):
-    """What auth needs of ``app.kube.client.KubeClient``: POST a review object."""
-
-    async def create(self, resource: Resource, body: Any, *, into: type[T]) -> T:
-        """Create ``body`` in ``resource`` and decode the answer into ``into``."""
-        ...
 
 
 # --- outcomes ---------------------------------------------------------------------------------
@@ -81,7 +68,7 @@ class AuthError(Exception):
 
     def response(self) -> JSONResponse:
         """The API's one error body shape, ``{"error": message}``."""
-        return JSONResponse({"error": self.message}, status_code=self.status, headers=self.headers)
+        return error_response(self.status, self.message, self.headers)
 
 
 def _unauthenticated(message: str, error: str | None = None) -> AuthError:
@@ -156,78 +143,19 @@ class StaticTokens:
         return found
 
 
-# --- Kubernetes reviews -----------------------------------------------------------------------
+# --- the reviewer port (``auth.mode: kubernetes``; implemented by app.kube.reviews) ----------
 
 
-class UserInfo(msgspec.Struct, omit_defaults=True):
-    """``authentication.k8s.io/v1`` UserInfo."""
+class Reviewer(Protocol):
+    """Who a token is and what it may do (TokenReview + SubjectAccessReview in a cluster)."""
 
-    username: str = ""
-    uid: str = ""
-    groups: list[str] = msgspec.field(default_factory=list)
-    extra: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    async def review(self, token: str) -> Identity | None:
+        """The identity of ``token``; None when it is not valid. Raises ``ReviewUnavailable``."""
+        ...
 
-
-class TokenReviewStatus(msgspec.Struct):
-    """What the API server says about a token."""
-
-    authenticated: bool = False
-    user: UserInfo = msgspec.field(default_factory=UserInfo)
-    error: str = ""
-
-
-class TokenReview(msgspec.Struct):
-    """A TokenReview answer (only the status is read)."""
-
-    status: TokenReviewStatus = msgspec.field(default_factory=TokenReviewStatus)
-
-
-class AccessReviewStatus(msgspec.Struct):
-    """What the authorizer says about one request."""
-
-    allowed: bool = False
-    denied: bool = False
-    reason: str = ""
-    evaluationError: str = ""
-
-
-class SubjectAccessReview(msgspec.Struct):
-    """A SubjectAccessReview answer (only the status is read)."""
-
-    status: AccessReviewStatus = msgspec.field(default_factory=AccessReviewStatus)
-
-
-@dataclass(frozen=True)
-class Permission:
-    """One RBAC permission, as asked in a SubjectAccessReview."""
-
-    verb: str
-    group: str = ""
-    resource: str = ""
-    namespace: str | None = None
-    name: str | None = None
-    path: str | None = None
-    """A non-resource URL (``/metrics``) instead of a resource."""
-
-    def attributes(self) -> dict[str, Any]:
-        """The SubjectAccessReview ``spec`` attributes."""
-        if self.path is not None:
-            return {"nonResourceAttributes": {"path": self.path, "verb": self.verb}}
-        attrs = {"verb": self.verb, "group": self.group, "resource": self.resource}
-        attrs |= {k: v for k, v in (("namespace", self.namespace), ("name", self.name)) if v}
-        return {"resourceAttributes": attrs}
-
-    def describe(self) -> str:
-        """``update workloads.runway.dev "ns/name"`` — what a Role must grant."""
-        if self.path is not None:
-            return f"{self.verb} on the non-resource URL {self.path}"
-        what = f"{self.resource}.{self.group}" if self.group else self.resource
-        text = f"{self.verb} {what}"
-        if self.name:
-            text += f" named {self.name!r}"
-        if self.namespace:
-            text += f" in namespace {self.namespace!r}"
-        return text
+    async def allowed(self, identity: Identity, permission: Permission) -> Access:
+        """Whether ``identity`` holds ``permission``. Raises ``ReviewUnavailable``."""
+        ...
 
 
 class _TTLCache:
@@ -259,104 +187,64 @@ class _TTLCache:
         self.entries[key] = (now + self.ttl, value)
 
 
-_RBAC_HINT = (
-    "runway's service account needs create on tokenreviews.authentication.k8s.io and "
-    "subjectaccessreviews.authorization.k8s.io (the Helm chart grants both; elsewhere bind "
-    "the ClusterRole system:auth-delegator)"
-)
-
-
-class KubernetesReviewer:
-    """TokenReview + SubjectAccessReview through the API server, positive answers cached."""
+class CachedReviewer:
+    """Asks the ``Reviewer`` and remembers positive answers for ``cache_ttl`` seconds, keyed by
+    a hash of the token; maps its answers to 401/403/503."""
 
     def __init__(
         self,
-        client: Callable[[], ReviewClient | None],
-        audiences: list[str],
+        reviewer: Reviewer | None,
         cache_ttl: float,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.client = client
-        self.audiences = audiences
+        self.reviewer = reviewer
         self.cache = _TTLCache(cache_ttl, monotonic)
 
-    def _client(self) -> ReviewClient:
-        client = self.client()
-        if client is None:
+    def _reviewer(self) -> Reviewer:
+        if self.reviewer is None:
             raise AuthError(
                 503,
                 "auth.mode is kubernetes but runway has no API server to ask (no kubeconfig, not "
                 "in a pod); set auth.mode to static or run runway with cluster access",
             )
-        return client
+        return self.reviewer
 
-    async def _ask(self, what: str, resource: Resource, body: Any, into: type[T]) -> T:
-        try:
-            return await self._client().create(resource, body, into=into)
-        except ApiError as exc:
-            hint = f"; {_RBAC_HINT}" if exc.code in (401, 403) else ""
-            log.warning("review refused by the API server", review=what, error=str(exc))
-            raise AuthError(
-                503,
-                f"cannot check the token: the API server refused the {what} ({exc}){hint}",
-                {"Retry-After": "5"},
-            ) from None
-        except KubeError as exc:
-            log.warning("API server unavailable for a review", review=what, error=str(exc))
-            raise AuthError(
-                503,
-                f"cannot check the token: the API server did not answer the {what} ({exc}); "
-                "retry later",
-                {"Retry-After": "5"},
-            ) from None
-        except msgspec.DecodeError as exc:
-            raise AuthError(
-                503, f"cannot check the token: undecodable {what} answer ({exc})"
-            ) from None
-
-    async def authenticate(self, token: str, key: bytes) -> UserInfo:
-        """The user of ``token`` per TokenReview (raises 401 when not authenticated)."""
-        cached: UserInfo | None = self.cache.get(("user", key))
+    async def authenticate(self, token: str, key: bytes) -> Identity:
+        """The identity of ``token`` (raises 401 when not authenticated)."""
+        cached: Identity | None = self.cache.get(("user", key))
         if cached is not None:
             return cached
-        spec: dict[str, Any] = {"token": token}
-        if self.audiences:
-            spec["audiences"] = self.audiences
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": spec}
-        review = await self._ask("TokenReview", TOKEN_REVIEWS, body, TokenReview)
-        if not review.status.authenticated:
-            log.info("token rejected by TokenReview", error=review.status.error or None)
+        try:
+            identity = await self._reviewer().review(token)
+        except ReviewUnavailable as exc:
+            raise _unavailable(exc) from None
+        if identity is None:
             raise _unauthenticated("invalid or expired bearer token", "invalid_token")
-        self.cache.put(("user", key), review.status.user)
-        return review.status.user
+        self.cache.put(("user", key), identity)
+        return identity
 
-    async def authorize(self, user: UserInfo, key: bytes, permission: Permission) -> None:
-        """Raise 403 unless the SubjectAccessReview allows ``permission`` for ``user``."""
+    async def authorize(self, identity: Identity, key: bytes, permission: Permission) -> None:
+        """Raise 403 unless the reviewer allows ``permission`` for ``identity``."""
         if self.cache.get(("allowed", key, permission)):
             return
-        spec: dict[str, Any] = {"user": user.username, "groups": user.groups}
-        if user.uid:
-            spec["uid"] = user.uid
-        if user.extra:
-            spec["extra"] = user.extra
-        spec |= permission.attributes()
-        body = {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SubjectAccessReview",
-            "spec": spec,
-        }
-        review = await self._ask(
-            "SubjectAccessReview", SUBJECT_ACCESS_REVIEWS, body, SubjectAccessReview
-        )
-        status = review.status
-        if not status.allowed:
-            why = status.reason or status.evaluationError or "no RBAC rule allows it"
+        try:
+            access = await self._reviewer().allowed(identity, permission)
+        except ReviewUnavailable as exc:
+            raise _unavailable(exc) from None
+        if not access.allowed:
+            why = access.reason or "no RBAC rule allows it"
             raise AuthError(
                 403,
-                f"forbidden: user {user.username!r} may not {permission.describe()} ({why}); "
+                f"forbidden: user {identity.username!r} may not {permission.describe()} ({why}); "
                 "grant it with a Role or ClusterRole",
             )
         self.cache.put(("allowed", key, permission), True)
+
+
+def _unavailable(exc: ReviewUnavailable) -> AuthError:
+    return AuthError(
+        503, exc.message, {"Retry-After": exc.retry_after} if exc.retry_after else None
+    )
 
 
 # --- the guard --------------------------------------------------------------------------------
@@ -378,27 +266,25 @@ class AuthGuard:
     config: AuthConfig
     mode: Mode
     static: StaticTokens | None = None
-    reviewer: KubernetesReviewer | None = None
+    reviewer: CachedReviewer | None = None
 
     @classmethod
     def build(
         cls,
         config: AuthConfig,
-        client: Callable[[], ReviewClient | None] = lambda: None,
+        reviewer: Reviewer | None = None,
         *,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> AuthGuard:
-        """The guard for ``config``; ``client`` yields the API client (None: no cluster)."""
-        mode = resolve_mode(config, client() is not None)
+        """The guard for ``config``; ``reviewer`` asks the cluster (None: no cluster)."""
+        mode = resolve_mode(config, reviewer is not None)
         guard = cls(config, mode)
         if mode == "static":
             guard.static = StaticTokens(
                 [t.get_secret_value() for t in config.static_tokens], config.static_token_file
             )
         elif mode == "kubernetes":
-            guard.reviewer = KubernetesReviewer(
-                client, config.audiences, config.cache_ttl, monotonic
-            )
+            guard.reviewer = CachedReviewer(reviewer, config.cache_ttl, monotonic)
         return guard
 
     def protects(self, method: str, path: str) -> Scope | None:
@@ -452,9 +338,9 @@ class AuthGuard:
             return Principal(user, via="static")
         assert self.reviewer is not None
         key = _digest(token)
-        info = await self.reviewer.authenticate(token, key)
-        await self.reviewer.authorize(info, key, permission or self.permission(scope))
-        return Principal(info.username, tuple(info.groups), via="kubernetes")
+        identity = await self.reviewer.authenticate(token, key)
+        await self.reviewer.authorize(identity, key, permission or self.permission(scope))
+        return Principal(identity.username, identity.groups, via="kubernetes")
 
 
 def bearer_token(authorization: str | None) -> str:
@@ -548,13 +434,14 @@ def _is_loopback(host: str) -> bool:
 def install_auth(
     app: FastAPI,
     config: AuthConfig,
-    client: Callable[[], ReviewClient | None] = lambda: None,
+    reviewer: Reviewer | None = None,
     *,
     host: str = "127.0.0.1",
     monotonic: Callable[[], float] = time.monotonic,
 ) -> AuthGuard:
-    """Build the guard, hold it at ``app.state.auth``, add the read/metrics middleware."""
-    guard = AuthGuard.build(config, client, monotonic=monotonic)
+    """Build the guard, hold it at ``app.state.auth``, add the read/metrics middleware.
+    ``reviewer`` answers ``auth.mode: kubernetes`` (None: no cluster)."""
+    guard = AuthGuard.build(config, reviewer, monotonic=monotonic)
     app.state.auth = guard
 
     async def refused(request: Request, exc: Exception) -> JSONResponse:
@@ -573,7 +460,7 @@ def install_auth(
             )
         if config.protect_read_only or config.protect_metrics:
             log.warning("auth.protectReadOnly/protectMetrics have no effect with auth.mode none")
-    elif guard.mode == "kubernetes" and client() is None:
+    elif guard.mode == "kubernetes" and reviewer is None:
         log.error(
             "auth.mode is kubernetes but there is no API server: authenticated requests get 503"
         )

@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from app import metrics
 from app.api.body import BodyTooLarge, BuffersResponse, read_body
 from app.api.context import ApiContext, context
+from app.api.errors import error_response
 from app.logs import get_logger
 from app.policy import admission, scoring
 from app.state.preemption import PreemptOutcome
@@ -105,11 +106,6 @@ _HANDLERS: dict[str, Handler] = {
     "prioritize": handle_prioritize,
     "preempt": handle_preempt,
 }
-
-
-def error_response(status: int, message: str) -> JSONResponse:
-    """The one error body shape of the API: ``{"error": message}``."""
-    return JSONResponse({"error": message}, status_code=status)
 
 
 async def _execute(ctx: ApiContext, outcome: PreemptOutcome) -> None:

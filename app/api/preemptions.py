@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from app.api.context import context
 from app.model.timestamps import format_time
+from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
 
@@ -128,7 +129,10 @@ def _split(value: str, name: str) -> tuple[str, str]:
     "/explain",
     response_model=ExplainView,
     summary="Why a pod is (not) a victim of a preemptor",
-    responses={400: {"description": "bad parameter"}, 404: {"description": "pod not known"}},
+    responses={
+        400: {"model": ErrorBody, "description": "bad parameter"},
+        404: {"model": ErrorBody, "description": "pod not known"},
+    },
 )
 async def explain(
     request: Request,

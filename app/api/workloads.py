@@ -19,6 +19,7 @@ from pydantic import Field
 
 from app.api.auth import Principal, require_auth
 from app.api.context import ApiContext, context
+from app.api.errors import error_response
 from app.api.models import CamelModel
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import format_optional_time, format_time
@@ -138,7 +139,7 @@ class PendingResponse(CamelModel):
 
 
 def _not_found(message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=404)
+    return error_response(404, message)
 
 
 def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | None:

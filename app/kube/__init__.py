@@ -1,4 +1,6 @@
-"""Kubernetes I/O: cluster access and the verb-family client (``client``), typed API errors
-(``errors``), bounded retries (``retry``), list+watch into the cache (``reflector``) and Lease
-leader election (``leader``). Nothing above this package talks to the API server directly.
+"""Kubernetes I/O: cluster access (``access``), the verb-family client (``client``) over REST
+``resources`` with a client-side rate limit (``ratelimit``) and the watch stream (``watch``),
+typed API errors (``errors``), bounded retries (``retry``), list+watch into the cache
+(``reflector``), Lease leader election (``leader``) and the auth reviews (``reviews``).
+Nothing above this package talks to the API server directly.
 """

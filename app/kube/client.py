@@ -1,23 +1,18 @@
-"""The Kubernetes API client: cluster access from the ``kubernetes`` package, calls over httpx.
+"""The Kubernetes API client: every call over ONE shared ``httpx.AsyncClient``.
 
-* ``load_access`` finds the cluster the way operators expect: ``--kubeconfig`` (config
-  ``kubernetes.kubeconfig``), else ``$KUBECONFIG``, else the in-cluster service account; none of
-  them means the embedded default (no client at all).
-* ``KubeClient`` makes every call through ONE shared ``httpx.AsyncClient`` (transport injectable:
-  tests hand it a respx router or ``httpx.MockTransport``), asks the ``kubernetes`` configuration
-  for the Authorization header on every request (projected service-account tokens and exec
-  plugins rotate), raises the typed errors of ``app.kube.errors``, retries through
-  ``app.kube.retry`` and counts every call in ``runway_kube_api_*``.
+``KubeClient`` (transport injectable: tests hand it a respx router or ``httpx.MockTransport``)
+asks ``ClusterAccess`` (``app.kube.access``) for the Authorization header on every request,
+raises the typed errors of ``app.kube.errors``, retries through ``app.kube.retry``, keeps to
+the client-side QPS limit (``app.kube.ratelimit``) and counts every call in ``runway_kube_api_*``.
+Resources are ``app.kube.resources``; the watch query and event decoding ``app.kube.watch``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import ssl
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -28,6 +23,7 @@ import app as package
 from app import metrics
 from app.config.kubernetes import KubernetesConfig
 from app.config.loader import ConfigError
+from app.kube.access import ClusterAccess, KubeConfigError, load_access
 from app.kube.errors import (
     ApiUnavailable,
     Timeout,
@@ -35,7 +31,10 @@ from app.kube.errors import (
     error_from_status,
 )
 from app.kube.objects import RawWatchEvent
+from app.kube.ratelimit import TokenBucket
+from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
+from app.kube.watch import decode_events, watch_params
 from app.logs import get_logger
 
 T = TypeVar("T")
@@ -50,232 +49,6 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "json": "application/json-patch+json",
     "apply": "application/apply-patch+yaml",
 }
-
-SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-
-
-class KubeConfigError(Exception):
-    """A kubeconfig or in-cluster configuration that exists but cannot be used."""
-
-
-# --- resources -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Resource:
-    """A REST resource: ``/api/v1/pods`` or ``/apis/<group>/<version>/<plural>``."""
-
-    group: str
-    version: str
-    plural: str
-    namespaced: bool = True
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        """The URL path of the collection, an object, or one of its subresources."""
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-            if subresource:
-                base += f"/{subresource}"
-        return base
-
-    def label(self, subresource: str | None = None) -> str:
-        """The metric label: ``pods`` or ``pods/status``."""
-        return f"{self.plural}/{subresource}" if subresource else self.plural
-
-
-PODS = Resource("", "v1", "pods")
-NODES = Resource("", "v1", "nodes", namespaced=False)
-EVENTS = Resource("", "v1", "events")
-LEASES = Resource("coordination.k8s.io", "v1", "leases")
-
-
-# --- cluster access ---------------------------------------------------------------------------
-
-
-class _TokenFile:
-    """Re-read a token file when it changes (kubelet rotates projected tokens in place).
-
-    Wraps the ``kubernetes`` package's own refresh hook: that hook re-reads the in-cluster
-    token only once a minute and never re-reads a kubeconfig ``tokenFile``.
-    """
-
-    def __init__(self, path: str, previous: Callable[[Any], None] | None) -> None:
-        self.path = path
-        self.previous = previous
-        self.stamp: tuple[int, int, int] | None = None
-        self.token: str | None = None
-
-    def __call__(self, configuration: Any) -> None:
-        if self.previous is not None:
-            self.previous(configuration)
-            # The package's hooks re-install themselves on every call; stay on top of them.
-            current = configuration.refresh_api_key_hook
-            if current is not self:
-                self.previous = current
-                configuration.refresh_api_key_hook = self
-        try:
-            st = os.stat(self.path)
-            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-            if stamp != self.stamp:
-                with open(self.path, encoding="utf-8") as f:
-                    text = f.read().strip()
-                if text:
-                    self.token, self.stamp = f"Bearer {text}", stamp
-        except OSError as exc:
-            log.warning("cannot re-read token file", path=self.path, error=str(exc))
-        if self.token is not None:
-            configuration.api_key["BearerToken"] = self.token
-            configuration.api_key_prefix.pop("BearerToken", None)
-
-
-@dataclass
-class ClusterAccess:
-    """Where the API server is and how to authenticate, from a ``kubernetes`` Configuration."""
-
-    configuration: Any
-    """``kubernetes.client.Configuration``; asked for the token on every request."""
-    source: str
-    """Human-readable origin: ``kubeconfig /path`` or ``in-cluster``."""
-    namespace: str | None = None
-    """The pod's namespace when in-cluster (default namespace of the Lease)."""
-
-    @property
-    def host(self) -> str:
-        """The API server URL."""
-        host: str = self.configuration.host
-        return host.rstrip("/")
-
-    def authorization(self) -> str | None:
-        """The Authorization header value right now (None: client certs only)."""
-        cfg = self.configuration
-        value: str | None = cfg.get_api_key_with_prefix(
-            "BearerToken"
-        ) or cfg.get_api_key_with_prefix("authorization")
-        if value is None and cfg.username and cfg.password:
-            value = cfg.get_basic_auth_token()
-        if value and value.lower().startswith("bearer "):
-            value = "Bearer " + value[7:]
-        return value
-
-    def ssl_context(self) -> ssl.SSLContext:
-        """TLS settings: verification on unless the kubeconfig says insecure-skip-tls-verify."""
-        cfg = self.configuration
-        if cfg.verify_ssl:
-            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert or None)
-        else:
-            ctx = ssl.create_default_context()
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        if cfg.cert_file:
-            ctx.load_cert_chain(cfg.cert_file, cfg.key_file or None)
-        return ctx
-
-    @property
-    def tls_server_name(self) -> str | None:
-        """``tls-server-name`` of the kubeconfig cluster (SNI and certificate name), if set."""
-        name: str | None = getattr(self.configuration, "tls_server_name", None)
-        return name
-
-
-def _from_kubeconfig(path: str, context: str | None) -> ClusterAccess:
-    from kubernetes.client import Configuration
-    from kubernetes.config import kube_config
-
-    cfg: Any = Configuration()
-    make_loader: Any = kube_config._get_kube_config_loader
-    try:
-        loader = make_loader(filename=path, active_context=context, persist_config=False)
-        loader.load_and_set(cfg)
-    except Exception as exc:  # the package raises ConfigException, OSError, YAML and key errors
-        raise KubeConfigError(f"cannot use kubeconfig {path!r}: {exc}") from None
-    user = getattr(loader, "_user", None)
-    token_file = user.safe_get("tokenFile") if user is not None else None
-    if token_file:
-        base = os.path.dirname(getattr(user, "path", "") or path.split(os.pathsep)[0])
-        full = os.path.join(base, token_file)
-        cfg.refresh_api_key_hook = _TokenFile(full, cfg.refresh_api_key_hook)
-    return ClusterAccess(cfg, f"kubeconfig {path}")
-
-
-def _in_cluster(environ: Mapping[str, str], sa_dir: str) -> ClusterAccess | None:
-    from kubernetes.client import Configuration
-    from kubernetes.config.incluster_config import InClusterConfigLoader
-
-    token = os.path.join(sa_dir, "token")
-    if not environ.get("KUBERNETES_SERVICE_HOST") or not os.path.isfile(token):
-        return None
-    cfg: Any = Configuration()
-    loader_cls: Any = InClusterConfigLoader
-    try:
-        loader_cls(
-            token_filename=token,
-            cert_filename=os.path.join(sa_dir, "ca.crt"),
-            environ=environ,
-        ).load_and_set(cfg)
-    except Exception as exc:
-        raise KubeConfigError(f"cannot use the in-cluster service account: {exc}") from None
-    cfg.refresh_api_key_hook = _TokenFile(token, cfg.refresh_api_key_hook)
-    namespace = None
-    try:
-        with open(os.path.join(sa_dir, "namespace"), encoding="utf-8") as f:
-            namespace = f.read().strip() or None
-    except OSError:
-        pass
-    return ClusterAccess(cfg, "in-cluster", namespace=namespace)
-
-
-def load_access(
-    kubeconfig: str | None = None,
-    *,
-    context: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    service_account_dir: str = SERVICE_ACCOUNT_DIR,
-) -> ClusterAccess | None:
-    """The cluster to talk to: explicit kubeconfig, ``$KUBECONFIG``, in-cluster, else None.
-
-    ``~/.kube/config`` is deliberately not consulted: a developer's laptop context must never
-    be picked up by accident; pass ``--kubeconfig`` to use it.
-    """
-    env = os.environ if environ is None else environ
-    if kubeconfig:
-        return _from_kubeconfig(os.path.expanduser(kubeconfig), context)
-    if env.get("KUBECONFIG"):
-        return _from_kubeconfig(env["KUBECONFIG"], context)
-    return _in_cluster(env, service_account_dir)
-
-
-# --- rate limiting ----------------------------------------------------------------------------
-
-
-class TokenBucket:
-    """Client-side QPS limit (as client-go's ``--kube-api-qps``/``burst``)."""
-
-    def __init__(self, qps: float, burst: int, monotonic: Callable[[], float] = time.monotonic):
-        self.qps = qps
-        self.burst = max(1, burst)
-        self.tokens = float(self.burst)
-        self.monotonic = monotonic
-        self.stamp = monotonic()
-        self.lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        """Wait for a token."""
-        async with self.lock:
-            now = self.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
-            self.stamp = now
-            if self.tokens < 1:
-                await asyncio.sleep((1 - self.tokens) / self.qps)
-                self.stamp = self.monotonic()
-                self.tokens = 0.0
-            else:
-                self.tokens -= 1
 
 
 # --- the client -------------------------------------------------------------------------------
@@ -586,17 +359,13 @@ class KubeClient:
         Errors opening the stream are typed (410 Gone → relist); a broken stream raises
         ``ApiUnavailable``. Not retried here: the reflector decides where to resume.
         """
-        params: dict[str, str | int] = {
-            "watch": "true",
-            "resourceVersion": resource_version,
-            "timeoutSeconds": timeout_seconds,
-        }
-        if allow_bookmarks:
-            params["allowWatchBookmarks"] = "true"
-        if label_selector:
-            params["labelSelector"] = label_selector
-        if field_selector:
-            params["fieldSelector"] = field_selector
+        params = watch_params(
+            resource_version,
+            timeout_seconds=timeout_seconds,
+            allow_bookmarks=allow_bookmarks,
+            label_selector=label_selector,
+            field_selector=field_selector,
+        )
         path = resource.path(namespace)
         if self._limiter is not None:
             await self._limiter.acquire()
@@ -630,9 +399,9 @@ class KubeClient:
                         path=path,
                         fallback_message=body[:200].decode(errors="replace"),
                     )
-                async for line in resp.aiter_lines():
-                    if line:
-                        yield _event_decoder.decode(line)
+                async with aclosing(decode_events(resp.aiter_lines(), path=path)) as events:
+                    async for event in events:
+                        yield event
         except httpx.TimeoutException as exc:
             raise Timeout(
                 504, f"watch stream stalled ({exc!r})", "Timeout", method="GET", path=path
@@ -641,11 +410,6 @@ class KubeClient:
             if code == "error":
                 metrics.KUBE_API_REQUESTS.labels("watch", label, code).inc()
             raise ApiUnavailable(f"GET {path} (watch): stream broken: {exc!r}") from None
-        except msgspec.DecodeError as exc:
-            raise ApiUnavailable(f"GET {path} (watch): undecodable event: {exc}") from None
-
-
-_event_decoder = msgspec.json.Decoder(RawWatchEvent)
 
 
 def log_dry_run(verb: str, path: str, body: Any = None) -> None:

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from app import metrics
-from app.kube.client import LEASES, KubeClient
+from app.kube.client import KubeClient
 from app.kube.errors import AlreadyExists, Conflict, KubeError, NotFound
 from app.kube.objects import Lease, LeaseMeta, LeaseSpec
+from app.kube.resources import LEASES
 from app.logs import get_logger
 
 log = get_logger("kube.leader")

@@ -20,9 +20,10 @@ from typing import Any
 
 import msgspec
 
-from app.kube.client import KubeClient, Resource
+from app.kube.client import KubeClient
 from app.kube.errors import KubeError
 from app.kube.reflector import Reflector
+from app.kube.resources import Resource
 from app.logs import get_logger
 from app.model.owner import OwnerEntry, OwnerRef, runway_annotations
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
-from app.kube.client import PODS, KubeClient
+from app.kube.client import KubeClient
 from app.kube.errors import Conflict, NotFound
+from app.kube.resources import PODS
 from app.logs import get_logger
 from app.model import Pod
 from app.model.gate import PodRef

@@ -17,9 +17,10 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from app import metrics
-from app.kube.client import KubeClient, Resource
+from app.kube.client import KubeClient
 from app.kube.errors import ApiError, Gone, KubeError, Status, error_from_status
 from app.kube.objects import AnyObject, ListMeta
+from app.kube.resources import Resource
 from app.kube.retry import Backoff
 from app.logs import get_logger
 

@@ -9,9 +9,10 @@ import gc
 from collections.abc import Callable
 
 from app.config.kubernetes import KubernetesConfig
-from app.kube.client import NODES, PODS, KubeClient
+from app.kube.client import KubeClient
 from app.kube.leader import LeaderElector, lease_namespace
 from app.kube.reflector import Reflector, Store
+from app.kube.resources import NODES, PODS
 from app.logs import get_logger
 from app.model import Pod
 from app.model.node import Node

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import httpx
 from kubernetes.client import Configuration
 
-from app.kube.client import ClusterAccess, KubeClient
+from app.kube.access import ClusterAccess
+from app.kube.client import KubeClient
 from app.kube.retry import Backoff, RetryPolicy
 
 

@@ -17,7 +17,8 @@ from kubernetes.client import Configuration
 
 from app.api.auth import Principal, require_auth
 from app.config import parse_config
-from app.kube.client import ClusterAccess, KubeClient
+from app.kube.access import ClusterAccess
+from app.kube.client import KubeClient
 from app.kube.retry import RetryPolicy
 from app.server import create_app
 from tests.reference import wire_cases

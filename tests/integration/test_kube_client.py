@@ -14,7 +14,8 @@ import respx
 
 from app import metrics
 from app.config.kubernetes import KubernetesConfig
-from app.kube.client import LEASES, NODES, PODS, KubeClient, connect, load_access
+from app.kube.access import load_access
+from app.kube.client import KubeClient, connect
 from app.kube.errors import (
     AlreadyExists,
     ApiUnavailable,
@@ -24,6 +25,7 @@ from app.kube.errors import (
     ServerError,
     TooManyRequests,
 )
+from app.kube.resources import LEASES, NODES, PODS
 from app.kube.retry import Backoff, RetryPolicy
 from app.model import Pod
 from tests.integration.kube_helpers import access

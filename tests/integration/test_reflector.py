@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from app import metrics
-from app.kube.client import NODES, PODS
 from app.kube.reflector import Reflector
+from app.kube.resources import NODES, PODS
 from app.kube.retry import Backoff
 from app.model import Pod
 from app.model.node import Node

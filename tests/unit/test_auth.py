@@ -1,17 +1,21 @@
-"""The auth guard without HTTP: config rules, modes, static tokens, reviews, caching."""
+"""The auth guard without HTTP: config rules, modes, static tokens, a fake reviewer, caching.
+The TokenReview/SubjectAccessReview calls themselves: tests/integration/test_kube_reviews.py."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from app.api.auth import (
     ANONYMOUS,
+    Access,
     AuthError,
     AuthGuard,
+    Identity,
     Permission,
+    ReviewUnavailable,
     StaticTokens,
     bearer_token,
     resolve_mode,
@@ -19,11 +23,8 @@ from app.api.auth import (
 )
 from app.config import ConfigError, parse_config
 from app.config.security import AuthConfig
-from app.kube.client import Resource
-from app.kube.errors import ApiUnavailable, error_from_status
 from app.server import create_app
 
-T = TypeVar("T")
 GOOD = "a" * 32
 OTHER = "b" * 32
 
@@ -157,41 +158,34 @@ def test_what_the_middleware_protects(
     assert guard.protects(method, path) == scope
 
 
-# --- kubernetes mode with a fake review client --------------------------------------------------
+# --- kubernetes mode with a fake reviewer -------------------------------------------------------
 
 
 class FakeReviews:
-    """Answers TokenReviews and SubjectAccessReviews from tables; records what was asked."""
+    """A ``Reviewer`` answering from tables; records what was asked."""
 
     def __init__(self) -> None:
-        self.users: dict[str, dict[str, Any]] = {GOOD: {"username": "alice", "groups": ["ops"]}}
-        self.allowed: set[tuple[str, str]] = {("alice", "update")}
-        self.asked: list[dict[str, Any]] = []
-        self.fail: Exception | None = None
+        self.users: dict[str, Identity] = {GOOD: Identity("alice", groups=("ops",))}
+        self.grants: set[tuple[str, str]] = {("alice", "update")}
+        self.asked: list[tuple[str, Any]] = []
+        self.fail: ReviewUnavailable | None = None
 
-    async def create(self, resource: Resource, body: Any, *, into: type[T]) -> T:
-        import msgspec
-
-        self.asked.append(body)
+    async def review(self, token: str) -> Identity | None:
+        self.asked.append(("review", token))
         if self.fail is not None:
             raise self.fail
-        if resource.plural == "tokenreviews":
-            user = self.users.get(body["spec"]["token"])
-            status: dict[str, Any] = (
-                {"authenticated": True, "user": user}
-                if user
-                else {"authenticated": False, "error": "token expired"}
-            )
-        else:
-            spec = body["spec"]
-            verb = (spec.get("resourceAttributes") or spec.get("nonResourceAttributes"))["verb"]
-            ok = (spec["user"], verb) in self.allowed
-            status = {"allowed": ok, "reason": "" if ok else "no binding"}
-        return msgspec.convert({"status": status}, into)
+        return self.users.get(token)
+
+    async def allowed(self, identity: Identity, permission: Permission) -> Access:
+        self.asked.append(("allowed", permission))
+        if self.fail is not None:
+            raise self.fail
+        ok = (identity.username, permission.verb) in self.grants
+        return Access(ok, "" if ok else "no binding")
 
 
 def kube_guard(fake: FakeReviews, now: list[float], **fields: Any) -> AuthGuard:
-    return AuthGuard.build(auth(**fields), lambda: fake, monotonic=lambda: now[0])
+    return AuthGuard.build(auth(**fields), fake, monotonic=lambda: now[0])
 
 
 async def test_kubernetes_accepts_and_caches_positive_answers() -> None:
@@ -200,13 +194,10 @@ async def test_kubernetes_accepts_and_caches_positive_answers() -> None:
     assert guard.mode == "kubernetes"
     principal = await guard.check(f"Bearer {GOOD}", "write")
     assert (principal.user, principal.groups, principal.via) == ("alice", ("ops",), "kubernetes")
-    token_review, sar = fake.asked
-    assert token_review["kind"] == "TokenReview" and token_review["spec"] == {"token": GOOD}
-    assert sar["spec"] == {
-        "user": "alice",
-        "groups": ["ops"],
-        "resourceAttributes": {"verb": "update", "group": "runway.dev", "resource": "workloads"},
-    }
+    assert fake.asked == [
+        ("review", GOOD),
+        ("allowed", Permission("update", "runway.dev", "workloads")),
+    ]
     now[0] = 9.9
     await guard.check(f"Bearer {GOOD}", "write")
     assert len(fake.asked) == 2  # both answers cached
@@ -239,7 +230,7 @@ async def test_rejected_token_is_401_and_not_cached() -> None:
 
 async def test_denied_sar_is_403_naming_the_permission() -> None:
     fake, now = FakeReviews(), [0.0]
-    fake.allowed.clear()
+    fake.grants.clear()
     guard = kube_guard(fake, now)
     perm = guard.permission("write", namespace="team-a", name="job-1")
     with pytest.raises(AuthError) as err:
@@ -250,22 +241,16 @@ async def test_denied_sar_is_403_naming_the_permission() -> None:
     assert "no binding" in err.value.message
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [
-        ApiUnavailable("connection refused"),
-        error_from_status(503, None, fallback_message="etcd down"),
-        error_from_status(403, None, fallback_message="cannot create tokenreviews"),
-    ],
-)
-async def test_api_server_trouble_is_503(failure: Exception) -> None:
+@pytest.mark.parametrize("retry_after", ["5", None])
+async def test_reviewer_trouble_is_503(retry_after: str | None) -> None:
     fake, now = FakeReviews(), [0.0]
-    fake.fail = failure
+    fake.fail = ReviewUnavailable("cannot check the token: down", retry_after=retry_after)
     guard = kube_guard(fake, now)
     with pytest.raises(AuthError) as err:
         await guard.check(f"Bearer {GOOD}", "write")
     assert err.value.status == 503
-    assert err.value.headers.get("Retry-After") == "5"
+    assert err.value.message == "cannot check the token: down"
+    assert err.value.headers.get("Retry-After") == retry_after
 
 
 async def test_kubernetes_mode_without_a_cluster_is_503() -> None:
@@ -277,13 +262,14 @@ async def test_kubernetes_mode_without_a_cluster_is_503() -> None:
 
 async def test_read_and_metrics_permissions() -> None:
     fake, now = FakeReviews(), [0.0]
-    fake.allowed = {("alice", "get")}
-    guard = kube_guard(fake, now, sar={"readVerb": "get"}, audiences=["runway"])
+    fake.grants = {("alice", "get")}
+    guard = kube_guard(fake, now, sar={"readVerb": "get"})
     await guard.check(f"Bearer {GOOD}", "read")
     await guard.check(f"Bearer {GOOD}", "metrics")
-    assert fake.asked[0]["spec"]["audiences"] == ["runway"]
-    assert fake.asked[1]["spec"]["resourceAttributes"]["verb"] == "get"
-    assert fake.asked[2]["spec"]["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
+    assert fake.asked[1:] == [
+        ("allowed", Permission("get", "runway.dev", "workloads")),
+        ("allowed", Permission("get", path="/metrics")),
+    ]
 
 
 def test_permission_descriptions() -> None:

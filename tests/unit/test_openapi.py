@@ -40,3 +40,17 @@ def test_extender_bodies_are_documented_with_capitalised_schemas() -> None:
     preempt = doc["paths"]["/scheduler/preempt"]["post"]
     ref = preempt["requestBody"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("/ExtenderPreemptionArgs")
+
+
+def test_invalid_requests_are_documented_as_400_not_422() -> None:
+    # The error handler answers 400 {"error": ...}; FastAPI's default 422 must not be listed.
+    doc = create_app().openapi()
+    for path, operations in doc["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert "422" not in responses, f"{method.upper()} {path}"
+            if operation.get("parameters") or operation.get("requestBody"):
+                assert "400" in responses, f"{method.upper()} {path}"
+                ref = responses["400"]["content"]["application/json"]["schema"]["$ref"]
+                assert ref == "#/components/schemas/ErrorBody", f"{method.upper()} {path}"
+    assert "HTTPValidationError" not in doc["components"]["schemas"]
