@@ -53,6 +53,15 @@ PREEMPTION_DURATION = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     registry=REGISTRY,
 )
+PREEMPTIONS_REFUSED = Counter(
+    "runway_preemptions_refused_total",
+    "preempt calls refused because runway's cache does not confirm them (SPEC §4: the preemptor "
+    "is unknown, bound, being deleted or of another scheduler; a victim is unknown, elsewhere or "
+    "not of lower priority), by reason. The verb answered {} and no API call was made.",
+    ["reason"],
+    registry=REGISTRY,
+)
+
 PREEMPTION_IN_FLIGHT = Gauge(
     "runway_preemption_tasks_in_flight",
     "Preemption tasks currently running.",

@@ -220,7 +220,16 @@ def build(
         index=index,
     )
     decisions = DecisionLog(pre.decision_history)
-    decider = PreemptDecider(cache, queues, config.min_runtime, gate, decisions, clock)
+    decider = PreemptDecider(
+        cache,
+        queues,
+        config.min_runtime,
+        gate,
+        decisions,
+        clock,
+        verify=kube is not None,
+        scheduler_names=pre.scheduler_names,
+    )
     runway_ref: list[Runway] = []
 
     def synced() -> None:
@@ -246,6 +255,7 @@ def build(
         history=pre.history,
         identity=leader.identity if leader is not None else "",
         recorder=records,
+        takeover=pre.async_,
     )
     runway = Runway(
         config=config,

@@ -43,7 +43,7 @@ def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     verdict = ctx.requeue.admit(args.pod, ctx.clock.now())
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
-    if verdict.allowed and verdict.only_nodes is None:
+    if verdict.allowed and verdict.only_nodes is None and not verdict.except_nodes:
         # The common case never needs node names: in NodeList mode the nodes go back unparsed.
         return encode_filter_result_parts(args, None, {}, {})
     split = admission.split_nodes(verdict, args.names())
@@ -78,21 +78,30 @@ def handle_prioritize(ctx: ApiContext, body: bytes) -> bytes:
 
 
 def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
-    """``ExtenderPreemptionArgs`` → the reply bytes and the decision with its executor plan."""
+    """``ExtenderPreemptionArgs`` → the reply bytes and the decision with its executor plan.
+
+    Takeover (``preemption.async: true``): the reply is ``{}`` even when a node was chosen, so
+    kube-scheduler deletes nothing and moves on; runway executes the plan. Scheduler executes
+    (``false``): the reply names the chosen node and its victims. A refused call answers ``{}``.
+    """
     args = decode_preemption_args(body)
     outcome = ctx.decider.decide(args)
-    counts = outcome.decision.counts
-    for decision_label, by_kind in (
-        ("kept", counts.kept),
-        ("protected", counts.protected),
-        ("reselected", counts.reselected),
-    ):
-        for kind, n in by_kind.items():
-            if n:
-                metrics.VICTIMS.labels(kind, decision_label).inc(n)
-    if counts.nodes_dropped:
-        metrics.PREEMPT_NODES_DROPPED.inc(counts.nodes_dropped)
-    return encode_preemption_result(outcome.decision.reply()), outcome
+    reply: dict[str, tuple[list[str], int]] = {}
+    if outcome.decision is not None:
+        counts = outcome.decision.counts
+        for decision_label, by_kind in (
+            ("kept", counts.kept),
+            ("protected", counts.protected),
+            ("reselected", counts.reselected),
+        ):
+            for kind, n in by_kind.items():
+                if n:
+                    metrics.VICTIMS.labels(kind, decision_label).inc(n)
+        if counts.nodes_dropped:
+            metrics.PREEMPT_NODES_DROPPED.inc(counts.nodes_dropped)
+        if outcome.plan is not None and not ctx.executor.takeover:
+            reply = outcome.decision.reply()
+    return encode_preemption_result(reply), outcome
 
 
 def handle_preempt(ctx: ApiContext, body: bytes) -> bytes:
@@ -108,14 +117,10 @@ _HANDLERS: dict[str, Handler] = {
 }
 
 
-async def _execute(ctx: ApiContext, outcome: PreemptOutcome) -> None:
-    """Start the preemption's API calls: in the background (async mode) or before answering."""
-    if outcome.plan is None:
-        return
-    if ctx.config.preemption.async_:
+def _execute(ctx: ApiContext, outcome: PreemptOutcome) -> None:
+    """Hand the plan to the executor (background task; the verb never waits for its calls)."""
+    if outcome.plan is not None:
         ctx.executor.submit(outcome.plan)
-    else:
-        await ctx.executor.run_inline(outcome.plan)
 
 
 async def serve_verb(request: Request, verb: str) -> Response:
@@ -129,7 +134,7 @@ async def serve_verb(request: Request, verb: str) -> Response:
             return BuffersResponse(filter_parts(ctx, body))
         if verb == "preempt":
             reply, preemption = plan_preempt(ctx, body)
-            await _execute(ctx, preemption)
+            _execute(ctx, preemption)
         else:
             reply = _HANDLERS[verb](ctx, body)
         return Response(reply, media_type="application/json")

@@ -14,8 +14,18 @@ class PreemptionConfig(Section):
     async_: bool = Field(
         True,
         alias="async",
-        description="Run the preemption's API calls in a background task after `preempt` answers "
-        "(true), or inline before it answers (false: the baseline, slower by the API latency).",
+        description="Takeover (true): `preempt` answers `{}` and runway executes the preemption "
+        "in a background task (nominate, then mark, record and delete each victim), so "
+        "kube-scheduler's cycle never waits for those API calls. False: `preempt` returns the "
+        "victims and kube-scheduler deletes them itself, as it does without an extender; runway "
+        "writes the eviction records and holds the preemptor in the gate. On kube-scheduler "
+        "1.32+ with its own SchedulerAsyncPreemption on, pick false (docs: README, Preemption).",
+    )
+    scheduler_names: list[str] = Field(
+        default_factory=lambda: ["default-scheduler"],
+        min_length=1,
+        description="`spec.schedulerName` values of the schedulers runway serves: a preemptor "
+        "handled by another scheduler is refused (SPEC §4: never delete on a request's word).",
     )
     gate_timeout: Duration = Field(
         60.0,

@@ -52,6 +52,9 @@ class GateEntry:
     """The queue rule that made the victims eligible (for messages)."""
     holder: str = ""
     """Identity of the runway replica running the task."""
+    priority: int = 0
+    """The preemptor's priority (from the cache): its claim keeps pods of lower or equal
+    priority off ``node`` where they would not fit beside it."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,13 @@ class PreemptionPlan:
     message: str
     """The DisruptionTarget message: names the preemptor and the queue rule."""
     rule: str = ""
+    priority: int = 0
+    """The preemptor's priority (from the cache)."""
+    unnominate: tuple[PodRef, ...] = ()
+    """Lower-priority pods nominated to ``node``: their nomination is cleared (takeover)."""
+    off_node: tuple[PodRef, ...] = ()
+    """Gang siblings of the victims on other nodes (also in ``victims``): kube-scheduler deletes
+    only the chosen node's victims, so runway deletes these itself in either mode."""
 
 
 def encode_entry(entry: GateEntry) -> str:
@@ -76,6 +86,7 @@ def encode_entry(entry: GateEntry) -> str:
             "deadline": entry.deadline,
             "rule": entry.rule,
             "holder": entry.holder,
+            "priority": entry.priority,
         },
         separators=(",", ":"),
     )
@@ -98,6 +109,7 @@ def decode_entry(pod: Pod) -> GateEntry | None:
             deadline=float(data["deadline"]),
             rule=str(data.get("rule", "")),
             holder=str(data.get("holder", "")),
+            priority=int(data.get("priority", 0)),
         )
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         return None

@@ -15,6 +15,10 @@ node. The rules apply in this order; the first that holds the pod back answers (
 6. ``strict-fifo``     — the leaf queue is StrictFIFO and the workload is not the head of its
                          pending order (BestEffortFIFO never blocks).
 
+A pod the rules let through may still be kept off single nodes: ``claim`` — a preemption in
+flight holds the node and the pod, of lower or equal priority, would not fit beside its
+preemptor (``app.policy.claims``).
+
 Every rejection names what holds the pod, until when (RFC 3339 and seconds from now) and what an
 operator can do. The caller (``app.api``) builds :class:`FilterInput` from the cache; nothing here
 reads state or the clock.
@@ -22,12 +26,14 @@ reads state or the clock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.config.queues import QueueingStrategy
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
+from app.policy import claims as claim_rules
+from app.policy.claims import Claim
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,21 @@ class Admission:
     """Short name of the rule that rejected (a metric label), empty when allowed."""
     until: float | None = None
     """When the hold is expected to end (None = unknown / until an operator acts)."""
+    except_nodes: Mapping[str, str] = field(default_factory=dict)
+    """When allowed: nodes kept free for a preemption in flight (node → reason)."""
 
 
 ADMIT = Admission(allowed=True)
 
-RULES = ("deactivated", "backoff", "gate", "anti-flapping", "block-admission", "strict-fifo")
+RULES = (
+    "deactivated",
+    "backoff",
+    "gate",
+    "anti-flapping",
+    "block-admission",
+    "strict-fifo",
+    "claim",
+)
 """The rule names, in the order they apply (metric label values)."""
 
 
@@ -96,6 +112,8 @@ class FilterInput:
     """``namespace/name`` of the head of the leaf queue's *admissible* pending order."""
     admitted: bool = False
     """The workload is already admitted (e.g. a replacement pod): admission rules 5 and 6 skip."""
+    claims: Sequence[Claim] = field(default_factory=tuple)
+    """Claims of preemptions in flight that keep this pod off their node."""
 
 
 @dataclass(frozen=True)
@@ -236,9 +254,17 @@ def admit(
         verdict = _anti_flapping(facts, record, now, policy)
         if verdict is not None:
             return verdict
-    if facts.admitted:
-        return ADMIT
-    return _block_admission(facts, now) or _strict_fifo(facts) or ADMIT
+    if not facts.admitted:
+        held = _block_admission(facts, now) or _strict_fifo(facts)
+        if held is not None:
+            return held
+    if facts.claims:
+        return Admission(
+            allowed=True,
+            rule="claim",
+            except_nodes={c.node: claim_rules.reason(c) for c in facts.claims},
+        )
+    return ADMIT
 
 
 @dataclass(frozen=True)
@@ -256,7 +282,13 @@ def split_nodes(admission: Admission, offered: Sequence[str]) -> NodeSplit:
     on the pod's behalf: no victim would make a pod in backoff or in the gate schedulable.
     """
     if admission.allowed and admission.only_nodes is None:
-        return NodeSplit(passed=None, unresolvable={})
+        if not admission.except_nodes:
+            return NodeSplit(passed=None, unresolvable={})
+        free = admission.except_nodes
+        return NodeSplit(
+            passed=[n for n in offered if n not in free],
+            unresolvable={n: free[n] for n in offered if n in free},
+        )
     keep = admission.only_nodes if admission.allowed else frozenset()
     assert keep is not None
     passed = [n for n in offered if n in keep]

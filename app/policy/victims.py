@@ -731,13 +731,16 @@ def decide(
     now: float,
     *,
     gated: bool = False,
+    claimed: Mapping[str, str] | None = None,
 ) -> Decision:
     """Choose the victims of a preemption on one offered node (SPEC §3 steps 1-4) and say why.
 
     ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
     pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a
     workload entry are workloads of their own). ``gated``: the preemptor's previous preemption
-    is still in flight → veto. The result does not depend on the order of any input.
+    is still in flight → veto. ``claimed``: nodes another preemption in flight holds (node →
+    its preemptor), dropped (``policy.claims``). The result does not depend on the order of any
+    input.
     """
     if gated:
         return Decision(
@@ -752,17 +755,23 @@ def decide(
         )
     # Pods seen in the offer that claim a workload join its members (the cache's view of the
     # workload may lag). A UID is one pod, so which duplicate wins does not matter.
-    claimed: dict[str, dict[str, PodFacts]] = {}
+    seen: dict[str, dict[str, PodFacts]] = {}
     for offer in offers.values():
         for pods in (offer.victims, offer.others):
             for pod in pods:
                 if pod.known:
-                    claimed.setdefault(pod.workload_key, {}).setdefault(pod.uid, pod)
-    ctx = _Context(preemptor, now, workloads, {k: list(v.values()) for k, v in claimed.items()})
+                    seen.setdefault(pod.workload_key, {}).setdefault(pod.uid, pod)
+    ctx = _Context(preemptor, now, workloads, {k: list(v.values()) for k, v in seen.items()})
     plans: list[_NodePlan] = []
     dropped_nodes: list[tuple[_NodePlan, str]] = []
     for node in sorted(offers):
         plan = _NodePlan(node=node, offer=offers[node])
+        holder = (claimed or {}).get(node)
+        if holder is not None:
+            dropped_nodes.append(
+                (plan, f"claimed by the preemption in flight of {holder}: not offered twice")
+            )
+            continue
         _apply_rules_to_offer(ctx, plan)
         failure = _reselect(ctx, plan) if plan.dropped else None
         if failure is not None:

@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterator
 
 from app import metrics
 from app.model import Pod
-from app.model.gate import GateEntry, decode_entry
+from app.model.gate import GATE_ANNOTATION, GateEntry, decode_entry
+from app.policy.claims import Claim, room_after
 from app.policy.gate import GateCheck, VictimState, check_gate
-from app.state.cache import ClusterCache
+from app.policy.quantity import QuantityError, add_resources, parse_resources, pod_requests
+from app.state.cache import CacheEvent, ClusterCache
 
 
 def victim_state(cache: ClusterCache, uid: str) -> VictimState:
@@ -32,7 +34,8 @@ def victim_state(cache: ClusterCache, uid: str) -> VictimState:
 
 
 class GateBook:
-    """Held preemptors by UID, and whether their preemption task still runs or has failed.
+    """Held preemptors by UID, and whether their preemption task still runs or has failed; the
+    entries other replicas (or an earlier run) mirrored on pods; the claims they make.
     Not thread-safe: used from the event loop only."""
 
     def __init__(self, cache: ClusterCache | None = None) -> None:
@@ -40,13 +43,40 @@ class GateBook:
         self._entries: dict[str, GateEntry] = {}
         self._running: set[str] = set()
         self._failed: set[str] = set()
+        self._mirrored: dict[str, GateEntry] = {}
+        self._version = 0
+        self._claims: tuple[int, tuple[Claim, ...]] | None = None
         self.listeners: list[Callable[[], None]] = []
-        """Called when a task finishes (cheap: they only poke), e.g. the gate keeper's."""
+        """Called when a task finishes or a mirrored gate appears or goes (cheap: they only
+        poke), e.g. the gate keeper's."""
+        self.cache.subscribe(self._observe)
+
+    def _observe(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
+        # Every cache change may change a claim's room or a victim's state.
+        self._version += 1
+        if event.kind != "pod":
+            return
+        pod = event.new if event.new is not None else event.old
+        if pod is None:
+            return
+        uid = pod.metadata.uid
+        entry = None
+        if event.new is not None and event.new.annotation(GATE_ANNOTATION):
+            entry = decode_entry(event.new)
+        if entry is None:
+            changed = self._mirrored.pop(uid, None) is not None
+        else:
+            changed = uid not in self._mirrored
+            self._mirrored[uid] = entry
+        if changed:
+            for listener in self.listeners:
+                listener()
 
     # -- writes (the executor and the gate keeper) ----------------------------------------------
 
     def hold(self, entry: GateEntry) -> None:
         """Hold ``entry.preemptor`` while its task runs (replaces an older entry for the pod)."""
+        self._version += 1
         uid = entry.preemptor.uid
         self._entries[uid] = entry
         self._running.add(uid)
@@ -55,6 +85,7 @@ class GateBook:
 
     def finish(self, uid: str, *, ok: bool) -> None:
         """The task of ``uid`` ended; a failed one opens the gate at the next check."""
+        self._version += 1
         self._running.discard(uid)
         if not ok and uid in self._entries:
             self._failed.add(uid)
@@ -62,8 +93,11 @@ class GateBook:
             listener()
 
     def release(self, uid: str) -> GateEntry | None:
-        """Open the gate for ``uid``; returns the entry that was held, if any."""
+        """Open the gate for ``uid`` (the gate keeper's job); returns the entry held, if any.
+        A mirrored entry of ``uid`` is forgotten too (its annotation is being removed)."""
+        self._version += 1
         entry = self._entries.pop(uid, None)
+        self._mirrored.pop(uid, None)
         self._running.discard(uid)
         self._failed.discard(uid)
         metrics.GATE_PODS.set(len(self._entries))
@@ -74,6 +108,10 @@ class GateBook:
     def get(self, uid: str) -> GateEntry | None:
         """The local entry for a preemptor UID."""
         return self._entries.get(uid)
+
+    def mirrored(self) -> list[GateEntry]:
+        """Entries mirrored on pods that this book does not hold itself."""
+        return [e for uid, e in self._mirrored.items() if uid not in self._entries]
 
     def lookup(self, pod: Pod) -> GateEntry | None:
         """The entry holding ``pod``: this replica's, else one mirrored on the pod by another."""
@@ -103,6 +141,52 @@ class GateBook:
             return None
         check = self.check(entry, now)
         return None if check.open else (entry, check)
+
+    def claims(self, now: float) -> tuple[Claim, ...]:
+        """The claims of every gate still holding (local and mirrored), memoised until the cache
+        or the book changes (the filter asks on every call while a preemption is in flight)."""
+        if not self._entries and not self._mirrored:
+            return ()
+        memo = self._claims
+        if memo is None or memo[0] != self._version:
+            found: dict[str, GateEntry] = dict(self._mirrored)
+            found.update(self._entries)
+            made = tuple(
+                self._claim(entry) for entry in found.values() if not self.check(entry, now).open
+            )
+            memo = self._claims = (self._version, made)
+        # A claim ends with its gate's bound, whatever else happens.
+        return tuple(c for c in memo[1] if c.until is None or now < c.until)
+
+    def _claim(self, entry: GateEntry) -> Claim:
+        return Claim(
+            node=entry.node,
+            preemptor_uid=entry.preemptor.uid,
+            preemptor=entry.preemptor.key,
+            priority=entry.priority,
+            room=self._room(entry),
+            until=entry.deadline,
+        )
+
+    def _room(self, entry: GateEntry) -> dict[str, int] | None:
+        node = self.cache.node(entry.node)
+        preemptor = self.cache.pod(entry.preemptor.uid)
+        if node is None or preemptor is None:
+            return None
+        victims = {v.uid for v in entry.victims}
+        try:
+            staying = add_resources(
+                *(
+                    pod_requests(p)
+                    for p in self.cache.pods_on_node(entry.node)
+                    if p.metadata.uid not in victims
+                    and p.metadata.deletionTimestamp is None
+                    and p.status.phase not in ("Succeeded", "Failed")
+                )
+            )
+            return room_after(parse_resources(node.allocatable), staying, pod_requests(preemptor))
+        except QuantityError:
+            return None
 
     def __iter__(self) -> Iterator[GateEntry]:
         return iter(list(self._entries.values()))

@@ -7,15 +7,17 @@ protected). Min-runtime is resolved per (victim queue, node pool) through the qu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from app import metrics
 from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
+from app.logs import get_logger
 from app.model import Pod
 from app.model.gate import PodRef, PreemptionPlan
 from app.policy import minruntime
+from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
 from app.policy.victims import (
@@ -40,6 +42,8 @@ from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.wire import PreemptionArgs
 
+log = get_logger("preemption")
+
 
 @dataclass
 class PreemptionFacts:
@@ -59,11 +63,12 @@ class _Builder:
         queues: QueueTree,
         min_runtime: MinRuntimeConfig,
         args: PreemptionArgs,
+        preemptor: Pod,
     ) -> None:
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
-        self.preemptor = Preemptor.from_pod(args.pod)
+        self.preemptor = Preemptor.from_pod(preemptor)
         self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
@@ -167,10 +172,12 @@ class _Builder:
 
 @dataclass(frozen=True)
 class PreemptOutcome:
-    """A preempt call's decision and, when a node was chosen, the work for the executor."""
+    """A preempt call's decision and, when a node was chosen, the work for the executor; or why
+    the call was refused before any decision (then the verb answers ``{}``)."""
 
-    decision: Decision
-    plan: PreemptionPlan | None
+    decision: Decision | None
+    plan: PreemptionPlan | None = None
+    refusal: Refusal | None = None
 
 
 def _message(decision: Decision) -> str:
@@ -192,8 +199,13 @@ def _message(decision: Decision) -> str:
 
 
 class PreemptDecider:
-    """The preempt verb's state side: facts from the cache (or the payload) → ``policy.victims``
-    → the executor's plan; every decision is kept in the decision log. Reads only."""
+    """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
+    cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
+    the decision log. Reads only.
+
+    ``verify``: runway has a cluster cache, so a preemption is acted on only when the cache
+    confirms it. The embedded default (no cluster) cannot check, and makes no API calls anyway.
+    """
 
     def __init__(
         self,
@@ -203,6 +215,9 @@ class PreemptDecider:
         gate: GateBook,
         decisions: DecisionLog,
         clock: Clock,
+        *,
+        verify: bool = False,
+        scheduler_names: Collection[str] = ("default-scheduler",),
     ) -> None:
         self.cache = cache
         self.queues = queues
@@ -210,33 +225,94 @@ class PreemptDecider:
         self.gate = gate
         self.decisions = decisions
         self.clock = clock
+        self.verify = verify
+        self.scheduler_names = frozenset(scheduler_names)
 
-    def facts(self, args: PreemptionArgs) -> PreemptionFacts:
+    def facts(self, args: PreemptionArgs, preemptor: Pod | None = None) -> PreemptionFacts:
         """The facts of one preempt call (no I/O: cache and payload only)."""
-        return _Builder(self.cache, self.queues, self.min_runtime, args).build()
+        who = preemptor if preemptor is not None else args.pod
+        return _Builder(self.cache, self.queues, self.min_runtime, args, who).build()
 
     def decide(self, args: PreemptionArgs) -> PreemptOutcome:
-        """Decide one preempt call and record the decision."""
+        """Cross-check, decide and record one preempt call."""
         now = self.clock.now()
-        facts = self.facts(args)
-        gated = self.gate.held(args.pod, now) is not None
-        decision = decide(facts.preemptor, facts.offers, facts.workloads, now, gated=gated)
+        preemptor = args.pod
+        if self.verify:
+            cached = self.cache.pod(args.pod.uid) if args.pod.uid else None
+            refusal = check_preemptor(args.pod.uid, cached, self.scheduler_names)
+            if refusal is not None or cached is None:
+                return self._refuse(args.pod, refusal)
+            preemptor = cached  # its priority and labels come from the cache, not the payload
+        facts = self.facts(args, preemptor)
+        gated = self.gate.held(preemptor, now) is not None
+        claimed = {
+            c.node: c.preemptor
+            for c in self.gate.claims(now)
+            if c.preemptor_uid != preemptor.metadata.uid
+        }
+        decision = decide(
+            facts.preemptor, facts.offers, facts.workloads, now, gated=gated, claimed=claimed
+        )
         self.decisions.add(decision)
         if decision.chosen is None:
-            return PreemptOutcome(decision, None)
+            return PreemptOutcome(decision)
+        if self.verify:
+            refusal = self._check_victims(decision, facts.preemptor.priority)
+            if refusal is not None:
+                return self._refuse(preemptor, refusal, decision)
         refs = []
-        for uid, _node in decision.all_victims():
+        off_node = []
+        for uid, node in decision.all_victims():
             pod = facts.pods.get(uid)
             # A UID-only victim unknown to runway (no cache): the name is unknown too.
-            refs.append(PodRef.of(pod) if pod is not None else PodRef(uid, "", uid))
+            ref = PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+            refs.append(ref)
+            if node != decision.chosen:
+                off_node.append(ref)
         plan = PreemptionPlan(
-            preemptor=PodRef.of(args.pod),
+            preemptor=PodRef.of(preemptor),
             node=decision.chosen,
             victims=tuple(refs),
             message=_message(decision),
             rule=decision.reason,
+            priority=facts.preemptor.priority,
+            off_node=tuple(off_node),
+            unnominate=self._lower_nominations(decision.chosen, preemptor),
         )
         return PreemptOutcome(decision, plan)
+
+    def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
+        for uid, node in decision.all_victims():
+            refusal = check_victims(priority, node or "", [(uid, self.cache.pod(uid))])
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _lower_nominations(self, node: str, preemptor: Pod) -> tuple[PodRef, ...]:
+        """Pending pods of lower priority nominated to ``node`` (kube-scheduler's preemption
+        clears their nomination: they no longer fit once the preemptor takes the room)."""
+        if not self.verify:
+            return ()
+        return tuple(
+            PodRef.of(p)
+            for p in self.cache.pending_pods()
+            if p.status.nominatedNodeName == node
+            and p.priority < preemptor.priority
+            and p.metadata.uid != preemptor.metadata.uid
+        )
+
+    def _refuse(
+        self, pod: Pod, refusal: Refusal | None, decision: Decision | None = None
+    ) -> PreemptOutcome:
+        refusal = refusal or Refusal("preemptor-unknown", "no preemptor UID")
+        metrics.PREEMPTIONS_REFUSED.labels(refusal.reason).inc()
+        log.warning(
+            "preemption refused: the cache does not confirm the request",
+            preemptor=pod.key,
+            reason=refusal.reason,
+            detail=refusal.message,
+        )
+        return PreemptOutcome(decision, None, refusal)
 
     def explain(self, preemptor: Pod, victim: Pod) -> dict[str, object]:
         """``explain_pair`` now."""

@@ -21,6 +21,7 @@ from app.model.timestamps import parse_time
 from app.policy import admission
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.backoff import in_backoff
+from app.policy.claims import Claim, blocks
 from app.policy.ordering import (
     PendingWorkload,
     QueueOrderStrategy,
@@ -33,6 +34,7 @@ from app.policy.podsready import (
     blocks_admission,
     evaluate_pods_ready,
 )
+from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
@@ -262,6 +264,7 @@ class RequeueView:
         if strategy == "StrictFIFO" and not admitted and cache.pods_synced:
             head = self.head_of(queue, now)
         return FilterInput(
+            claims=self.claims_on(pod, now),
             workload=str(key),
             queue=queue,
             record=record,
@@ -273,6 +276,18 @@ class RequeueView:
             queue_head=head,
             admitted=admitted,
         )
+
+    def claims_on(self, pod: Pod, now: float) -> tuple[Claim, ...]:
+        """The claims of preemptions in flight that keep ``pod`` off their node (none, at no
+        cost, while no preemption is in flight)."""
+        claims = self.gate.claims(now)
+        if not claims:
+            return ()
+        try:
+            requests = pod_requests(pod)
+        except QuantityError:
+            requests = {}
+        return tuple(c for c in claims if blocks(c, pod.metadata.uid, pod.priority, requests))
 
     def admit(self, pod: Pod, now: float) -> admission.Admission:
         """The filter's verdict for ``pod`` now."""

@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 from app.clock import Clock
 from app.logs import get_logger
-from app.model import Pod
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, decode_entry
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.gate import GateBook
@@ -44,8 +43,6 @@ class GateKeeper(Ticker):
         self.clock = clock
         self.is_leader = is_leader
         self._resumed = False
-        self._mirrored: dict[str, Pod] = {}
-        """Pods carrying a gate annotation this replica's book does not hold (from the cache)."""
         self._releases: set[asyncio.Task[None]] = set()
         self._unsubscribe = cache.subscribe(self._on_change)
         gate.listeners.append(self.poke)
@@ -65,17 +62,9 @@ class GateKeeper(Ticker):
             await asyncio.gather(*still, return_exceptions=True)
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
-        if event.kind != "pod":
-            return
-        pod = event.new if event.new is not None else event.old
-        if pod is None:
-            return
-        uid = pod.metadata.uid
-        if event.new is not None and event.new.annotation(GATE_ANNOTATION):
-            self._mirrored[uid] = event.new
-        elif self._mirrored.pop(uid, None) is None and not len(self.gate):
-            return  # nothing held: a victim of no gate
-        self.poke()
+        # Only while something is held can a cache change open a gate (a victim going away).
+        if len(self.gate) or self.gate.mirrored():
+            self.poke()
 
     async def run_once(self) -> float:
         """Resume mirrored gates once (leader, after the first list), then sweep."""
@@ -94,16 +83,9 @@ class GateKeeper(Ticker):
             if check.open:
                 self.release(entry, check.why)
                 opened += 1
-        for uid, pod in list(self._mirrored.items()):
-            if self.gate.get(uid) is not None:
-                continue
-            mirrored = decode_entry(pod)
-            if mirrored is None:
-                self._mirrored.pop(uid, None)  # unreadable: not runway's, never held
-                continue
+        for mirrored in self.gate.mirrored():
             check = self.gate.check(mirrored, now)
             if check.open:
-                self._mirrored.pop(uid, None)
                 self.release(mirrored, check.why)
                 opened += 1
         return opened
@@ -143,12 +125,10 @@ class GateKeeper(Ticker):
                 continue
             check = self.gate.check(entry, now)
             if check.open:
-                self._mirrored.pop(pod.metadata.uid, None)
                 self.release(entry, check.why)
                 log.info("released a gate left on a pod", pod=pod.key, why=check.why)
                 continue
             log.info("resuming a preemption left in flight", pod=pod.key, node=entry.node)
-            self._mirrored.pop(pod.metadata.uid, None)
             self.executor.submit(
                 PreemptionPlan(
                     preemptor=PodRef.of(pod),
@@ -156,5 +136,6 @@ class GateKeeper(Ticker):
                     victims=check.outstanding,
                     message=f"Preempted by {pod.key} (resumed after a runway restart)",
                     rule=entry.rule,
+                    priority=entry.priority,
                 )
             )

@@ -1,12 +1,19 @@
-"""Asynchronous preemption: the API calls of a preemption, run after ``preempt`` has answered.
+"""Preemption in the background: the API calls of a preemption, made after ``preempt`` answered.
 
-For the chosen node, per victim (gang siblings included): a ``DisruptionTarget=True`` condition,
-the eviction record on its workload, then ``DELETE`` with a UID precondition (404 counts as done);
-finally ``status.nominatedNodeName`` on the preemptor. Retries live in the Kubernetes layer; here a
-failed call fails the task, which clears the nomination and opens the gate.
+Takeover (``preemption.async: true``, SPEC §4): ``preempt`` answered ``{}``, so runway alone
+executes the preemption, off kube-scheduler's cycle: the gate annotation (the claim, for other
+replicas), the preemptor's nomination, the clearing of lower-priority nominations on the node,
+then per victim (gang siblings included) a ``DisruptionTarget=True`` condition, the eviction
+record on its workload and ``DELETE`` with a UID precondition (404 counts as done). Nominate
+first: the victims' deletion is what makes kube-scheduler retry the preemptor and schedule other
+pods, and by then its nominator must already reserve the node.
 
-Tasks are tracked, named, bounded by a semaphore, and drained (then cancelled) at shutdown, so no
-task is ever left pending. ``preemption.async: false`` runs the same calls inline (the baseline).
+Scheduler executes (``preemption.async: false``): ``preempt`` returned the victims and
+kube-scheduler deletes them and nominates; runway only mirrors the gate and writes the records.
+
+Retries live in the Kubernetes layer; here a failed call fails the task, which clears the
+nomination and opens the gate (the gate keeper releases it). Tasks are tracked, named, bounded
+by a semaphore, and drained (then cancelled) at shutdown, so no task is ever left pending.
 """
 
 from __future__ import annotations
@@ -85,7 +92,10 @@ class PreemptionExecutor:
         identity: str = "",
         revert_timeout_s: float = 5.0,
         recorder: PreemptionRecorder | None = None,
+        takeover: bool = True,
     ) -> None:
+        self.takeover = takeover
+        """Whether runway executes preemptions itself (``preemption.async``)."""
         self.pods = pods
         self._recorder = recorder
         # A gang's pods share one record: write it once per (victim, preemptor).
@@ -115,6 +125,7 @@ class PreemptionExecutor:
             deadline=now + self._gate_bound_s,
             rule=plan.rule,
             holder=self._identity,
+            priority=plan.priority,
         )
         self._gate.hold(entry)
         return entry
@@ -132,8 +143,9 @@ class PreemptionExecutor:
         task.add_done_callback(self._tasks.discard)
         return record
 
-    async def run_inline(self, plan: PreemptionPlan) -> PreemptionRecord:
-        """Hold the preemptor and make the calls before returning (``preemption.async: false``)."""
+    async def run(self, plan: PreemptionPlan) -> PreemptionRecord:
+        """Hold the preemptor and make the calls before returning (tests and tools; the verb
+        never waits for them)."""
         entry = self.hold(plan)
         record = self._start_record(plan)
         await self._guarded(plan, entry, record)
@@ -216,6 +228,28 @@ class PreemptionExecutor:
         if not await self.pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
             raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
         record.steps.append("gate mirrored")
+        if not self.takeover:
+            # kube-scheduler deletes the chosen node's victims; runway keeps the records and
+            # evicts the gang siblings on other nodes, which kube-scheduler does not know of.
+            for victim in plan.victims:
+                await self._record(victim, plan.preemptor, self._clock.now())
+            for victim in plan.off_node:
+                now = self._clock.now()
+                await self.pods.add_condition(
+                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                )
+                await self.pods.delete(victim)
+            record.steps.append(
+                f"{len(plan.victims)} eviction records written, "
+                f"{len(plan.off_node)} off-node gang siblings deleted"
+            )
+            return
+        await self.pods.nominate(plan.preemptor, plan.node)
+        record.steps.append(f"nominated to {plan.node}")
+        for other in plan.unnominate:
+            await self.pods.nominate(other, None)
+        if plan.unnominate:
+            record.steps.append(f"{len(plan.unnominate)} lower-priority nominations cleared")
         limit = asyncio.Semaphore(self._victim_parallelism)
 
         async def evict(victim: PodRef) -> None:
@@ -229,8 +263,6 @@ class PreemptionExecutor:
 
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
-        await self.pods.nominate(plan.preemptor, plan.node)
-        record.steps.append(f"nominated to {plan.node}")
 
     async def _record(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
         if self._recorder is None:
@@ -247,6 +279,9 @@ class PreemptionExecutor:
         """Undo what the scheduler would otherwise act on: the nomination. The gate opens at once
         (the gate keeper releases it and removes its annotation)."""
         self._gate.finish(plan.preemptor.uid, ok=False)
+        if not self.takeover:
+            record.steps.append("gate opened")
+            return
         try:
             # Bounded: at shutdown this runs after cancellation and must not hold drain() up.
             async with asyncio.timeout(self._revert_timeout_s):

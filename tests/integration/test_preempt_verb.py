@@ -103,7 +103,9 @@ async def call(app: FastAPI, method: str, path: str, body: bytes | None = None) 
         return await client.request(method, path, content=body)
 
 
+@pytest.mark.parametrize("app", [{"preemption": {"async": False}}], indirect=True)
 async def test_protected_victim_drops_its_node_and_the_other_node_wins(app: FastAPI) -> None:
+    # Scheduler executes: the reply names the chosen node and its victims.
     resp = await call(app, "POST", "/scheduler/preempt", preempt_body())
     assert resp.status_code == 200
     assert resp.json() == {
@@ -153,8 +155,9 @@ async def test_explain_errors_say_what_is_wrong(app: FastAPI, query: str, status
 
 async def test_async_preemption_holds_the_gate_until_victims_are_gone(app: FastAPI) -> None:
     runtime: Runway = app.state.runway
-    assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
-    assert runtime.executor is not None
+    first = await call(app, "POST", "/scheduler/preempt", preempt_body())
+    # Takeover: kube-scheduler is told nothing to do; runway executes the preemption.
+    assert first.status_code == 200 and first.json() == {"NodeNameToMetaVictims": {}}
     # In the gate: a second preempt is vetoed, and /v1/gate lists the preemptor.
     again = await call(app, "POST", "/scheduler/preempt", preempt_body())
     assert again.json() == {"NodeNameToMetaVictims": {}}
@@ -173,9 +176,17 @@ async def test_async_preemption_holds_the_gate_until_victims_are_gone(app: FastA
 
 
 @pytest.mark.parametrize("app", [{"preemption": {"async": False}}], indirect=True)
-async def test_sync_mode_makes_the_calls_before_answering(app: FastAPI) -> None:
+async def test_scheduler_executes_mode_returns_the_victims_and_deletes_nothing(
+    app: FastAPI,
+) -> None:
     runtime: Runway = app.state.runway
-    assert (await call(app, "POST", "/scheduler/preempt", preempt_body())).status_code == 200
-    assert runtime.executor is not None
-    assert runtime.executor.in_flight() == []
-    assert runtime.executor.recent()[0].result == "success"
+    resp = await call(app, "POST", "/scheduler/preempt", preempt_body())
+    assert resp.json()["NodeNameToMetaVictims"]["node-1"]["Pods"] == [{"UID": "uid-old"}]
+    assert runtime.gate.get("uid-p") is not None  # held in the gate all the same
+    await runtime.executor.drain(5)
+    record = runtime.executor.recent()[0]
+    assert record.result == "success"
+    assert record.steps == [
+        "gate mirrored",
+        "1 eviction records written, 0 off-node gang siblings deleted",
+    ]

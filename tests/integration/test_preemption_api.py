@@ -63,13 +63,17 @@ async def test_the_calls_their_order_and_bodies() -> None:
     router = respx.Router(assert_all_called=False)
     api_server(router)
     ex, gate = executor(router)
-    record = await ex.run_inline(PLAN)
+    record = await ex.run(PLAN)
     assert record.result == "success", record.error
     seen = calls(router)
-    # Gate mirrored first (merge patch of an annotation on the preemptor)...
+    # Gate mirrored first (merge patch of an annotation on the preemptor, UID precondition),
+    # then the nomination on the preemptor's status...
     method, path, body = seen[0]
     assert (method, path) == ("PATCH", "/api/v1/namespaces/ns/pods/high")
     assert GATE_ANNOTATION in body["metadata"]["annotations"]  # type: ignore[index]
+    assert body["metadata"]["uid"] == P.uid  # type: ignore[index]
+    assert seen[1][1] == "/api/v1/namespaces/ns/pods/high/status"
+    assert seen[1][2] == {"status": {"nominatedNodeName": "node-0"}}
     # ...then per victim: DisruptionTarget by strategic merge on pods/status, then DELETE
     # with a UID precondition...
     for victim in V:
@@ -78,9 +82,6 @@ async def test_the_calls_their_order_and_bodies() -> None:
         cond = mine[0][2]["status"]["conditions"][0]  # type: ignore[index]
         assert cond["type"] == "DisruptionTarget" and cond["reason"] == "PreemptionByScheduler"
         assert mine[1][2]["preconditions"] == {"uid": victim.uid}  # type: ignore[index]
-    # ...and finally the nomination on the preemptor's status.
-    assert seen[-1][1] == "/api/v1/namespaces/ns/pods/high/status"
-    assert seen[-1][2] == {"status": {"nominatedNodeName": "node-0"}}
     strategic = [
         c.request.headers["content-type"]
         for c in router.calls
@@ -95,7 +96,7 @@ async def test_a_victim_already_gone_or_replaced_counts_as_done(code: int) -> No
     router = respx.Router(assert_all_called=False)
     api_server(router, delete_status={"low-a": code})
     ex, _ = executor(router)
-    record = await ex.run_inline(PLAN)
+    record = await ex.run(PLAN)
     assert record.result == "success", record.error
 
 
@@ -103,7 +104,7 @@ async def test_a_persistent_5xx_fails_the_task_and_reverts_the_nomination() -> N
     router = respx.Router(assert_all_called=False)
     api_server(router, delete_status={"low-b": 500})
     ex, gate = executor(router)
-    record = await ex.run_inline(PLAN)
+    record = await ex.run(PLAN)
     assert record.result == "error"
     assert "500" in record.error or "InternalError" in record.error
     deletes = [

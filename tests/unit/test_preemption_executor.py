@@ -55,11 +55,12 @@ async def test_submit_returns_before_any_call_completes() -> None:
 async def test_calls_per_victim_in_order_then_nomination() -> None:
     api = FakeApi()
     ex, gate = executor(api)
-    record = await ex.run_inline(PLAN)
+    record = await ex.run(PLAN)
     assert record.result == "success", record.error
     ops = [(op, key) for op, key, _ in api.calls]
-    assert ops[0] == ("mirror", P.key)
-    assert ops[-1] == ("nominate", P.key)
+    # Nominate first: the victims' deletion wakes kube-scheduler, whose nominator must then
+    # already reserve the node for the preemptor.
+    assert ops[:2] == [("mirror", P.key), ("nominate", P.key)]
     for v in VICTIMS:
         mine = [op for op, key in ops if key == v.key]
         assert mine == ["condition", "record", "delete"]
@@ -76,7 +77,7 @@ async def test_failure_clears_nomination_and_opens_the_gate() -> None:
     )
     ex, gate = executor(api)
     before = metrics.PREEMPTION_EXECUTIONS.labels("error")._value.get()
-    record = await ex.run_inline(PLAN)
+    record = await ex.run(PLAN)
     assert record.result == "error"
     assert "500 from API" in record.error
     assert ("nominate", P.key, None) in api.calls
