@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from typing import Any
 
@@ -72,6 +73,25 @@ def chart_config(objects: list[dict[str, Any]]) -> RunwayConfig:
     return parse_config(yaml.safe_load(text), "helm ConfigMap config.yaml")
 
 
+def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, Any]:
+    """The config file the chart should write: ``config`` plus server.tls from ``tls.*``,
+    logging from ``logLevel``/``logFormat`` and the Lease named after the release."""
+    settings = merged(values)
+    config: dict[str, Any] = copy.deepcopy(settings["config"])
+    tls = settings["tls"]
+    if tls["enabled"]:
+        server_tls = config.setdefault("server", {}).setdefault("tls", {})
+        server_tls.update(certFile="/etc/runway/tls/tls.crt", keyFile="/etc/runway/tls/tls.key")
+        if tls["requireClientCert"]:
+            server_tls.update(clientCAFile="/etc/runway/tls/ca.crt", requireClientCert=True)
+    for key, value in (("level", settings["logLevel"]), ("format", settings["logFormat"])):
+        if value:
+            config.setdefault("logging", {})[key] = value
+    election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
+    election.setdefault("leaseName", fullname)
+    return config
+
+
 # ---------------------------------------------------------------------------------- lint, schema
 
 
@@ -94,7 +114,13 @@ def test_all_options_file_passes_the_schema() -> None:
         ({"replicas": 2}, "replicas"),
         ({"rbac": {"ownerKinds": [{"apiGroup": "*", "resource": "jobs"}]}}, "apiGroup"),
         ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "*"}]}}, "resource"),
-        ({"tls": {"enabled": True}}, "/tls/secretName"),
+        ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
+        ({"certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer"}}}, "name"),
+        ({"networkPolicy": {"schedulerPeers": {"podSelector": {}}}}, "schedulerPeers"),
+        ({"logLevel": "verbose"}, "/logLevel"),
+        ({"scheduler": {"image": {"tag": ""}}}, "/scheduler/image/tag"),
+        ({"serviceMonitor": {"bearerTokenSecret": {"name": "t"}}}, "key"),
+        ({"prometheusRule": {"verbLatencyP99Seconds": 0}}, "verbLatencyP99Seconds"),
         ({"scheduler": {"extender": {"httpTimeout": "5 seconds"}}}, "httpTimeout"),
         ({"scheduler": {"extender": {"weight": 0}}}, "weight"),
         ({"scheduler": {"profile": {"schedulerName": "other"}}}, "/scheduler/profile"),
@@ -236,7 +262,13 @@ def test_probes_hit_healthz_and_readyz_on_the_serving_port(
     values: dict[str, Any] | None, objects: list[dict[str, Any]]
 ) -> None:
     container = runway_container(objects)
-    scheme = "HTTPS" if merged(values)["tls"]["enabled"] else "HTTP"
+    tls = merged(values)["tls"]
+    if tls["enabled"] and tls["requireClientCert"]:
+        # mutual TLS: kubelet presents no client certificate, so the probes check the port
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            assert container[probe]["tcpSocket"] == {"port": "http"}, probe
+        return
+    scheme = "HTTPS" if tls["enabled"] else "HTTP"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         http = container[probe]["httpGet"]
         assert (http["path"], http["port"], http.get("scheme", "HTTP")) == (path, "http", scheme)
@@ -264,7 +296,8 @@ def test_config_configmap_parses_with_runways_own_model(
     values: dict[str, Any] | None, objects: list[dict[str, Any]]
 ) -> None:
     config = chart_config(objects)
-    expected = parse_config(merged(values)["config"])
+    fullname = runway_deployment(objects)["metadata"]["name"]
+    expected = parse_config(effective_config(values, fullname))
     assert config == expected
 
 
@@ -282,8 +315,8 @@ def test_service_selects_the_extender_pods_on_the_http_port(
 
 
 def test_pdb_selects_the_extender_pods(objects: list[dict[str, Any]]) -> None:
-    pdb = one(objects, "PodDisruptionBudget")
     deployment = runway_deployment(objects)
+    pdb = one(objects, "PodDisruptionBudget", deployment["metadata"]["name"])
     assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert ("minAvailable" in pdb["spec"]) != ("maxUnavailable" in pdb["spec"])
 
@@ -306,9 +339,13 @@ def test_defaults_install_the_extender_only() -> None:
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
+            "Secret",  # the generated CA
+            "Secret",  # runway's serving certificate
+            "Secret",  # the client certificate (kube-scheduler, Prometheus)
             "Service",
             "ServiceAccount",
         ]
@@ -316,8 +353,17 @@ def test_defaults_install_the_extender_only() -> None:
     assert runway_deployment(render())["spec"]["replicas"] == 2
 
 
-def test_default_config_is_the_embedded_default() -> None:
-    assert chart_config(render()) == RunwayConfig()
+def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> None:
+    config = chart_config(render())
+    expected = RunwayConfig().model_dump()
+    expected["server"]["tls"].update(
+        cert_file="/etc/runway/tls/tls.crt",
+        key_file="/etc/runway/tls/tls.key",
+        client_ca_file="/etc/runway/tls/ca.crt",
+        require_client_cert=True,
+    )
+    expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    assert config.model_dump() == expected
 
 
 def test_config_change_rolls_the_pods() -> None:
@@ -400,8 +446,8 @@ def test_all_options_extender_url_matches_the_service() -> None:
     }
 
 
-def test_plain_http_extender_url_by_default() -> None:
-    objects = render({"scheduler": {"enabled": True}})
+def test_plain_http_extender_url_when_tls_is_opted_out() -> None:
+    objects = render({"scheduler": {"enabled": True}, "tls": {"enabled": False}})
     config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
     (extender,) = config["extenders"]
     assert extender["urlPrefix"] == f"http://rw-runway.{NAMESPACE}.svc:8888/scheduler"
@@ -486,12 +532,18 @@ def test_all_options_service_monitor_scrapes_metrics() -> None:
     )
 
 
-def test_scheduler_image_tag_defaults_to_the_cluster_version() -> None:
-    objects = render({"scheduler": {"enabled": True}}, kube_version="v1.29.4")
-    (container,) = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["spec"][
-        "containers"
-    ]
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.29.0"
+@pytest.mark.parametrize("kube_version", [None, "v1.29.4", "v1.36.0"])
+def test_scheduler_image_tag_comes_from_values_not_the_cluster(kube_version: str | None) -> None:
+    # offline renderers (GitOps tools) fill .Capabilities with their own version: never used
+    tag = merged(None)["scheduler"]["image"]["tag"]
+    for values, expected in (
+        ({"scheduler": {"enabled": True}}, tag),
+        ({"scheduler": {"enabled": True, "image": {"tag": "v1.28.9"}}}, "v1.28.9"),
+    ):
+        objects = render(values, kube_version=kube_version)
+        deployment = one(objects, "Deployment", "rw-runway-scheduler")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"registry.k8s.io/kube-scheduler:{expected}"
 
 
 def test_existing_service_account_is_required_by_name() -> None:
