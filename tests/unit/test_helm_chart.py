@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import hashlib
+import json
+import re
+import ssl
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
 import pytest
 import yaml
 
+from app import metrics
 from app.__main__ import build_parser
 from app.config import RunwayConfig, parse_config
+from app.tls import build_context
 from tests.helm_chart import (
     CHART,
     NAMESPACE,
@@ -594,3 +602,477 @@ def test_mutual_tls_probes_check_the_port_only() -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert "httpGet" not in container[probe]
         assert container[probe]["tcpSocket"] == {"port": "http"}
+
+
+# ------------------------------------------------ issue 15: mutual TLS, NetworkPolicy, monitoring
+
+
+def secret_pem(objects: list[dict[str, Any]], name: str, key: str) -> bytes:
+    """A PEM file out of a rendered Secret."""
+    return base64.b64decode(one(objects, "Secret", name)["data"][key])
+
+
+def scheduler_config(objects: list[dict[str, Any]], name: str = "rw-runway-scheduler") -> Any:
+    """The bundled scheduler's KubeSchedulerConfiguration."""
+    return yaml.safe_load(one(objects, "ConfigMap", name)["data"]["config.yaml"])
+
+
+def mounted_secret(deployment: dict[str, Any], container: str, path: str) -> dict[str, Any]:
+    """The secret volume a container of ``deployment`` mounts at ``path``."""
+    pod = deployment["spec"]["template"]["spec"]
+    mounts = {
+        m["mountPath"]: m["name"]
+        for c in pod["containers"]
+        if c["name"] == container
+        for m in c["volumeMounts"]
+    }
+    volume: dict[str, Any] = next(v for v in pod["volumes"] if v["name"] == mounts[path])["secret"]
+    return volume
+
+
+def handshake(objects: list[dict[str, Any]], server_name: str, *, client_cert: bool) -> str:
+    """A TLS handshake in memory between runway's server context (built by app.tls from the
+    chart's config and Secrets) and a client with the chart's CA (and client certificate).
+    Returns the subject CN runway saw, or raises ssl.SSLError."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for secret, key in (
+            ("rw-runway-tls", "tls.crt"),
+            ("rw-runway-tls", "tls.key"),
+            ("rw-runway-tls", "ca.crt"),
+            ("rw-runway-client-tls", "tls.crt"),
+            ("rw-runway-client-tls", "tls.key"),
+        ):
+            path = Path(tmp) / f"{secret}-{key}"
+            path.write_bytes(secret_pem(objects, secret, key))
+            files[secret, key] = str(path)
+        config = chart_config(objects).server.tls
+        server_ctx = build_context(
+            config.model_copy(
+                update={
+                    "cert_file": files["rw-runway-tls", "tls.crt"],
+                    "key_file": files["rw-runway-tls", "tls.key"],
+                    "client_ca_file": files["rw-runway-tls", "ca.crt"],
+                }
+            )
+        )
+        client_ctx = ssl.create_default_context(cafile=files["rw-runway-tls", "ca.crt"])
+        if client_cert:
+            client_ctx.load_cert_chain(
+                files["rw-runway-client-tls", "tls.crt"], files["rw-runway-client-tls", "tls.key"]
+            )
+        c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+        client = client_ctx.wrap_bio(c_in, c_out, server_hostname=server_name)
+        server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+        done = {"client": False, "server": False}
+        for _ in range(10):
+            for side, conn in (("client", client), ("server", server)):
+                if not done[side]:
+                    try:
+                        conn.do_handshake()
+                        done[side] = True
+                    except ssl.SSLWantReadError:
+                        pass
+            s_in.write(c_out.read())
+            c_in.write(s_out.read())
+            if all(done.values()):
+                break
+        # TLS 1.3: the server's verdict on the client certificate reaches the client with the
+        # first read
+        client.write(b"x")
+        s_in.write(c_out.read())
+        server.read(1)
+        peer = server.getpeercert()
+        if not peer:
+            return ""
+        subject = dict(item[0] for item in peer["subject"])
+        return str(subject["commonName"])
+
+
+def test_default_is_mutual_tls_with_generated_certificates() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    config = chart_config(objects).server.tls
+    assert config.enabled and config.require_client_cert
+    assert config.client_ca_file == "/etc/runway/tls/ca.crt"
+    # runway serves the generated server certificate; the scheduler trusts the CA and presents
+    # the generated client certificate
+    deployment = runway_deployment(objects)
+    assert mounted_secret(deployment, "runway", "/etc/runway/tls")["secretName"] == "rw-runway-tls"
+    scheduler = one(objects, "Deployment", "rw-runway-scheduler")
+    ca = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-tls")
+    assert ca["secretName"] == "rw-runway-tls"
+    client = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-client-tls")
+    assert client["secretName"] == "rw-runway-client-tls"
+    for name in ("rw-runway-ca", "rw-runway-tls", "rw-runway-client-tls"):
+        assert one(objects, "Secret", name)["type"] == "kubernetes.io/tls"
+    # the CA's key stays in its own Secret, mounted by nobody
+    assert "ca.key" not in one(objects, "Secret", "rw-runway-tls")["data"]
+    assert secret_pem(objects, "rw-runway-tls", "ca.crt") == secret_pem(
+        objects, "rw-runway-ca", "tls.crt"
+    )
+    # a real handshake: the server certificate names the Service, the client one is accepted
+    assert handshake(objects, f"rw-runway.{NAMESPACE}.svc", client_cert=True) == "rw-runway-client"
+    with pytest.raises(ssl.SSLError):
+        handshake(objects, f"rw-runway.{NAMESPACE}.svc", client_cert=False)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(objects, "elsewhere.example.com", client_cert=True)
+
+
+def test_default_scheduler_config_calls_https_with_the_client_certificate() -> None:
+    (extender,) = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"]
+    assert extender["urlPrefix"] == f"https://rw-runway.{NAMESPACE}.svc:8888/scheduler"
+    assert extender["enableHTTPS"] is True
+    # kube-scheduler's ExtenderTLSConfig (pkg/scheduler/apis/config/types.go): caFile, certFile,
+    # keyFile, serverName
+    assert extender["tlsConfig"] == {
+        "caFile": "/etc/runway-tls/ca.crt",
+        "certFile": "/etc/runway-client-tls/tls.crt",
+        "keyFile": "/etc/runway-client-tls/tls.key",
+        "serverName": f"rw-runway.{NAMESPACE}.svc",
+    }
+
+
+def test_notes_extender_stanza_matches_the_scheduler_config() -> None:
+    files = render_files(None)
+    notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
+    stanza = notes[notes.index("  extenders:") :].split("  Copy those files")[0]
+    (extender,) = yaml.safe_load(stanza)["extenders"]
+    bundled = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"][0]
+    for key in ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS"):
+        assert extender[key] == bundled[key], key
+    assert extender["tlsConfig"]["serverName"] == bundled["tlsConfig"]["serverName"]
+    assert {"caFile", "certFile", "keyFile"} <= extender["tlsConfig"].keys()
+    assert "rw-runway-client-tls" in notes and "--cert client.crt" in notes
+
+
+def test_default_network_policy_admits_the_scheduler_and_prometheus_only() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    policy = one(objects, "NetworkPolicy", "rw-runway")
+    deployment = runway_deployment(objects)
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    verbs, metrics = policy["spec"]["ingress"]
+    for rule in (verbs, metrics):
+        assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    scheduler_pods = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]
+    peers = [p["podSelector"]["matchLabels"] for p in verbs["from"] if "namespaceSelector" not in p]
+    assert peers and peers[0].items() <= scheduler_pods["metadata"]["labels"].items()
+    assert {"component": "kube-scheduler"} in [
+        p["podSelector"]["matchLabels"] for p in verbs["from"] if "namespaceSelector" in p
+    ]
+    assert metrics["from"] == [
+        {
+            "namespaceSelector": {},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+
+
+def test_network_policy_selectors_are_configurable() -> None:
+    block = {"ipBlock": {"cidr": "10.0.0.0/24"}}
+    prom = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    extra = {"from": [{"podSelector": {"matchLabels": {"app": "ops"}}}], "ports": [{"port": 8888}]}
+    objects = render(
+        {
+            "networkPolicy": {
+                "schedulerPeers": [block],
+                "metricsPeers": [prom],
+                "extraIngress": [extra],
+            }
+        }
+    )
+    verbs, metrics, more = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    assert (verbs["from"], metrics["from"], more) == ([block], [prom], extra)
+    assert not find(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
+
+
+def test_cert_manager_variant_issues_the_same_secrets() -> None:
+    objects = render({"certManager": {"enabled": True}, "scheduler": {"enabled": True}})
+    assert not find(objects, "Secret")  # cert-manager writes them
+    issuers = {i["metadata"]["name"]: i["spec"] for i in find(objects, "Issuer")}
+    assert issuers == {
+        "rw-runway-selfsigned": {"selfSigned": {}},
+        "rw-runway-ca": {"ca": {"secretName": "rw-runway-ca"}},
+    }
+    certs = {c["metadata"]["name"]: c["spec"] for c in find(objects, "Certificate")}
+    assert certs["rw-runway-ca"]["isCA"] is True
+    assert certs["rw-runway-ca"]["issuerRef"]["name"] == "rw-runway-selfsigned"
+    server, client = certs["rw-runway-tls"], certs["rw-runway-client-tls"]
+    assert (
+        server["secretName"] == "rw-runway-tls" and client["secretName"] == "rw-runway-client-tls"
+    )
+    assert f"rw-runway.{NAMESPACE}.svc" in server["dnsNames"]
+    assert "server auth" in server["usages"] and "client auth" in client["usages"]
+    for cert in (server, client):
+        assert cert["issuerRef"] == {
+            "name": "rw-runway-ca",
+            "kind": "Issuer",
+            "group": "cert-manager.io",
+        }
+    # what the pods mount is what cert-manager writes
+    deployment = runway_deployment(objects)
+    assert mounted_secret(deployment, "runway", "/etc/runway/tls")["secretName"] == "rw-runway-tls"
+    scheduler = one(objects, "Deployment", "rw-runway-scheduler")
+    client_volume = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-client-tls")
+    assert client_volume["secretName"] == "rw-runway-client-tls"
+    assert chart_config(objects).server.tls.require_client_cert is True
+
+
+def test_cert_manager_with_an_issuer_of_yours() -> None:
+    ref = {"name": "platform-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    objects = render({"certManager": {"enabled": True, "issuerRef": ref}})
+    assert not find(objects, "Issuer")
+    certs = find(objects, "Certificate")
+    assert sorted(c["metadata"]["name"] for c in certs) == ["rw-runway-client-tls", "rw-runway-tls"]
+    assert all(c["spec"]["issuerRef"] == ref for c in certs)
+
+
+def test_plain_http_is_an_explicit_opt_out() -> None:
+    objects = render(
+        {
+            "tls": {"enabled": False},
+            "scheduler": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+        }
+    )
+    assert not find(objects, "Secret") and not find(objects, "Certificate")
+    assert chart_config(objects).server.tls.enabled is False
+    container = runway_container(objects)
+    assert "--tls-cert-file" not in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "scheme" not in container["readinessProbe"]["httpGet"]
+    (extender,) = scheduler_config(objects)["extenders"]
+    assert extender["urlPrefix"].startswith("http://") and "tlsConfig" not in extender
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
+
+
+def test_server_tls_only_when_client_certificates_are_not_required() -> None:
+    objects = render({"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}})
+    tls = chart_config(objects).server.tls
+    assert tls.enabled and not tls.require_client_cert and tls.client_ca_file is None
+    container = runway_container(objects)
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["startupProbe"]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_lease_is_named_after_the_release() -> None:
+    names = set()
+    for release in ("alpha", "beta"):
+        objects = render(release=release)
+        fullname = f"{release}-runway"
+        election = chart_config(objects).kubernetes.leader_election
+        assert election.lease_name == fullname
+        role = one(objects, "Role", f"{fullname}-leader-election")
+        assert role["rules"][1]["resourceNames"] == [fullname]
+        names.add(election.lease_name)
+    assert len(names) == 2
+    # an explicit leaseName wins
+    objects = render({"config": {"kubernetes": {"leaderElection": {"leaseName": "mine"}}}})
+    assert chart_config(objects).kubernetes.leader_election.lease_name == "mine"
+
+
+def test_pod_name_is_not_passed_since_nothing_reads_it() -> None:
+    env = {e["name"] for e in runway_container(render())["env"]}
+    assert env == {"POD_NAMESPACE"}
+
+
+def test_startup_probe_covers_the_startup_records_wait() -> None:
+    for values in (None, {"tls": {"enabled": False}}):
+        objects = render(values)
+        probe = runway_container(objects)["startupProbe"]
+        if values is None:
+            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS
+        else:
+            assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
+        window = probe["periodSeconds"] * probe["failureThreshold"]
+        wait = chart_config(objects).kubernetes.startup_records_timeout
+        assert window >= 3 * wait  # room for the LIST of pods and nodes besides
+    assert "startupProbe" not in runway_container(render({"startupProbe": None}))
+
+
+def test_scheduler_has_a_pdb() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    pdb = one(objects, "PodDisruptionBudget", "rw-runway-scheduler")
+    deployment = one(objects, "Deployment", "rw-runway-scheduler")
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    objects = render({"scheduler": {"enabled": True, "podDisruptionBudget": {"minAvailable": 1}}})
+    spec = one(objects, "PodDisruptionBudget", "rw-runway-scheduler")["spec"]
+    assert spec["minAvailable"] == 1 and "maxUnavailable" not in spec
+    disabled = {"scheduler": {"enabled": True, "podDisruptionBudget": {"enabled": False}}}
+    assert [p["metadata"]["name"] for p in find(render(disabled), "PodDisruptionBudget")] == [
+        "rw-runway"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("auth", "reviews"),
+    [
+        ({}, True),  # auto in a pod without tokens = kubernetes
+        ({"mode": "kubernetes"}, True),
+        ({"mode": "auto", "staticTokenFile": "/etc/runway/tokens"}, False),
+        ({"mode": "static", "staticTokenFile": "/etc/runway/tokens"}, False),
+        ({"mode": "none"}, False),
+    ],
+)
+def test_token_and_access_review_rbac_only_with_kubernetes_auth(
+    auth: dict[str, Any], reviews: bool
+) -> None:
+    role = one(render({"config": {"auth": auth}}), "ClusterRole", "rw-runway")
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert ("authentication.k8s.io" in groups) is reviews
+    assert ("authorization.k8s.io" in groups) is reviews
+
+
+def test_log_level_and_format_values_reach_the_config() -> None:
+    config = chart_config(render({"logLevel": "debug", "logFormat": "json"}))
+    assert (config.logging.level, config.logging.format) == ("debug", "json")
+    config = chart_config(render({"config": {"logging": {"level": "warning"}}}))
+    assert config.logging.level == "warning"
+
+
+def test_service_monitor_presents_the_client_certificate() -> None:
+    objects = render({"serviceMonitor": {"enabled": True}})
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {
+        "serverName": f"rw-runway.{NAMESPACE}.svc",
+        "ca": {"secret": {"name": "rw-runway-tls", "key": "ca.crt"}},
+        "cert": {"secret": {"name": "rw-runway-client-tls", "key": "tls.crt"}},
+        "keySecret": {"name": "rw-runway-client-tls", "key": "tls.key"},
+    }
+    assert "authorization" not in endpoint
+
+
+def test_service_monitor_token_for_protected_metrics_with_kubernetes_auth() -> None:
+    objects = render(
+        {"serviceMonitor": {"enabled": True}, "config": {"auth": {"protectMetrics": True}}}
+    )
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    name = "rw-runway-metrics-reader"
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": name, "key": "token"},
+    }
+    token = one(objects, "Secret", name)
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"] == {"kubernetes.io/service-account.name": name}
+    one(objects, "ServiceAccount", name)
+    # what runway's SubjectAccessReview asks for /metrics (docs/security.md)
+    assert one(objects, "ClusterRole", name)["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    binding = one(objects, "ClusterRoleBinding", name)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+
+
+def test_service_monitor_token_for_protected_metrics_with_static_tokens() -> None:
+    config = {"auth": {"protectMetrics": True, "staticTokenFile": "/etc/runway/tokens"}}
+    with pytest.raises(helm.HelmError, match="bearerTokenSecret"):
+        render({"serviceMonitor": {"enabled": True}, "config": config})
+    secret = {"name": "scrape-token", "key": "token"}
+    objects = render(
+        {"serviceMonitor": {"enabled": True, "bearerTokenSecret": secret}, "config": config}
+    )
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"]["credentials"] == secret
+    assert not find(objects, "ServiceAccount", "rw-runway-metrics-reader")
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name runway's registry can export, plus process_cpu_seconds_total (the
+    process collector, being added to that registry)."""
+    names = {"process_cpu_seconds_total"}
+    suffixes = {
+        "counter": ("_total",),
+        "gauge": ("",),
+        "histogram": ("_bucket", "_sum", "_count"),
+    }
+    for family in metrics.REGISTRY.collect():
+        names |= {family.name + suffix for suffix in suffixes[family.type]}
+    return names
+
+
+METRIC_TOKEN = re.compile(r"\b((?:runway|process)_[a-z0-9_]+)\b")
+
+
+def test_grafana_dashboard_panels_use_existing_metrics() -> None:
+    objects = render({"grafanaDashboard": {"enabled": True}})
+    configmap = one(objects, "ConfigMap", "rw-runway-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(configmap["data"]["runway.json"])
+    known = exported_metric_names()
+    used: set[str] = set()
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            names = set(METRIC_TOKEN.findall(target["expr"]))
+            assert names, (panel["title"], target["expr"])
+            assert names <= known, (panel["title"], names - known)
+            used |= names
+    wanted = {
+        "runway_extender_request_duration_seconds_bucket",  # verb latency
+        "runway_filter_rejections_total",  # rejections by rule
+        "runway_preemption_goroutines_execution_total",  # preemptions and results
+        "runway_gate_pods",
+        "runway_workloads_backoff",
+        "runway_workloads_deactivated",
+        "runway_kube_api_requests_total",
+        "process_cpu_seconds_total",
+    }
+    assert wanted <= used
+    assert not find(render(), "ConfigMap", "rw-runway-dashboard")
+
+
+def test_prometheus_rule_alerts_use_existing_metrics() -> None:
+    objects = render({"prometheusRule": {"enabled": True, "alertLabels": {"team": "platform"}}})
+    rule = one(objects, "PrometheusRule", "rw-runway")
+    (group,) = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert {
+        "RunwayVerbErrors",
+        "RunwayVerbLatencyHigh",
+        "RunwayCacheNotFed",
+        "RunwayPreemptionFailures",
+        "RunwayGateStuck",
+    } <= alerts.keys()
+    known = exported_metric_names()
+    for name, alert in alerts.items():
+        names = set(METRIC_TOKEN.findall(alert["expr"]))
+        assert names and names <= known, (name, names - known)
+        # the ServiceMonitor's job label is the Service's name
+        assert 'job="rw-runway"' in alert["expr"], name
+        assert alert["labels"]["team"] == "platform" and alert["labels"]["severity"]
+    latency = alerts["RunwayVerbLatencyHigh"]["expr"]
+    threshold = float(latency.rsplit(">", 1)[1])
+    assert threshold < 5  # kube-scheduler's default extender httpTimeout
+    assert not find(render(), "PrometheusRule")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"certManager": {"enabled": True}, "scheduler": {"enabled": True}},
+        {"tls": {"enabled": False}, "networkPolicy": {"enabled": False}},
+        {
+            "scheduler": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+            "grafanaDashboard": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+            "config": {"auth": {"protectMetrics": True}},
+            "logLevel": "debug",
+            "logFormat": "json",
+        },
+    ],
+    ids=["cert-manager", "plain-http", "monitoring"],
+)
+def test_lint_is_clean_for_the_variants(variant: dict[str, Any]) -> None:
+    report = helm.lint(CHART, variant, strict=True, namespace=NAMESPACE)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert problems == [] and report["errors"] == [], report
