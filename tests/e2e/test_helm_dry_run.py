@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import httpx
 import pytest
 import yaml
 
 from tests.e2e.conftest import ControlPlane, control_plane_up, poll
-from tests.helm_chart import NAMESPACE, all_options, render
+from tests.helm_chart import CHART, NAMESPACE, all_options, render
 from tests.runway_process import run_runway
 
 pytestmark = pytest.mark.e2e
@@ -321,3 +322,32 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
                 plane.stop_scheduler()
                 plane.api.delete(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}")
                 plane.delete_node(node)
+
+
+def test_install_then_upgrade_keeps_the_generated_certificates(cluster: Cluster) -> None:
+    """A real ``helm install`` and ``helm upgrade`` (Helm's own code, through helm-python-sdk):
+    the upgrade's ``lookup`` finds the Secrets and keeps the CA and both certificates, so the
+    client certificate copied to a kube-scheduler stays valid. Nothing runs (no kubelet)."""
+    release = "upgrade-check"
+    secrets = [f"{release}-runway-{s}" for s in ("ca", "tls", "client-tls")]
+
+    def read() -> dict[str, dict[str, str]]:
+        out = {}
+        for name in secrets:
+            got = cluster.client.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}")
+            out[name] = got.raise_for_status().json()["data"]
+        return out
+
+    with helm.Config(kubeconfig_path=cluster.plane.kubeconfig, namespace=NAMESPACE) as config:
+        try:
+            installed = config.install(CHART, release, {"scheduler": {"enabled": True}})
+            assert (installed["revision"], installed["status"]) == (1, "deployed")
+            before = read()
+            assert before[secrets[1]]["ca.crt"] == before[secrets[0]]["tls.crt"]
+            upgraded = config.upgrade(
+                CHART, release, {"scheduler": {"enabled": True}, "logLevel": "debug"}
+            )
+            assert (upgraded["revision"], upgraded["status"]) == (2, "deployed")
+            assert read() == before
+        finally:
+            config.uninstall(release, ignore_not_found=True)
