@@ -573,7 +573,8 @@ def test_config_example_in_values_yaml_is_valid() -> None:
 
 
 def test_tls_without_client_certificate_only_verifies_the_server() -> None:
-    objects = render({"tls": {"enabled": True, "secretName": "s"}, "scheduler": {"enabled": True}})
+    tls = {"enabled": True, "secretName": "s", "requireClientCert": False}
+    objects = render({"tls": tls, "scheduler": {"enabled": True}})
     config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
     assert config["extenders"][0]["tlsConfig"] == {
         "caFile": "/etc/runway-tls/ca.crt",
@@ -1076,3 +1077,14 @@ def test_lint_is_clean_for_the_variants(variant: dict[str, Any]) -> None:
     report = helm.lint(CHART, variant, strict=True, namespace=NAMESPACE)
     problems = [m for m in report["messages"] if m["severity"] >= 2]
     assert problems == [] and report["errors"] == [], report
+
+
+def test_mutual_tls_with_your_own_secret_needs_a_client_certificate() -> None:
+    values = {"tls": {"secretName": "mine"}, "scheduler": {"enabled": True}}
+    with pytest.raises(helm.HelmError, match=r"tls\.clientCertSecretName"):
+        render(values)
+    # server TLS only is fine without one; so is the extender alone (no chart client)
+    render(
+        {"tls": {"secretName": "mine", "requireClientCert": False}, "scheduler": {"enabled": True}}
+    )
+    assert not find(render({"tls": {"secretName": "mine"}}), "Secret")

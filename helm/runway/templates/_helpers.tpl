@@ -213,3 +213,11 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- define "runway.metricsReaderName" -}}
 {{- printf "%s-metrics-reader" (include "runway.fullname" . | trunc 48 | trimSuffix "-") }}
 {{- end }}
+
+{{/* Mutual TLS needs a client certificate for the chart's own clients (the bundled scheduler,
+the ServiceMonitor). */}}
+{{- define "runway.requireClientSecret" -}}
+{{- if and (include "runway.mtls" .) (not (include "runway.clientSecretName" .)) }}
+{{- fail "tls.requireClientCert with your own tls.secretName: set tls.clientCertSecretName (the client certificate the bundled scheduler and the ServiceMonitor present), or tls.requireClientCert=false" }}
+{{- end }}
+{{- end }}
