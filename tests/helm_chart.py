@@ -49,14 +49,15 @@ def render_files(
     namespace: str = NAMESPACE,
     kube_version: str | None = None,
     api_versions: Sequence[str] | None = None,
+    release: str = RELEASE,
 ) -> dict[str, str]:
     """Template path → rendered text, as ``helm template`` (optionally ``--kube-version`` and
     ``--api-versions``, which only the native call takes: ``Chart.render`` does not expose them).
     """
     with helm.Chart.load(CHART) as chart:
         if kube_version is None and api_versions is None:
-            return chart.render(values, name=RELEASE, namespace=namespace)
-        opts: dict[str, Any] = {"name": RELEASE, "namespace": namespace}
+            return chart.render(values, name=release, namespace=namespace)
+        opts: dict[str, Any] = {"name": release, "namespace": namespace}
         if kube_version is not None:
             opts["kube_version"] = kube_version
         if api_versions is not None:
@@ -89,11 +90,16 @@ def render(
     namespace: str = NAMESPACE,
     kube_version: str | None = None,
     api_versions: Sequence[str] | None = None,
+    release: str = RELEASE,
 ) -> list[dict[str, Any]]:
-    """The chart's objects for ``values``."""
+    """The chart's objects for ``values`` (release ``release``)."""
     return parse_manifests(
         render_files(
-            values, namespace=namespace, kube_version=kube_version, api_versions=api_versions
+            values,
+            namespace=namespace,
+            kube_version=kube_version,
+            api_versions=api_versions,
+            release=release,
         )
     )
 

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import base64
+import copy
 import hashlib
+import json
+import re
+import ssl
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
 import pytest
 import yaml
 
+from app import metrics
 from app.__main__ import build_parser
 from app.config import RunwayConfig, parse_config
+from app.tls import build_context
 from tests.helm_chart import (
     CHART,
     NAMESPACE,
@@ -72,6 +81,25 @@ def chart_config(objects: list[dict[str, Any]]) -> RunwayConfig:
     return parse_config(yaml.safe_load(text), "helm ConfigMap config.yaml")
 
 
+def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, Any]:
+    """The config file the chart should write: ``config`` plus server.tls from ``tls.*``,
+    logging from ``logLevel``/``logFormat`` and the Lease named after the release."""
+    settings = merged(values)
+    config: dict[str, Any] = copy.deepcopy(settings["config"])
+    tls = settings["tls"]
+    if tls["enabled"]:
+        server_tls = config.setdefault("server", {}).setdefault("tls", {})
+        server_tls.update(certFile="/etc/runway/tls/tls.crt", keyFile="/etc/runway/tls/tls.key")
+        if tls["requireClientCert"]:
+            server_tls.update(clientCAFile="/etc/runway/tls/ca.crt", requireClientCert=True)
+    for key, value in (("level", settings["logLevel"]), ("format", settings["logFormat"])):
+        if value:
+            config.setdefault("logging", {})[key] = value
+    election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
+    election.setdefault("leaseName", fullname)
+    return config
+
+
 # ---------------------------------------------------------------------------------- lint, schema
 
 
@@ -94,7 +122,13 @@ def test_all_options_file_passes_the_schema() -> None:
         ({"replicas": 2}, "replicas"),
         ({"rbac": {"ownerKinds": [{"apiGroup": "*", "resource": "jobs"}]}}, "apiGroup"),
         ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "*"}]}}, "resource"),
-        ({"tls": {"enabled": True}}, "/tls/secretName"),
+        ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
+        ({"certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer"}}}, "name"),
+        ({"networkPolicy": {"schedulerPeers": {"podSelector": {}}}}, "schedulerPeers"),
+        ({"logLevel": "verbose"}, "/logLevel"),
+        ({"scheduler": {"image": {"tag": ""}}}, "/scheduler/image/tag"),
+        ({"serviceMonitor": {"bearerTokenSecret": {"name": "t"}}}, "key"),
+        ({"prometheusRule": {"verbLatencyP99Seconds": 0}}, "verbLatencyP99Seconds"),
         ({"scheduler": {"extender": {"httpTimeout": "5 seconds"}}}, "httpTimeout"),
         ({"scheduler": {"extender": {"weight": 0}}}, "weight"),
         ({"scheduler": {"profile": {"schedulerName": "other"}}}, "/scheduler/profile"),
@@ -236,7 +270,13 @@ def test_probes_hit_healthz_and_readyz_on_the_serving_port(
     values: dict[str, Any] | None, objects: list[dict[str, Any]]
 ) -> None:
     container = runway_container(objects)
-    scheme = "HTTPS" if merged(values)["tls"]["enabled"] else "HTTP"
+    tls = merged(values)["tls"]
+    if tls["enabled"] and tls["requireClientCert"]:
+        # mutual TLS: kubelet presents no client certificate, so the probes check the port
+        for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+            assert container[probe]["tcpSocket"] == {"port": "http"}, probe
+        return
+    scheme = "HTTPS" if tls["enabled"] else "HTTP"
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         http = container[probe]["httpGet"]
         assert (http["path"], http["port"], http.get("scheme", "HTTP")) == (path, "http", scheme)
@@ -264,7 +304,8 @@ def test_config_configmap_parses_with_runways_own_model(
     values: dict[str, Any] | None, objects: list[dict[str, Any]]
 ) -> None:
     config = chart_config(objects)
-    expected = parse_config(merged(values)["config"])
+    fullname = runway_deployment(objects)["metadata"]["name"]
+    expected = parse_config(effective_config(values, fullname))
     assert config == expected
 
 
@@ -282,8 +323,8 @@ def test_service_selects_the_extender_pods_on_the_http_port(
 
 
 def test_pdb_selects_the_extender_pods(objects: list[dict[str, Any]]) -> None:
-    pdb = one(objects, "PodDisruptionBudget")
     deployment = runway_deployment(objects)
+    pdb = one(objects, "PodDisruptionBudget", deployment["metadata"]["name"])
     assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
     assert ("minAvailable" in pdb["spec"]) != ("maxUnavailable" in pdb["spec"])
 
@@ -306,9 +347,13 @@ def test_defaults_install_the_extender_only() -> None:
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
+            "Secret",  # the generated CA
+            "Secret",  # runway's serving certificate
+            "Secret",  # the client certificate (kube-scheduler, Prometheus)
             "Service",
             "ServiceAccount",
         ]
@@ -316,8 +361,17 @@ def test_defaults_install_the_extender_only() -> None:
     assert runway_deployment(render())["spec"]["replicas"] == 2
 
 
-def test_default_config_is_the_embedded_default() -> None:
-    assert chart_config(render()) == RunwayConfig()
+def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> None:
+    config = chart_config(render())
+    expected = RunwayConfig().model_dump()
+    expected["server"]["tls"].update(
+        cert_file="/etc/runway/tls/tls.crt",
+        key_file="/etc/runway/tls/tls.key",
+        client_ca_file="/etc/runway/tls/ca.crt",
+        require_client_cert=True,
+    )
+    expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    assert config.model_dump() == expected
 
 
 def test_config_change_rolls_the_pods() -> None:
@@ -400,8 +454,8 @@ def test_all_options_extender_url_matches_the_service() -> None:
     }
 
 
-def test_plain_http_extender_url_by_default() -> None:
-    objects = render({"scheduler": {"enabled": True}})
+def test_plain_http_extender_url_when_tls_is_opted_out() -> None:
+    objects = render({"scheduler": {"enabled": True}, "tls": {"enabled": False}})
     config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
     (extender,) = config["extenders"]
     assert extender["urlPrefix"] == f"http://rw-runway.{NAMESPACE}.svc:8888/scheduler"
@@ -486,12 +540,18 @@ def test_all_options_service_monitor_scrapes_metrics() -> None:
     )
 
 
-def test_scheduler_image_tag_defaults_to_the_cluster_version() -> None:
-    objects = render({"scheduler": {"enabled": True}}, kube_version="v1.29.4")
-    (container,) = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["spec"][
-        "containers"
-    ]
-    assert container["image"] == "registry.k8s.io/kube-scheduler:v1.29.0"
+@pytest.mark.parametrize("kube_version", [None, "v1.29.4", "v1.36.0"])
+def test_scheduler_image_tag_comes_from_values_not_the_cluster(kube_version: str | None) -> None:
+    # offline renderers (GitOps tools) fill .Capabilities with their own version: never used
+    tag = merged(None)["scheduler"]["image"]["tag"]
+    for values, expected in (
+        ({"scheduler": {"enabled": True}}, tag),
+        ({"scheduler": {"enabled": True, "image": {"tag": "v1.28.9"}}}, "v1.28.9"),
+    ):
+        objects = render(values, kube_version=kube_version)
+        deployment = one(objects, "Deployment", "rw-runway-scheduler")
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"registry.k8s.io/kube-scheduler:{expected}"
 
 
 def test_existing_service_account_is_required_by_name() -> None:
@@ -513,7 +573,8 @@ def test_config_example_in_values_yaml_is_valid() -> None:
 
 
 def test_tls_without_client_certificate_only_verifies_the_server() -> None:
-    objects = render({"tls": {"enabled": True, "secretName": "s"}, "scheduler": {"enabled": True}})
+    tls = {"enabled": True, "secretName": "s", "requireClientCert": False}
+    objects = render({"tls": tls, "scheduler": {"enabled": True}})
     config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
     assert config["extenders"][0]["tlsConfig"] == {
         "caFile": "/etc/runway-tls/ca.crt",
@@ -542,3 +603,488 @@ def test_mutual_tls_probes_check_the_port_only() -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert "httpGet" not in container[probe]
         assert container[probe]["tcpSocket"] == {"port": "http"}
+
+
+# ------------------------------------------------ issue 15: mutual TLS, NetworkPolicy, monitoring
+
+
+def secret_pem(objects: list[dict[str, Any]], name: str, key: str) -> bytes:
+    """A PEM file out of a rendered Secret."""
+    return base64.b64decode(one(objects, "Secret", name)["data"][key])
+
+
+def scheduler_config(objects: list[dict[str, Any]], name: str = "rw-runway-scheduler") -> Any:
+    """The bundled scheduler's KubeSchedulerConfiguration."""
+    return yaml.safe_load(one(objects, "ConfigMap", name)["data"]["config.yaml"])
+
+
+def mounted_secret(deployment: dict[str, Any], container: str, path: str) -> dict[str, Any]:
+    """The secret volume a container of ``deployment`` mounts at ``path``."""
+    pod = deployment["spec"]["template"]["spec"]
+    mounts = {
+        m["mountPath"]: m["name"]
+        for c in pod["containers"]
+        if c["name"] == container
+        for m in c["volumeMounts"]
+    }
+    volume: dict[str, Any] = next(v for v in pod["volumes"] if v["name"] == mounts[path])["secret"]
+    return volume
+
+
+def handshake(objects: list[dict[str, Any]], server_name: str, *, client_cert: bool) -> str:
+    """A TLS handshake in memory between runway's server context (built by app.tls from the
+    chart's config and Secrets) and a client with the chart's CA (and client certificate).
+    Returns the subject CN runway saw, or raises ssl.SSLError."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {}
+        for secret, key in (
+            ("rw-runway-tls", "tls.crt"),
+            ("rw-runway-tls", "tls.key"),
+            ("rw-runway-tls", "ca.crt"),
+            ("rw-runway-client-tls", "tls.crt"),
+            ("rw-runway-client-tls", "tls.key"),
+        ):
+            path = Path(tmp) / f"{secret}-{key}"
+            path.write_bytes(secret_pem(objects, secret, key))
+            files[secret, key] = str(path)
+        config = chart_config(objects).server.tls
+        server_ctx = build_context(
+            config.model_copy(
+                update={
+                    "cert_file": files["rw-runway-tls", "tls.crt"],
+                    "key_file": files["rw-runway-tls", "tls.key"],
+                    "client_ca_file": files["rw-runway-tls", "ca.crt"],
+                }
+            )
+        )
+        client_ctx = ssl.create_default_context(cafile=files["rw-runway-tls", "ca.crt"])
+        if client_cert:
+            client_ctx.load_cert_chain(
+                files["rw-runway-client-tls", "tls.crt"], files["rw-runway-client-tls", "tls.key"]
+            )
+        c_in, c_out, s_in, s_out = (ssl.MemoryBIO() for _ in range(4))
+        client = client_ctx.wrap_bio(c_in, c_out, server_hostname=server_name)
+        server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+        done = {"client": False, "server": False}
+        for _ in range(10):
+            for side, conn in (("client", client), ("server", server)):
+                if not done[side]:
+                    try:
+                        conn.do_handshake()
+                        done[side] = True
+                    except ssl.SSLWantReadError:
+                        pass
+            s_in.write(c_out.read())
+            c_in.write(s_out.read())
+            if all(done.values()):
+                break
+        # TLS 1.3: the server's verdict on the client certificate reaches the client with the
+        # first read
+        client.write(b"x")
+        s_in.write(c_out.read())
+        server.read(1)
+        peer = server.getpeercert()
+        if not peer:
+            return ""
+        subject = dict(item[0] for item in peer["subject"])
+        return str(subject["commonName"])
+
+
+def test_default_is_mutual_tls_with_generated_certificates() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    config = chart_config(objects).server.tls
+    assert config.enabled and config.require_client_cert
+    assert config.client_ca_file == "/etc/runway/tls/ca.crt"
+    # runway serves the generated server certificate; the scheduler trusts the CA and presents
+    # the generated client certificate
+    deployment = runway_deployment(objects)
+    assert mounted_secret(deployment, "runway", "/etc/runway/tls")["secretName"] == "rw-runway-tls"
+    scheduler = one(objects, "Deployment", "rw-runway-scheduler")
+    ca = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-tls")
+    assert ca["secretName"] == "rw-runway-tls"
+    client = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-client-tls")
+    assert client["secretName"] == "rw-runway-client-tls"
+    for name in ("rw-runway-ca", "rw-runway-tls", "rw-runway-client-tls"):
+        assert one(objects, "Secret", name)["type"] == "kubernetes.io/tls"
+    # the CA's key stays in its own Secret, mounted by nobody
+    assert "ca.key" not in one(objects, "Secret", "rw-runway-tls")["data"]
+    assert secret_pem(objects, "rw-runway-tls", "ca.crt") == secret_pem(
+        objects, "rw-runway-ca", "tls.crt"
+    )
+    # a real handshake: the server certificate names the Service, the client one is accepted
+    assert handshake(objects, f"rw-runway.{NAMESPACE}.svc", client_cert=True) == "rw-runway-client"
+    with pytest.raises(ssl.SSLError):
+        handshake(objects, f"rw-runway.{NAMESPACE}.svc", client_cert=False)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(objects, "elsewhere.example.com", client_cert=True)
+
+
+def test_default_scheduler_config_calls_https_with_the_client_certificate() -> None:
+    (extender,) = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"]
+    assert extender["urlPrefix"] == f"https://rw-runway.{NAMESPACE}.svc:8888/scheduler"
+    assert extender["enableHTTPS"] is True
+    # kube-scheduler's ExtenderTLSConfig (pkg/scheduler/apis/config/types.go): caFile, certFile,
+    # keyFile, serverName
+    assert extender["tlsConfig"] == {
+        "caFile": "/etc/runway-tls/ca.crt",
+        "certFile": "/etc/runway-client-tls/tls.crt",
+        "keyFile": "/etc/runway-client-tls/tls.key",
+        "serverName": f"rw-runway.{NAMESPACE}.svc",
+    }
+
+
+def test_notes_extender_stanza_matches_the_scheduler_config() -> None:
+    files = render_files(None)
+    notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
+    stanza = notes[notes.index("  extenders:") :].split("  Copy those files")[0]
+    (extender,) = yaml.safe_load(stanza)["extenders"]
+    bundled = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"][0]
+    for key in ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS"):
+        assert extender[key] == bundled[key], key
+    assert extender["tlsConfig"]["serverName"] == bundled["tlsConfig"]["serverName"]
+    assert {"caFile", "certFile", "keyFile"} <= extender["tlsConfig"].keys()
+    assert "rw-runway-client-tls" in notes and "--cert client.crt" in notes
+
+
+def test_default_network_policy_admits_the_scheduler_and_prometheus_only() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    policy = one(objects, "NetworkPolicy", "rw-runway")
+    deployment = runway_deployment(objects)
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    verbs, metrics = policy["spec"]["ingress"]
+    for rule in (verbs, metrics):
+        assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    scheduler_pods = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]
+    peers = [p["podSelector"]["matchLabels"] for p in verbs["from"] if "namespaceSelector" not in p]
+    assert peers and peers[0].items() <= scheduler_pods["metadata"]["labels"].items()
+    assert {"component": "kube-scheduler"} in [
+        p["podSelector"]["matchLabels"] for p in verbs["from"] if "namespaceSelector" in p
+    ]
+    assert metrics["from"] == [
+        {
+            "namespaceSelector": {},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        }
+    ]
+
+
+def test_network_policy_selectors_are_configurable() -> None:
+    block = {"ipBlock": {"cidr": "10.0.0.0/24"}}
+    prom = {"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}
+    extra = {"from": [{"podSelector": {"matchLabels": {"app": "ops"}}}], "ports": [{"port": 8888}]}
+    objects = render(
+        {
+            "networkPolicy": {
+                "schedulerPeers": [block],
+                "metricsPeers": [prom],
+                "extraIngress": [extra],
+            }
+        }
+    )
+    verbs, metrics, more = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    assert (verbs["from"], metrics["from"], more) == ([block], [prom], extra)
+    assert not find(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
+
+
+def test_cert_manager_variant_issues_the_same_secrets() -> None:
+    objects = render({"certManager": {"enabled": True}, "scheduler": {"enabled": True}})
+    assert not find(objects, "Secret")  # cert-manager writes them
+    issuers = {i["metadata"]["name"]: i["spec"] for i in find(objects, "Issuer")}
+    assert issuers == {
+        "rw-runway-selfsigned": {"selfSigned": {}},
+        "rw-runway-ca": {"ca": {"secretName": "rw-runway-ca"}},
+    }
+    certs = {c["metadata"]["name"]: c["spec"] for c in find(objects, "Certificate")}
+    assert certs["rw-runway-ca"]["isCA"] is True
+    assert certs["rw-runway-ca"]["issuerRef"]["name"] == "rw-runway-selfsigned"
+    server, client = certs["rw-runway-tls"], certs["rw-runway-client-tls"]
+    assert (
+        server["secretName"] == "rw-runway-tls" and client["secretName"] == "rw-runway-client-tls"
+    )
+    assert f"rw-runway.{NAMESPACE}.svc" in server["dnsNames"]
+    assert "server auth" in server["usages"] and "client auth" in client["usages"]
+    for cert in (server, client):
+        assert cert["issuerRef"] == {
+            "name": "rw-runway-ca",
+            "kind": "Issuer",
+            "group": "cert-manager.io",
+        }
+    # what the pods mount is what cert-manager writes
+    deployment = runway_deployment(objects)
+    assert mounted_secret(deployment, "runway", "/etc/runway/tls")["secretName"] == "rw-runway-tls"
+    scheduler = one(objects, "Deployment", "rw-runway-scheduler")
+    client_volume = mounted_secret(scheduler, "kube-scheduler", "/etc/runway-client-tls")
+    assert client_volume["secretName"] == "rw-runway-client-tls"
+    assert chart_config(objects).server.tls.require_client_cert is True
+
+
+def test_cert_manager_with_an_issuer_of_yours() -> None:
+    ref = {"name": "platform-ca", "kind": "ClusterIssuer", "group": "cert-manager.io"}
+    objects = render({"certManager": {"enabled": True, "issuerRef": ref}})
+    assert not find(objects, "Issuer")
+    certs = find(objects, "Certificate")
+    assert sorted(c["metadata"]["name"] for c in certs) == ["rw-runway-client-tls", "rw-runway-tls"]
+    assert all(c["spec"]["issuerRef"] == ref for c in certs)
+
+
+def test_plain_http_is_an_explicit_opt_out() -> None:
+    objects = render(
+        {
+            "tls": {"enabled": False},
+            "scheduler": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+        }
+    )
+    assert not find(objects, "Secret") and not find(objects, "Certificate")
+    assert chart_config(objects).server.tls.enabled is False
+    container = runway_container(objects)
+    assert "--tls-cert-file" not in container["args"]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "scheme" not in container["readinessProbe"]["httpGet"]
+    (extender,) = scheduler_config(objects)["extenders"]
+    assert extender["urlPrefix"].startswith("http://") and "tlsConfig" not in extender
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "http" and "tlsConfig" not in endpoint
+
+
+def test_server_tls_only_when_client_certificates_are_not_required() -> None:
+    objects = render({"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}})
+    tls = chart_config(objects).server.tls
+    assert tls.enabled and not tls.require_client_cert and tls.client_ca_file is None
+    container = runway_container(objects)
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"
+    assert container["startupProbe"]["httpGet"]["scheme"] == "HTTPS"
+
+
+def test_lease_is_named_after_the_release() -> None:
+    names = set()
+    for release in ("alpha", "beta"):
+        objects = render(release=release)
+        fullname = f"{release}-runway"
+        election = chart_config(objects).kubernetes.leader_election
+        assert election.lease_name == fullname
+        role = one(objects, "Role", f"{fullname}-leader-election")
+        assert role["rules"][1]["resourceNames"] == [fullname]
+        names.add(election.lease_name)
+    assert len(names) == 2
+    # an explicit leaseName wins
+    objects = render({"config": {"kubernetes": {"leaderElection": {"leaseName": "mine"}}}})
+    assert chart_config(objects).kubernetes.leader_election.lease_name == "mine"
+
+
+def test_pod_name_is_not_passed_since_nothing_reads_it() -> None:
+    env = {e["name"] for e in runway_container(render())["env"]}
+    assert env == {"POD_NAMESPACE"}
+
+
+def test_startup_probe_covers_the_startup_records_wait() -> None:
+    for values in (None, {"tls": {"enabled": False}}):
+        objects = render(values)
+        probe = runway_container(objects)["startupProbe"]
+        if values is None:
+            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS
+        else:
+            assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
+        window = probe["periodSeconds"] * probe["failureThreshold"]
+        wait = chart_config(objects).kubernetes.startup_records_timeout
+        assert window >= 3 * wait  # room for the LIST of pods and nodes besides
+    assert "startupProbe" not in runway_container(render({"startupProbe": None}))
+
+
+def test_scheduler_has_a_pdb() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    pdb = one(objects, "PodDisruptionBudget", "rw-runway-scheduler")
+    deployment = one(objects, "Deployment", "rw-runway-scheduler")
+    assert pdb["spec"]["selector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
+    assert pdb["spec"]["maxUnavailable"] == 1
+    objects = render({"scheduler": {"enabled": True, "podDisruptionBudget": {"minAvailable": 1}}})
+    spec = one(objects, "PodDisruptionBudget", "rw-runway-scheduler")["spec"]
+    assert spec["minAvailable"] == 1 and "maxUnavailable" not in spec
+    disabled = {"scheduler": {"enabled": True, "podDisruptionBudget": {"enabled": False}}}
+    assert [p["metadata"]["name"] for p in find(render(disabled), "PodDisruptionBudget")] == [
+        "rw-runway"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("auth", "reviews"),
+    [
+        ({}, True),  # auto in a pod without tokens = kubernetes
+        ({"mode": "kubernetes"}, True),
+        ({"mode": "auto", "staticTokenFile": "/etc/runway/tokens"}, False),
+        ({"mode": "static", "staticTokenFile": "/etc/runway/tokens"}, False),
+        ({"mode": "none"}, False),
+    ],
+)
+def test_token_and_access_review_rbac_only_with_kubernetes_auth(
+    auth: dict[str, Any], reviews: bool
+) -> None:
+    role = one(render({"config": {"auth": auth}}), "ClusterRole", "rw-runway")
+    groups = {g for rule in role["rules"] for g in rule["apiGroups"]}
+    assert ("authentication.k8s.io" in groups) is reviews
+    assert ("authorization.k8s.io" in groups) is reviews
+
+
+def test_log_level_and_format_values_reach_the_config() -> None:
+    config = chart_config(render({"logLevel": "debug", "logFormat": "json"}))
+    assert (config.logging.level, config.logging.format) == ("debug", "json")
+    config = chart_config(render({"config": {"logging": {"level": "warning"}}}))
+    assert config.logging.level == "warning"
+
+
+def test_service_monitor_presents_the_client_certificate() -> None:
+    objects = render({"serviceMonitor": {"enabled": True}})
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {
+        "serverName": f"rw-runway.{NAMESPACE}.svc",
+        "ca": {"secret": {"name": "rw-runway-tls", "key": "ca.crt"}},
+        "cert": {"secret": {"name": "rw-runway-client-tls", "key": "tls.crt"}},
+        "keySecret": {"name": "rw-runway-client-tls", "key": "tls.key"},
+    }
+    assert "authorization" not in endpoint
+
+
+def test_service_monitor_token_for_protected_metrics_with_kubernetes_auth() -> None:
+    objects = render(
+        {"serviceMonitor": {"enabled": True}, "config": {"auth": {"protectMetrics": True}}}
+    )
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    name = "rw-runway-metrics-reader"
+    assert endpoint["authorization"] == {
+        "type": "Bearer",
+        "credentials": {"name": name, "key": "token"},
+    }
+    token = one(objects, "Secret", name)
+    assert token["type"] == "kubernetes.io/service-account-token"
+    assert token["metadata"]["annotations"] == {"kubernetes.io/service-account.name": name}
+    one(objects, "ServiceAccount", name)
+    # what runway's SubjectAccessReview asks for /metrics (docs/security.md)
+    assert one(objects, "ClusterRole", name)["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}
+    ]
+    binding = one(objects, "ClusterRoleBinding", name)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}]
+
+
+def test_service_monitor_token_for_protected_metrics_with_static_tokens() -> None:
+    config = {"auth": {"protectMetrics": True, "staticTokenFile": "/etc/runway/tokens"}}
+    with pytest.raises(helm.HelmError, match="bearerTokenSecret"):
+        render({"serviceMonitor": {"enabled": True}, "config": config})
+    secret = {"name": "scrape-token", "key": "token"}
+    objects = render(
+        {"serviceMonitor": {"enabled": True, "bearerTokenSecret": secret}, "config": config}
+    )
+    (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"]["credentials"] == secret
+    assert not find(objects, "ServiceAccount", "rw-runway-metrics-reader")
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name runway's registry can export, plus process_cpu_seconds_total (the
+    process collector, being added to that registry)."""
+    names = {"process_cpu_seconds_total"}
+    suffixes = {
+        "counter": ("_total",),
+        "gauge": ("",),
+        "histogram": ("_bucket", "_sum", "_count"),
+    }
+    for family in metrics.REGISTRY.collect():
+        names |= {family.name + suffix for suffix in suffixes[family.type]}
+    return names
+
+
+METRIC_TOKEN = re.compile(r"\b((?:runway|process)_[a-z0-9_]+)\b")
+
+
+def test_grafana_dashboard_panels_use_existing_metrics() -> None:
+    objects = render({"grafanaDashboard": {"enabled": True}})
+    configmap = one(objects, "ConfigMap", "rw-runway-dashboard")
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(configmap["data"]["runway.json"])
+    known = exported_metric_names()
+    used: set[str] = set()
+    panels = [p for p in dashboard["panels"] if p["type"] != "row"]
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            names = set(METRIC_TOKEN.findall(target["expr"]))
+            assert names, (panel["title"], target["expr"])
+            assert names <= known, (panel["title"], names - known)
+            used |= names
+    wanted = {
+        "runway_extender_request_duration_seconds_bucket",  # verb latency
+        "runway_filter_rejections_total",  # rejections by rule
+        "runway_preemption_goroutines_execution_total",  # preemptions and results
+        "runway_gate_pods",
+        "runway_workloads_backoff",
+        "runway_workloads_deactivated",
+        "runway_kube_api_requests_total",
+        "process_cpu_seconds_total",
+    }
+    assert wanted <= used
+    assert not find(render(), "ConfigMap", "rw-runway-dashboard")
+
+
+def test_prometheus_rule_alerts_use_existing_metrics() -> None:
+    objects = render({"prometheusRule": {"enabled": True, "alertLabels": {"team": "platform"}}})
+    rule = one(objects, "PrometheusRule", "rw-runway")
+    (group,) = rule["spec"]["groups"]
+    alerts = {r["alert"]: r for r in group["rules"]}
+    assert {
+        "RunwayVerbErrors",
+        "RunwayVerbLatencyHigh",
+        "RunwayCacheNotFed",
+        "RunwayPreemptionFailures",
+        "RunwayGateStuck",
+    } <= alerts.keys()
+    known = exported_metric_names()
+    for name, alert in alerts.items():
+        names = set(METRIC_TOKEN.findall(alert["expr"]))
+        assert names and names <= known, (name, names - known)
+        # the ServiceMonitor's job label is the Service's name
+        assert 'job="rw-runway"' in alert["expr"], name
+        assert alert["labels"]["team"] == "platform" and alert["labels"]["severity"]
+    latency = alerts["RunwayVerbLatencyHigh"]["expr"]
+    threshold = float(latency.rsplit(">", 1)[1])
+    assert threshold < 5  # kube-scheduler's default extender httpTimeout
+    assert not find(render(), "PrometheusRule")
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        {"certManager": {"enabled": True}, "scheduler": {"enabled": True}},
+        {"tls": {"enabled": False}, "networkPolicy": {"enabled": False}},
+        {
+            "scheduler": {"enabled": True},
+            "serviceMonitor": {"enabled": True},
+            "grafanaDashboard": {"enabled": True},
+            "prometheusRule": {"enabled": True},
+            "config": {"auth": {"protectMetrics": True}},
+            "logLevel": "debug",
+            "logFormat": "json",
+        },
+    ],
+    ids=["cert-manager", "plain-http", "monitoring"],
+)
+def test_lint_is_clean_for_the_variants(variant: dict[str, Any]) -> None:
+    report = helm.lint(CHART, variant, strict=True, namespace=NAMESPACE)
+    problems = [m for m in report["messages"] if m["severity"] >= 2]
+    assert problems == [] and report["errors"] == [], report
+
+
+def test_mutual_tls_with_your_own_secret_needs_a_client_certificate() -> None:
+    values = {"tls": {"secretName": "mine"}, "scheduler": {"enabled": True}}
+    with pytest.raises(helm.HelmError, match=r"tls\.clientCertSecretName"):
+        render(values)
+    # server TLS only is fine without one; so is the extender alone (no chart client)
+    render(
+        {"tls": {"secretName": "mine", "requireClientCert": False}, "scheduler": {"enabled": True}}
+    )
+    assert not find(render({"tls": {"secretName": "mine"}}), "Secret")

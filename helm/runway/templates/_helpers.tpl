@@ -97,19 +97,16 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{- end }}
 {{- end }}
 
-{{/* The kube-scheduler image: its tag defaults to the cluster's vMAJOR.MINOR.0. */}}
+{{/* The kube-scheduler image: the tag comes from values only (never .Capabilities, which
+offline renderers such as GitOps tools fill with their own version). */}}
 {{- define "runway.schedulerImage" -}}
-{{- $tag := .Values.scheduler.image.tag }}
-{{- if not $tag }}
-{{- $tag = printf "v%s.%s.0" .Capabilities.KubeVersion.Major (trimSuffix "+" .Capabilities.KubeVersion.Minor) }}
-{{- end }}
-{{- printf "%s:%s" .Values.scheduler.image.repository $tag }}
+{{- printf "%s:%s" .Values.scheduler.image.repository (required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag) }}
 {{- end }}
 
 {{/* A probe from values, with the scheme set to HTTPS when runway serves TLS. */}}
 {{- define "runway.probe" -}}
 {{- $probe := deepCopy .probe }}
-{{- $mtls := dig "server" "tls" "requireClientCert" false .root.Values.config }}
+{{- $mtls := or (include "runway.mtls" .root) (dig "server" "tls" "requireClientCert" false .root.Values.config) }}
 {{- if and $probe.httpGet $mtls }}
 {{- /* kubelet's HTTPS probes present no client certificate: with mutual TLS a probe can only
      check that the port accepts connections. */}}
@@ -122,11 +119,105 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{- toYaml $probe }}
 {{- end }}
 
-{{/* The Lease runway's replicas elect a leader on (config kubernetes.leaderElection). */}}
+{{/* The Lease runway's replicas elect a leader on: config kubernetes.leaderElection.leaseName,
+else the release's full name (two releases never share a Lease). */}}
 {{- define "runway.leaseName" -}}
-{{- dig "kubernetes" "leaderElection" "leaseName" "runway" .Values.config }}
+{{- dig "kubernetes" "leaderElection" "leaseName" (include "runway.fullname" .) .Values.config }}
 {{- end }}
 
 {{- define "runway.leaseNamespace" -}}
 {{- dig "kubernetes" "leaderElection" "leaseNamespace" .Release.Namespace .Values.config | default .Release.Namespace }}
+{{- end }}
+
+{{/* Where the certificates come from: "" (no TLS), "secret" (tls.secretName, the operator's),
+"cert-manager" or "helm" (genCA/genSignedCert). */}}
+{{- define "runway.tlsSource" -}}
+{{- if .Values.tls.enabled }}
+{{- if .Values.tls.secretName }}secret{{ else if .Values.certManager.enabled }}cert-manager{{ else }}helm{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The server certificate's Secret (tls.crt, tls.key, ca.crt). */}}
+{{- define "runway.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "runway.fullname" . | trunc 59 | trimSuffix "-")) .Values.tls.secretName }}
+{{- end }}
+
+{{/* The client certificate's Secret (kube-scheduler, Prometheus); empty when there is none. */}}
+{{- define "runway.clientSecretName" -}}
+{{- if .Values.tls.enabled }}
+{{- if .Values.tls.secretName }}
+{{- .Values.tls.clientCertSecretName }}
+{{- else }}
+{{- default (printf "%s-client-tls" (include "runway.fullname" . | trunc 52 | trimSuffix "-")) .Values.tls.clientCertSecretName }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when runway requires client certificates (mutual TLS), else empty. */}}
+{{- define "runway.mtls" -}}
+{{- if and .Values.tls.enabled .Values.tls.requireClientCert }}true{{ end }}
+{{- end }}
+
+{{/* DNS names on the server certificate. */}}
+{{- define "runway.dnsNames" -}}
+{{- $name := include "runway.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- $names := list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.cluster.local" $name $ns) }}
+{{- with .Values.tls.serverName }}{{ $names = append $names . | uniq }}{{ end }}
+{{- toJson $names }}
+{{- end }}
+
+{{/* "true" when runway's effective auth mode is kubernetes (TokenReview + SubjectAccessReview):
+auth.mode kubernetes, or auto without static tokens (a pod has cluster access). */}}
+{{- define "runway.authKubernetes" -}}
+{{- $mode := dig "auth" "mode" "auto" .Values.config }}
+{{- $static := or (dig "auth" "staticTokens" list .Values.config) (dig "auth" "staticTokenFile" "" .Values.config) }}
+{{- if or (eq $mode "kubernetes") (and (eq $mode "auto") (not $static)) }}true{{ end }}
+{{- end }}
+
+{{/* The config file: .Values.config plus what the chart decides (server.tls from tls.*,
+logging from logLevel/logFormat, the Lease name). */}}
+{{- define "runway.config" -}}
+{{- $config := deepCopy .Values.config }}
+{{- if .Values.tls.enabled }}
+{{- /* The same files as the --tls-cert-file/--tls-key-file flags: the config file must name
+     them too, or clientCAFile is refused (it needs certFile). */}}
+{{- $server := default dict $config.server }}
+{{- $tls := default dict $server.tls }}
+{{- $_ := set $tls "certFile" "/etc/runway/tls/tls.crt" }}
+{{- $_ := set $tls "keyFile" "/etc/runway/tls/tls.key" }}
+{{- if include "runway.mtls" . }}
+{{- $_ := set $tls "clientCAFile" "/etc/runway/tls/ca.crt" }}
+{{- $_ := set $tls "requireClientCert" true }}
+{{- end }}
+{{- $_ := set $server "tls" $tls }}
+{{- $_ := set $config "server" $server }}
+{{- end }}
+{{- if or .Values.logLevel .Values.logFormat }}
+{{- $logging := default dict $config.logging }}
+{{- with .Values.logLevel }}{{ $_ := set $logging "level" . }}{{ end }}
+{{- with .Values.logFormat }}{{ $_ := set $logging "format" . }}{{ end }}
+{{- $_ := set $config "logging" $logging }}
+{{- end }}
+{{- $kube := default dict $config.kubernetes }}
+{{- $election := default dict $kube.leaderElection }}
+{{- if not $election.leaseName }}
+{{- $_ := set $election "leaseName" (include "runway.fullname" .) }}
+{{- $_ := set $kube "leaderElection" $election }}
+{{- $_ := set $config "kubernetes" $kube }}
+{{- end }}
+{{- toYaml $config }}
+{{- end }}
+
+{{/* The ServiceAccount (and its token Secret) Prometheus scrapes a protected /metrics with. */}}
+{{- define "runway.metricsReaderName" -}}
+{{- printf "%s-metrics-reader" (include "runway.fullname" . | trunc 48 | trimSuffix "-") }}
+{{- end }}
+
+{{/* Mutual TLS needs a client certificate for the chart's own clients (the bundled scheduler,
+the ServiceMonitor). */}}
+{{- define "runway.requireClientSecret" -}}
+{{- if and (include "runway.mtls" .) (not (include "runway.clientSecretName" .)) }}
+{{- fail "tls.requireClientCert with your own tls.secretName: set tls.clientCertSecretName (the client certificate the bundled scheduler and the ServiceMonitor present), or tls.requireClientCert=false" }}
+{{- end }}
 {{- end }}
