@@ -83,7 +83,8 @@ def chart_config(objects: list[dict[str, Any]]) -> RunwayConfig:
 
 def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, Any]:
     """The config file the chart should write: ``config`` plus server.tls from ``tls.*``,
-    logging from ``logLevel``/``logFormat`` and the Lease named after the release."""
+    logging from ``logLevel``/``logFormat``, the Lease named after the release and the bundled
+    scheduler's name among ``preemption.schedulerNames``."""
     settings = merged(values)
     config: dict[str, Any] = copy.deepcopy(settings["config"])
     tls = settings["tls"]
@@ -97,6 +98,11 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
             config.setdefault("logging", {})[key] = value
     election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
     election.setdefault("leaseName", fullname)
+    if settings["scheduler"]["enabled"]:
+        preemption = config.setdefault("preemption", {})
+        names = preemption.setdefault("schedulerNames", ["default-scheduler"])
+        if settings["scheduler"]["schedulerName"] not in names:
+            names.append(settings["scheduler"]["schedulerName"])
     return config
 
 
@@ -1088,3 +1094,21 @@ def test_mutual_tls_with_your_own_secret_needs_a_client_certificate() -> None:
         {"tls": {"secretName": "mine", "requireClientCert": False}, "scheduler": {"enabled": True}}
     )
     assert not find(render({"tls": {"secretName": "mine"}}), "Secret")
+
+
+def test_the_bundled_schedulers_preemptors_pass_the_cross_check() -> None:
+    """A preemptor of the chart's own scheduler names it in spec.schedulerName: runway's config
+    must list it in preemption.schedulerNames, or every such preemption is refused."""
+    default = chart_config(render(None))
+    assert default.preemption.scheduler_names == ["default-scheduler"]
+    bundled = chart_config(render({"scheduler": {"enabled": True}}))
+    assert bundled.preemption.scheduler_names == ["default-scheduler", "runway-scheduler"]
+    mine = chart_config(
+        render(
+            {
+                "scheduler": {"enabled": True},
+                "config": {"preemption": {"schedulerNames": ["runway-scheduler"]}},
+            }
+        )
+    )
+    assert mine.preemption.scheduler_names == ["runway-scheduler"]

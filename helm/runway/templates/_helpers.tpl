@@ -206,6 +206,15 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- $_ := set $kube "leaderElection" $election }}
 {{- $_ := set $config "kubernetes" $kube }}
 {{- end }}
+{{- if .Values.scheduler.enabled }}
+{{- /* A preemptor of the bundled scheduler must pass the preemption cross-check (SPEC §4). */}}
+{{- $pre := default dict $config.preemption }}
+{{- $names := default (list "default-scheduler") $pre.schedulerNames }}
+{{- if not (has .Values.scheduler.schedulerName $names) }}
+{{- $_ := set $pre "schedulerNames" (append $names .Values.scheduler.schedulerName) }}
+{{- $_ := set $config "preemption" $pre }}
+{{- end }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 
