@@ -20,7 +20,11 @@ router = APIRouter(prefix="/v1", tags=["debug"])
 class CachedPod(CamelModel):
     """One cached pod, reduced to what tells two caches apart."""
 
-    uid: str
+    uid: str | None = Field(
+        None,
+        description="Only when read-only REST is protected (`auth.protectReadOnly`): a pod's UID "
+        "is what a forged `preempt` would name, so an open endpoint does not hand it out.",
+    )
     namespace: str
     name: str
     node_name: str | None
@@ -87,10 +91,11 @@ async def cache_summary(
         node_resource_version=cluster.node_resource_version,
     )
     if detail:
+        show_uids = ctx.config.auth.protect_read_only
         summary.pod_items = sorted(
             (
                 CachedPod(
-                    uid=p.metadata.uid,
+                    uid=p.metadata.uid if show_uids else None,
                     namespace=p.metadata.namespace,
                     name=p.metadata.name,
                     node_name=p.spec.nodeName,

@@ -22,10 +22,11 @@ from tests.e2e.conftest import (
 pytestmark = pytest.mark.e2e
 
 
-def _api_view(plane: ControlPlane) -> tuple[dict[str, tuple[str, str | None, str]], dict[str, Any]]:
+# Keyed by namespace/name: the cache summary hands out no UIDs unless read-only REST is
+# protected (a UID is what a forged preempt would name).
+def _api_view(plane: ControlPlane) -> tuple[dict[str, tuple[str | None, str]], dict[str, Any]]:
     pods = {
-        p["metadata"]["uid"]: (
-            f"{p['metadata']['namespace']}/{p['metadata']['name']}",
+        f"{p['metadata']['namespace']}/{p['metadata']['name']}": (
             p["spec"].get("nodeName"),
             p["metadata"]["resourceVersion"],
         )
@@ -40,12 +41,13 @@ def _api_view(plane: ControlPlane) -> tuple[dict[str, tuple[str, str | None, str
 
 def _runway_view(
     runway: RunwayHandle,
-) -> tuple[dict[str, tuple[str, str | None, str]], dict[str, Any]]:
+) -> tuple[dict[str, tuple[str | None, str]], dict[str, Any]]:
     summary = runway.summary(detail=True)
     pods = {
-        p["uid"]: (f"{p['namespace']}/{p['name']}", p["nodeName"], p["resourceVersion"])
+        f"{p['namespace']}/{p['name']}": (p["nodeName"], p["resourceVersion"])
         for p in summary["podItems"]
     }
+    assert all(p["uid"] is None for p in summary["podItems"])
     nodes = {n["name"]: (n["labels"], n["allocatable"]) for n in summary["nodeItems"]}
     return pods, nodes
 

@@ -1,0 +1,153 @@
+"""The preempt verb with a cluster cache (SPEC §4 "never delete on the word of a request"): a
+forged payload — a victim of higher priority, a made-up preemptor priority, a preemptor that does
+not exist or is bound, a victim on another node — gets ``{}``, a counted refusal and no API call.
+A genuine one is taken over: ``{}`` to kube-scheduler, a plan with the cache's priority."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+import pytest
+
+from app import metrics
+from app.api.extender import handle_filter, plan_preempt
+from app.clock import ManualClock
+from app.config import parse_config
+from app.model import Node, Pod
+from app.server import create_app
+from app.wiring import Runway
+from tests.integration.kube_helpers import client
+from tests.integration.test_records import FakeApi
+
+NOW = 1_800_000_000.0
+
+
+def pod(name: str, *, node: str | None, priority: int, scheduler: str | None = None) -> Pod:
+    raw: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": "prod", "uid": f"uid-{name}"},
+        "spec": {
+            "nodeName": node,
+            "priority": priority,
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        },
+        "status": {"phase": "Running" if node else "Pending"},
+    }
+    return msgspec.convert(raw, Pod)
+
+
+PREEMPTOR = pod("batch-high", node=None, priority=1000)
+VICTIM = pod("batch-low", node="n1", priority=10)
+PAYMENTS = pod("payments-db-0", node="n1", priority=2_000_000_000)
+BOUND = pod("already-bound", node="n2", priority=1000)
+OTHER = pod("other-scheduler", node=None, priority=1000, scheduler="volcano")
+
+
+def body(preemptor: dict[str, Any], victims: dict[str, list[str]]) -> bytes:
+    return json.dumps(
+        {
+            "Pod": preemptor,
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 0}
+                for node, uids in victims.items()
+            },
+        }
+    ).encode()
+
+
+def as_payload(p: Pod, **spec: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = msgspec.to_builtins(p)
+    raw["spec"].update(spec)
+    return raw
+
+
+@pytest.fixture
+def runway() -> Runway:
+    api = FakeApi()
+    app = create_app(parse_config({}), ManualClock(NOW), kube=client(api.transport))
+    rt: Runway = app.state.runway
+    rt.cache.replace_pods([PREEMPTOR, VICTIM, PAYMENTS, BOUND, OTHER])
+    rt.cache.replace_nodes([])
+    rt.api = api  # type: ignore[attr-defined]
+    return rt
+
+
+@pytest.mark.parametrize(
+    ("payload", "victims", "reason"),
+    [
+        (
+            {"metadata": {"name": "ghost", "namespace": "prod", "uid": "uid-ghost"}},
+            {"n1": ["uid-batch-low"]},
+            "preemptor-unknown",
+        ),
+        (as_payload(BOUND), {"n1": ["uid-batch-low"]}, "preemptor-bound"),
+        (as_payload(OTHER), {"n1": ["uid-batch-low"]}, "preemptor-scheduler"),
+        (as_payload(PREEMPTOR), {"n2": ["uid-batch-low"]}, "victim-elsewhere"),
+        (as_payload(PREEMPTOR), {"n1": ["uid-nobody"]}, "victim-unknown"),
+        (
+            {"metadata": {"name": "x", "namespace": "prod"}},
+            {"n1": ["uid-batch-low"]},
+            "preemptor-unknown",
+        ),
+    ],
+)
+def test_a_forged_preemption_is_refused_without_an_api_call(
+    runway: Runway, payload: dict[str, Any], victims: dict[str, list[str]], reason: str
+) -> None:
+    before = metrics.PREEMPTIONS_REFUSED.labels(reason)._value.get()
+    reply, outcome = plan_preempt(runway.api_context(), body(payload, victims))
+    assert json.loads(reply) == {"NodeNameToMetaVictims": {}}
+    assert outcome.plan is None
+    assert outcome.refusal is not None and outcome.refusal.reason == reason
+    assert metrics.PREEMPTIONS_REFUSED.labels(reason)._value.get() == before + 1
+    assert runway.api.requests == []  # type: ignore[attr-defined]
+    assert len(runway.gate) == 0
+
+
+def test_a_made_up_priority_never_makes_a_production_pod_a_victim(runway: Runway) -> None:
+    # The issue's attack: priority 2147483647 in the payload, prod/payments-db-0 as the victim.
+    payload = as_payload(PREEMPTOR, priority=2_147_483_647)
+    _, outcome = plan_preempt(runway.api_context(), body(payload, {"n1": ["uid-payments-db-0"]}))
+    victims = [v.key for v in outcome.plan.victims] if outcome.plan is not None else []
+    assert "prod/payments-db-0" not in victims
+    assert outcome.plan is None or outcome.plan.priority == 1000  # the cache's, not the payload's
+
+
+def test_a_genuine_preemption_is_taken_over_with_the_caches_priority(runway: Runway) -> None:
+    # The payload understates the priority: the cache's value is the one used.
+    payload = as_payload(PREEMPTOR, priority=5)
+    reply, outcome = plan_preempt(runway.api_context(), body(payload, {"n1": ["uid-batch-low"]}))
+    assert json.loads(reply) == {"NodeNameToMetaVictims": {}}  # kube-scheduler deletes nothing
+    assert outcome.refusal is None and outcome.plan is not None
+    assert outcome.plan.node == "n1" and outcome.plan.priority == 1000
+    assert [v.key for v in outcome.plan.victims] == ["prod/batch-low"]
+
+
+def test_a_claim_keeps_other_preemptors_and_lower_pods_off_the_node(runway: Runway) -> None:
+    node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "2"}}}
+    runway.cache.replace_nodes([msgspec.convert(node, Node)])
+    second = pod("batch-high-2", node=None, priority=1000)
+    low = pod("filler", node=None, priority=0)
+    runway.cache.upsert_pod(second)
+    runway.cache.upsert_pod(low)
+    ctx = runway.api_context()
+    _, first = plan_preempt(ctx, body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]}))
+    assert first.plan is not None
+    runway.executor.hold(first.plan)  # what submit() does before its task starts
+    # Another preemptor is not given the claimed node...
+    _, other = plan_preempt(ctx, body(as_payload(second), {"n1": ["uid-batch-low"]}))
+    assert other.plan is None and other.decision is not None
+    (dropped,) = other.decision.nodes
+    assert "claimed by the preemption in flight of prod/batch-high" in dropped.reason
+    # ...and filter keeps a lower-priority pod off it: 2 CPUs - payments 1 - preemptor 1 = 0.
+    args = json.dumps({"Pod": as_payload(low), "NodeNames": ["n1", "n2"]}).encode()
+    result = json.loads(handle_filter(ctx, args))
+    assert result["NodeNames"] == ["n2"]
+    assert (
+        "claimed by the preemption of prod/batch-high" in result["FailedAndUnresolvableNodes"]["n1"]
+    )
+    # The preemptor itself still passes its node.
+    mine = json.dumps({"Pod": as_payload(PREEMPTOR), "NodeNames": ["n1", "n2"]}).encode()
+    assert json.loads(handle_filter(ctx, mine))["NodeNames"] == ["n1"]
