@@ -9,10 +9,12 @@ the exact capitalised names.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from app.api.extender import handle_filter, handle_preempt, handle_prioritize
 from app.config import RunwayConfig
@@ -141,10 +143,10 @@ def test_accepted_response_shape_matches(case: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
-async def test_over_http_with_the_schedulers_headers(case: dict[str, Any]) -> None:
-    app = create_app(RunwayConfig())
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as client:
+async def test_over_http_with_the_schedulers_headers(
+    case: dict[str, Any], asgi: Callable[[FastAPI], httpx.AsyncClient]
+) -> None:
+    async with asgi(create_app(RunwayConfig())) as client:
         resp = await client.post(
             f"/scheduler/{case['verb']}",
             content=json.dumps(case["request"]).encode(),

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import respx
 
+from tests.builders import raw_node, raw_pod
+
 BASE = "https://kube.test"
 
 
@@ -30,29 +32,24 @@ def make_pod(
     labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A pod object as the API server would return it (resourceVersion set by the fake)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid or f"uid-{namespace}-{name}",
-            "labels": labels or {},
-            "managedFields": [{"manager": "kubectl", "operation": "Update"}],
-        },
-        "spec": {"nodeName": node, "containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"phase": "Pending"},
-    }
+    obj = raw_pod(
+        name,
+        namespace=namespace,
+        uid=uid or f"uid-{namespace}-{name}",
+        labels=labels or {},
+        node=node,
+        containers=[{"name": "c", "image": "busybox"}],
+        phase="Pending",
+    )
+    obj["metadata"]["managedFields"] = [{"manager": "kubectl", "operation": "Update"}]
+    return {"apiVersion": "v1", "kind": "Pod", **obj}
 
 
 def make_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A node object."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-node-{name}", "labels": labels or {}},
-        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}},
-    }
+    allocatable = {"cpu": "4", "memory": "8Gi", "pods": "110"}
+    obj = raw_node(name, uid=f"uid-node-{name}", labels=labels or {}, allocatable=allocatable)
+    return {"apiVersion": "v1", "kind": "Node", **obj}
 
 
 class _WatchStream(httpx.AsyncByteStream):
@@ -69,7 +66,7 @@ class _WatchStream(httpx.AsyncByteStream):
             async with fake.changed:
                 if self.gen != fake.generation:
                     if fake.fault == "gone":
-                        yield _line("ERROR", _status(410, "Expired", "too old resource version"))
+                        yield _line("ERROR", status(410, "Expired", "too old resource version"))
                         return
                     if fake.fault == "cut":
                         raise httpx.ReadError("connection reset by peer (fake)")
@@ -91,8 +88,9 @@ def _line(type_: str, obj: dict[str, Any]) -> bytes:
     return json.dumps({"type": type_, "object": obj}).encode() + b"\n"
 
 
-def _status(code: int, reason: str, message: str) -> dict[str, Any]:
-    return {
+def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
+    """A Status object as kube-apiserver sends it (``details`` when given)."""
+    body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "status": "Failure",
@@ -100,6 +98,9 @@ def _status(code: int, reason: str, message: str) -> dict[str, Any]:
         "reason": reason,
         "message": message,
     }
+    if details:
+        body["details"] = details
+    return body
 
 
 @dataclass
@@ -220,7 +221,7 @@ class FakeApiServer:
         self.lists.append({"kind": kind, **params})
         if self.list_errors:
             code = self.list_errors.pop(0)
-            return httpx.Response(code, json=_status(code, "Expired", "continue token expired"))
+            return httpx.Response(code, json=status(code, "Expired", "continue token expired"))
         items = sorted(self.objects[kind].items())
         start = int(params.get("continue") or 0)
         limit = int(params.get("limit") or 0) or len(items) or 1
@@ -235,6 +236,123 @@ class FakeApiServer:
         self.watches.append({"kind": kind, **params})
         after = int(params.get("resourceVersion") or 0)
         if after < self.compacted:
-            body = _line("ERROR", _status(410, "Expired", f"too old resource version: {after}"))
+            body = _line("ERROR", status(410, "Expired", f"too old resource version: {after}"))
             return httpx.Response(200, content=body)
         return httpx.Response(200, stream=_WatchStream(self, kind, after, self.generation))
+
+
+# --- jobs and pods over httpx.MockTransport (eviction records, PodsReady, the waker) ---
+
+BATCH = {
+    "kind": "APIResourceList",
+    "groupVersion": "batch/v1",
+    "resources": [
+        {"name": "jobs", "kind": "Job", "namespaced": True},
+        {"name": "jobs/status", "kind": "Job", "namespaced": True},
+    ],
+}
+
+
+class _Hang(httpx.AsyncByteStream):
+    """A watch that stays open and sends nothing until the test ends."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        await self.stop.wait()
+        yield b""
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for k, v in patch.items():
+        if v is None:
+            target.pop(k, None)
+        elif isinstance(v, dict) and isinstance(target.get(k), dict):
+            _merge(target[k], v)
+        else:
+            target[k] = v
+
+
+@dataclass
+class FakeApi:
+    """Jobs and pods with discovery, GET, merge/strategic PATCH (with preconditions), DELETE,
+    and a LIST + hanging WATCH of jobs. ``conflicts`` PATCHes of owners answer 409 first."""
+
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    rv: int = 100
+    conflicts: int = 0
+    between_conflicts: Any = None
+    requests: list[tuple[str, str, Any]] = field(default_factory=list)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self.handle)
+
+    def calls(self, method: str, prefix: str = "") -> list[tuple[str, str, Any]]:
+        return [r for r in self.requests if r[0] == method and r[1].startswith(prefix)]
+
+    def _status(self, code: int, reason: str, message: str) -> httpx.Response:
+        return httpx.Response(
+            code, json={"kind": "Status", "code": code, "reason": reason, "message": message}
+        )
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        body = json.loads(request.content) if request.content else None
+        self.requests.append((request.method, path, body))
+        if path == "/apis/batch/v1":
+            return httpx.Response(200, json=BATCH)
+        parts = path.strip("/").split("/")
+        if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
+            if request.url.params.get("watch") == "true":
+                return httpx.Response(200, stream=_Hang(self.stop))
+            items = list(self.jobs.values())
+            return httpx.Response(
+                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": items}
+            )
+        store, kind = (self.jobs, "jobs") if "jobs" in parts else (self.pods, "pods")
+        i = parts.index(kind)
+        key = f"{parts[i - 1]}/{parts[i + 1]}"
+        obj = store.get(key)
+        if obj is None:
+            return self._status(404, "NotFound", f"{kind} {key} not found")
+        if request.method == "GET":
+            return httpx.Response(200, json=obj)
+        if request.method == "DELETE":
+            pre = (body or {}).get("preconditions", {})
+            if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
+                return self._status(409, "Conflict", "Precondition failed: UID")
+            del store[key]
+            return httpx.Response(200, json=obj)
+        assert request.method == "PATCH"
+        meta = (body or {}).get("metadata", {})
+        if kind == "jobs" and self.conflicts > 0:
+            self.conflicts -= 1
+            if self.between_conflicts:
+                self.between_conflicts(obj)
+            return self._status(409, "Conflict", "the object has been modified")
+        if meta.get("uid") and meta["uid"] != obj["metadata"]["uid"]:
+            return self._status(409, "Conflict", "Precondition failed: UID")
+        if (
+            meta.get("resourceVersion")
+            and meta["resourceVersion"] != obj["metadata"]["resourceVersion"]
+        ):
+            return self._status(409, "Conflict", "the object has been modified")
+        patch = json.loads(json.dumps(body))
+        patch.get("metadata", {}).pop("uid", None)
+        patch.get("metadata", {}).pop("resourceVersion", None)
+        if parts[-1] == "status":  # strategic: conditions merged by type
+            conds = obj.setdefault("status", {}).setdefault("conditions", [])
+            for c in patch["status"]["conditions"]:
+                conds[:] = [x for x in conds if x["type"] != c["type"]] + [c]
+        else:
+            _merge(obj, patch)
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return httpx.Response(200, json=obj)

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import httpx
-import msgspec
 import pytest
 from fastapi import FastAPI
 
@@ -18,6 +16,9 @@ from app.model import Pod
 from app.model.timestamps import format_time
 from app.server import create_app
 from app.wiring import Runway
+from tests.asgi import asgi_client, started
+from tests.builders import condition, raw_pod
+from tests.builders import pod as build_pod
 
 NOW = 1_800_000_000.0
 CONFIG = {
@@ -40,25 +41,20 @@ def pod(
     workload: str | None = None,
 ) -> Pod:
     labels = {"runway.dev/queue": queue, "runway.dev/workload": workload or name}
-    status: dict[str, Any] = {"phase": "Running" if node else "Pending"}
+    scheduled = None
     if started_ago is not None:
-        status["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "True",
-                "lastTransitionTime": format_time(NOW - started_ago),
-            }
-        ]
-    raw = {
-        "metadata": {"name": name, "namespace": "default", "uid": uid, "labels": labels},
-        "spec": {
-            "nodeName": node,
-            "priority": priority,
-            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
-        },
-        "status": status,
-    }
-    return msgspec.convert(raw, Pod)
+        scheduled = [condition("PodScheduled", True, format_time(NOW - started_ago))]
+    raw = raw_pod(
+        name,
+        uid=uid,
+        labels=labels,
+        node=node,
+        priority=priority,
+        containers=[{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+        phase="Running" if node else "Pending",
+        conditions=scheduled,
+    )
+    return build_pod(raw)
 
 
 PREEMPTOR = pod("high-0", "uid-p", queue="team-b", node=None, priority=1000)
@@ -93,13 +89,12 @@ async def app(request: pytest.FixtureRequest) -> AsyncIterator[FastAPI]:
     application = create_app(parse_config({**CONFIG, **extra}), clock=ManualClock(NOW))
     runtime: Runway = application.state.runway
     runtime.cache.replace_pods([PREEMPTOR, YOUNG, OLD])
-    async with application.router.lifespan_context(application):
+    async with started(application):
         yield application
 
 
 async def call(app: FastAPI, method: str, path: str, body: bytes | None = None) -> httpx.Response:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as client:
+    async with asgi_client(app) as client:
         return await client.request(method, path, content=body)
 
 

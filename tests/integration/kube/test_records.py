@@ -4,14 +4,9 @@ through the owner reflector after a restart, dry-run without a cluster."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import msgspec
 import pytest
 
 from app.clock import ManualClock
@@ -19,184 +14,21 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.kube.owners import Discovery, OwnerWatcher
 from app.kube.pods import KubePodWriter
 from app.kube.records import KubeRecordWriter
-from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
 from app.policy.backoff import no_jitter
 from app.policy.workload import workload_of
 from app.state.cache import ClusterCache
 from app.state.records import RecordBook
+from tests.builders import job_obj, pod, pod_obj
+from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
 
 T0 = 1_800_000_000.0
-BATCH = {
-    "kind": "APIResourceList",
-    "groupVersion": "batch/v1",
-    "resources": [
-        {"name": "jobs", "kind": "Job", "namespaced": True},
-        {"name": "jobs/status", "kind": "Job", "namespaced": True},
-    ],
-}
-
-
-def pod_obj(
-    name: str,
-    *,
-    namespace: str = "team",
-    job: str | None = None,
-    node: str | None = None,
-    uid: str | None = None,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """A pod as the API server returns it (owned by Job ``job`` when given)."""
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": namespace,
-        "uid": uid or f"uid-{name}",
-        "resourceVersion": "1",
-        "creationTimestamp": "2027-01-15T08:00:00Z",
-        "labels": labels or {},
-        "annotations": annotations or {},
-    }
-    if job:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": "batch/v1",
-                "kind": "Job",
-                "name": job,
-                "uid": f"uid-job-{job}",
-                "controller": True,
-            }
-        ]
-    return {"metadata": meta, "spec": {"nodeName": node}, "status": {"phase": "Pending"}}
-
-
-def job_obj(
-    name: str, namespace: str = "team", annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
-    """A Job with a big spec runway must not keep."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": f"uid-job-{name}",
-            "resourceVersion": "10",
-            "annotations": {"other.io/x": "y", **(annotations or {})},
-        },
-        "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}},
-    }
-
-
-class _Hang(httpx.AsyncByteStream):
-    """A watch that stays open and sends nothing until the test ends."""
-
-    def __init__(self, stop: asyncio.Event) -> None:
-        self.stop = stop
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        await self.stop.wait()
-        yield b""
-
-    async def aclose(self) -> None:
-        return None
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for k, v in patch.items():
-        if v is None:
-            target.pop(k, None)
-        elif isinstance(v, dict) and isinstance(target.get(k), dict):
-            _merge(target[k], v)
-        else:
-            target[k] = v
-
-
-@dataclass
-class FakeApi:
-    """Jobs and pods with discovery, GET, merge/strategic PATCH (with preconditions), DELETE,
-    and a LIST + hanging WATCH of jobs. ``conflicts`` PATCHes of owners answer 409 first."""
-
-    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
-    rv: int = 100
-    conflicts: int = 0
-    between_conflicts: Any = None
-    requests: list[tuple[str, str, Any]] = field(default_factory=list)
-    stop: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
-
-    def calls(self, method: str, prefix: str = "") -> list[tuple[str, str, Any]]:
-        return [r for r in self.requests if r[0] == method and r[1].startswith(prefix)]
-
-    def _status(self, code: int, reason: str, message: str) -> httpx.Response:
-        return httpx.Response(
-            code, json={"kind": "Status", "code": code, "reason": reason, "message": message}
-        )
-
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, path, body))
-        if path == "/apis/batch/v1":
-            return httpx.Response(200, json=BATCH)
-        parts = path.strip("/").split("/")
-        if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
-            if request.url.params.get("watch") == "true":
-                return httpx.Response(200, stream=_Hang(self.stop))
-            items = list(self.jobs.values())
-            return httpx.Response(
-                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": items}
-            )
-        store, kind = (self.jobs, "jobs") if "jobs" in parts else (self.pods, "pods")
-        i = parts.index(kind)
-        key = f"{parts[i - 1]}/{parts[i + 1]}"
-        obj = store.get(key)
-        if obj is None:
-            return self._status(404, "NotFound", f"{kind} {key} not found")
-        if request.method == "GET":
-            return httpx.Response(200, json=obj)
-        if request.method == "DELETE":
-            pre = (body or {}).get("preconditions", {})
-            if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
-                return self._status(409, "Conflict", "Precondition failed: UID")
-            del store[key]
-            return httpx.Response(200, json=obj)
-        assert request.method == "PATCH"
-        meta = (body or {}).get("metadata", {})
-        if kind == "jobs" and self.conflicts > 0:
-            self.conflicts -= 1
-            if self.between_conflicts:
-                self.between_conflicts(obj)
-            return self._status(409, "Conflict", "the object has been modified")
-        if meta.get("uid") and meta["uid"] != obj["metadata"]["uid"]:
-            return self._status(409, "Conflict", "Precondition failed: UID")
-        if (
-            meta.get("resourceVersion")
-            and meta["resourceVersion"] != obj["metadata"]["resourceVersion"]
-        ):
-            return self._status(409, "Conflict", "the object has been modified")
-        patch = json.loads(json.dumps(body))
-        patch.get("metadata", {}).pop("uid", None)
-        patch.get("metadata", {}).pop("resourceVersion", None)
-        if parts[-1] == "status":  # strategic: conditions merged by type
-            conds = obj.setdefault("status", {}).setdefault("conditions", [])
-            for c in patch["status"]["conditions"]:
-                conds[:] = [x for x in conds if x["type"] != c["type"]] + [c]
-        else:
-            _merge(obj, patch)
-        self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
-        return httpx.Response(200, json=obj)
 
 
 def cache_with(*pods: dict[str, Any]) -> ClusterCache:
     cache = ClusterCache()
-    cache.replace_pods([msgspec.convert(p, Pod) for p in pods])
+    cache.replace_pods([pod(p) for p in pods])
     return cache
 
 

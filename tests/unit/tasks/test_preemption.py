@@ -82,7 +82,7 @@ async def test_failure_clears_nomination_and_opens_the_gate() -> None:
     assert "500 from API" in record.error
     assert ("nominate", P.key, None) in api.calls
     # The gate is open at once (a read sees it open); the gate keeper releases it and removes
-    # the annotation (tests/integration/test_gatekeeper.py).
+    # the annotation (tests/integration/tasks/test_gatekeeper.py).
     entry = gate.get(P.uid)
     assert entry is not None and gate.check(entry, now=0).open
     assert gate.check(entry, now=0).why == "preemption failed"

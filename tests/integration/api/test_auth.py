@@ -21,6 +21,7 @@ from app.kube.access import ClusterAccess
 from app.kube.client import KubeClient
 from app.kube.retry import RetryPolicy
 from app.server import create_app
+from tests.asgi import asgi_client as client
 from tests.reference import wire_cases
 from tests.runway_process import run_runway
 
@@ -53,10 +54,6 @@ def build(auth: dict[str, Any], kube: KubeClient | None = None) -> FastAPI:
     app = create_app(parse_config({"auth": auth}), kube=kube)
     app.include_router(tiny)
     return app
-
-
-def client(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://runway")
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -28,24 +28,11 @@ from app.kube.errors import (
 from app.kube.resources import LEASES, NODES, PODS
 from app.kube.retry import Backoff, RetryPolicy
 from app.model import Pod
+from tests.integration.kube_fake import status
 from tests.integration.kube_helpers import access
 
 BASE = "https://kube.test"
 POD_PATH = "/api/v1/namespaces/ns1/pods/p1"
-
-
-def status(code: int, reason: str, message: str, **details: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "kind": "Status",
-        "apiVersion": "v1",
-        "status": "Failure",
-        "code": code,
-        "reason": reason,
-        "message": message,
-    }
-    if details:
-        body["details"] = details
-    return body
 
 
 POD = {"metadata": {"name": "p1", "namespace": "ns1", "uid": "u1", "resourceVersion": "7"}}

@@ -12,47 +12,8 @@ from hypothesis import strategies as st
 
 from app.config import parse_config
 from app.policy.queues import QueueNode, QueueTree
+from tests.builders import forests, queue_names, tree_of
 from tests.reference import upstream_cases
-
-
-def tree_of(queues: dict[str, dict[str, Any]]) -> QueueTree:
-    """A tree from an upstream case's ``queues`` map (``parent: ""`` = top-level)."""
-    return QueueTree.from_nodes(
-        QueueNode(
-            name=name,
-            parent=q.get("parent") or None,
-            preempt_min_runtime_s=q.get("preemptMinRuntime_s"),
-            reclaim_min_runtime_s=q.get("reclaimMinRuntime_s"),
-        )
-        for name, q in queues.items()
-    )
-
-
-@st.composite
-def forests(draw: st.DrawFn, max_size: int = 12) -> QueueTree:
-    """Random forests: each queue's parent is an earlier queue or none; settings None/0/positive."""
-    n = draw(st.integers(0, max_size))
-    setting = st.one_of(st.none(), st.just(0.0), st.integers(1, 10_000).map(float))
-    nodes = []
-    for i in range(n):
-        parent = draw(st.one_of(st.none(), st.integers(0, i - 1))) if i else None
-        nodes.append(
-            QueueNode(
-                name=f"q{i}",
-                parent=None if parent is None else f"q{parent}",
-                preempt_min_runtime_s=draw(setting),
-                reclaim_min_runtime_s=draw(setting),
-            )
-        )
-    return QueueTree.from_nodes(nodes)
-
-
-def queue_names(tree: QueueTree) -> st.SearchStrategy[str]:
-    """A known queue of ``tree`` or a name the config does not declare."""
-    unknown = st.sampled_from(["default", "ghost", "q99"])
-    known = [n.name for n in tree]
-    return st.one_of(st.sampled_from(known), unknown) if known else unknown
-
 
 PATH_CASES = upstream_cases("kai.queue.hierarchy_path")
 

@@ -1,8 +1,8 @@
 """Min-runtime resolution, protection and the elastic floor, replaying every KAI case.
 
 Each ``kai.*`` case in shared/reference/upstream-cases.json is replayed here, except
-``kai.minruntime.config_parse`` (tests/unit/test_config_queues.py) and
-``kai.queue.hierarchy_path`` (tests/unit/test_queues.py); a guard test fails when the
+``kai.minruntime.config_parse`` (tests/unit/config/test_queues.py) and
+``kai.queue.hierarchy_path`` (tests/unit/policy/test_queues.py); a guard test fails when the
 reference gains a ``kai.*`` feature nobody replays.
 """
 
@@ -37,8 +37,8 @@ from app.policy.minruntime import (
 )
 from app.policy.queues import QueueTree
 from app.policy.workload import DEFAULT_QUEUE
+from tests.builders import forests, queue_names, tree_of
 from tests.reference import REFERENCE, upstream_cases
-from tests.unit.test_queues import forests, queue_names, tree_of
 
 NOW = 1_700_000_000.0
 

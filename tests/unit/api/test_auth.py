@@ -1,5 +1,5 @@
 """The auth guard without HTTP: config rules, modes, static tokens, a fake reviewer, caching.
-The TokenReview/SubjectAccessReview calls themselves: tests/integration/test_kube_reviews.py."""
+The TokenReview/SubjectAccessReview calls themselves: tests/integration/kube/test_reviews.py."""
 
 from __future__ import annotations
 

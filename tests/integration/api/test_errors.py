@@ -7,17 +7,13 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
 from app.api.auth import Access, AuthGuard, Identity, Permission
 from app.config import parse_config
 from app.server import create_app
+from tests.asgi import asgi_client as client
 
 GOOD = "g" * 40
-
-
-def client(app: FastAPI) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://runway")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 from fastapi import FastAPI
 
@@ -16,12 +15,12 @@ from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
-from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
 from app.server import create_app
 from app.wiring import Runway
-from tests.integration.test_records import pod_obj
+from tests.asgi import asgi_client
+from tests.builders import bind, pod, pod_obj, pool_node
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -43,30 +42,15 @@ def build(extra: dict[str, Any] | None = None) -> tuple[FastAPI, Runway, ManualC
 
 
 def add(runtime: Runway, obj: dict[str, Any]) -> Pod:
-    pod = msgspec.convert(obj, Pod)
-    runtime.cache.upsert_pod(pod)
-    return pod
-
-
-def bound(obj: dict[str, Any], at: float, ready: bool = False) -> dict[str, Any]:
-    t = format_time(at)
-    obj["spec"]["nodeName"] = "n1"
-    obj["status"] = {
-        "phase": "Running",
-        "startTime": t,
-        "conditions": [
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
-            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": t},
-        ],
-    }
-    return obj
+    added = pod(obj)
+    runtime.cache.upsert_pod(added)
+    return added
 
 
 @pytest.fixture
 async def setup() -> AsyncIterator[tuple[httpx.AsyncClient, Runway, ManualClock]]:
     app, runtime, clock = build()
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as http:
+    async with asgi_client(app) as http:
         yield http, runtime, clock
 
 
@@ -74,7 +58,7 @@ async def test_workload_view(setup: tuple[httpx.AsyncClient, Runway, ManualClock
     http, runtime, _ = setup
     labels = {"runway.dev/queue": "strict"}
     for i in range(2):
-        add(runtime, bound(pod_obj(f"train-{i}", job="train", labels=labels), T0 - 10))
+        add(runtime, bind(pod_obj(f"train-{i}", job="train", labels=labels), T0 - 10))
     resp = await http.get("/v1/workloads/team/train")
     assert resp.status_code == 200, resp.text
     body = resp.json()
@@ -184,32 +168,29 @@ async def test_filter_applies_strict_fifo_and_anti_flapping(
 async def test_prioritize_scores_failed_pools_low_from_the_record() -> None:
     app, runtime, _ = build()
     for name, pool in (("n1", "a"), ("n2", "b")):
-        node = {"metadata": {"name": name, "labels": {"runway.dev/pool": pool}}}
-        runtime.cache.upsert_node(msgspec.convert(node, Node))
-    pod = pod_obj("solo")
-    key = workload_of(msgspec.convert(pod, Pod))
+        runtime.cache.upsert_node(pool_node(name, pool))
+    solo = pod_obj("solo")
+    key = workload_of(pod(solo))
     await runtime.records.write(
         key, EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, failed_pools=("a",))
     )
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as http:
-        body = {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}
+    async with asgi_client(app) as http:
+        body = {"Pod": solo, "Nodes": None, "NodeNames": ["n1", "n2"]}
         resp = await http.post("/scheduler/prioritize", json=body)
     assert resp.json() == [{"Host": "n1", "Score": 0}, {"Host": "n2", "Score": 10}]
 
 
 async def test_embedded_default_filter_works_from_the_payload_alone() -> None:
     app, runtime, _ = build()
-    transport = httpx.ASGITransport(app=app)
-    pod = pod_obj("lonely", labels={"runway.dev/queue": "strict"})
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as http:
-        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n1"]})
+    lonely = pod_obj("lonely", labels={"runway.dev/queue": "strict"})
+    async with asgi_client(app) as http:
+        body = json.dumps({"Pod": lonely, "Nodes": None, "NodeNames": ["n1"]})
         resp = await http.post(
             "/scheduler/filter", content=body, headers={"Content-Type": "application/json"}
         )
         assert resp.json()["NodeNames"] == ["n1"]
         # a record written in memory (dry-run) is honoured by the next filter
-        key = workload_of(msgspec.convert(pod, Pod))
+        key = workload_of(pod(lonely))
         await runtime.records.write(
             key, EvictionRecord(PREEMPTED, T0, deactivated=True, message="stop")
         )

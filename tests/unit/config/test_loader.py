@@ -112,7 +112,7 @@ def test_configuration_reference_is_up_to_date() -> None:
     """docs/configuration.md is generated from the models: every key with its real default."""
     from app.config.reference import reference
 
-    path = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    path = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
     assert path.read_text() == reference(), (
         "docs/configuration.md is stale: `python -m app config-reference > docs/configuration.md`"
     )

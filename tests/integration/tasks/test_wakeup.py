@@ -10,22 +10,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from app import metrics
 from app.clock import ManualClock
 from app.config import parse_config
-from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
-from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
 from app.server import create_app
 from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
 from app.wiring import Runway
+from tests.asgi import asgi_client
+from tests.builders import bind, job_obj, pod, pod_obj, pool_node
+from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
-from tests.integration.test_records import FakeApi, job_obj, pod_obj
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -54,14 +53,13 @@ class World:
             **({"tick": 60.0} | waker),
         )
         self.api.jobs["ml/train"] = job_obj("train", "ml")
-        node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
-        self.runtime.cache.upsert_node(msgspec.convert(node, type=Node))
+        self.runtime.cache.upsert_node(pool_node("n1", "a"))
 
     def add_pod(self, name: str, **kw: Any) -> dict[str, Any]:
-        pod = pod_obj(name, namespace="ml", **kw)
-        pod["metadata"]["creationTimestamp"] = format_time(self.clock.now())
-        self.api.pods[f"ml/{name}"] = pod
-        return pod
+        obj = pod_obj(name, namespace="ml", **kw)
+        obj["metadata"]["creationTimestamp"] = format_time(self.clock.now())
+        self.api.pods[f"ml/{name}"] = obj
+        return obj
 
     def job_pods(self, n: int = 2) -> None:
         for i in range(n):
@@ -69,25 +67,15 @@ class World:
         self.sync()
 
     def bind(self, name: str, *, ready: bool = False) -> None:
-        now = format_time(self.clock.now())
-        pod = self.api.pods[f"ml/{name}"]
-        pod["spec"]["nodeName"] = "n1"
-        pod["status"] = {
-            "phase": "Running",
-            "startTime": now,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                {"type": "Ready", "status": str(ready), "lastTransitionTime": now},
-            ],
-        }
+        bind(self.api.pods[f"ml/{name}"], self.clock.now(), ready=ready)
         self.sync()
 
     def sync(self) -> None:
         """The pod reflector: the cache holds what the API server holds."""
-        self.runtime.cache.replace_pods([msgspec.convert(p, Pod) for p in self.api.pods.values()])
+        self.runtime.cache.replace_pods([pod(p) for p in self.api.pods.values()])
 
     def key(self, name: str = "train-0") -> Any:
-        return workload_of(msgspec.convert(self.api.pods[f"ml/{name}"], Pod))
+        return workload_of(pod(self.api.pods[f"ml/{name}"]))
 
     async def write(self, record: EvictionRecord, name: str = "train-0") -> None:
         await self.runtime.records.write(self.key(name), record)
@@ -169,8 +157,7 @@ async def test_reactivation_through_rest_wakes_the_pods_at_once(world: World) ->
     assert w.wakes() == []
     generation = w.runtime.requeue.index.generation
 
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=w.app), base_url="http://runway")
-    async with http:
+    async with asgi_client(w.app) as http:
         resp = await http.post(
             "/v1/workloads/ml/train:activate", headers={"Authorization": f"Bearer {TOKEN}"}
         )

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
@@ -14,6 +12,8 @@ from app.model.gate import GateEntry, PodRef
 from app.model.timestamps import format_time
 from app.state.requeue import not_ready_since
 from app.wiring import Runway, build
+from tests.builders import condition, raw_pod
+from tests.builders import pod as build_pod
 
 T0 = 1_800_000_000.0
 
@@ -28,28 +28,24 @@ def pod(
     workload: str = "w",
     uid: str | None = None,
 ) -> Pod:
-    obj: dict[str, Any] = {
-        "metadata": {
-            "name": name,
-            "namespace": "ns",
-            "uid": uid or f"uid-{name}",
-            "labels": {"runway.dev/workload": workload},
-        },
-        "spec": {},
-        "status": {"conditions": []},
-    }
+    conditions: list[dict[str, Any]] = []
+    start = None
     if bound_at is not None:
-        obj["spec"]["nodeName"] = "n1"
-        obj["status"]["startTime"] = format_time(started if started is not None else bound_at)
-        obj["status"]["conditions"].append(
-            {"type": "PodScheduled", "status": "True", "lastTransitionTime": format_time(bound_at)}
-        )
+        start = format_time(started if started is not None else bound_at)
+        conditions.append(condition("PodScheduled", True, format_time(bound_at)))
     if ready is not None:
         t = format_time(ready_at if ready_at is not None else bound_at or T0)
-        obj["status"]["conditions"].append(
-            {"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": t}
-        )
-    return msgspec.convert(obj, Pod)
+        conditions.append(condition("Ready", ready, t))
+    obj = raw_pod(
+        name,
+        namespace="ns",
+        uid=uid,
+        labels={"runway.dev/workload": workload},
+        node="n1" if bound_at is not None else None,
+        start_time=start,
+        conditions=conditions,
+    )
+    return build_pod(obj)
 
 
 def runtime(config: dict[str, Any] | None = None) -> Runway:
@@ -94,7 +90,7 @@ def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
     facts = rt.requeue.filter_input(preemptor, T0 + 1)
     assert facts.gate == hold and facts.workload == "ns/p" and not facts.admitted
     # At the bound the gate opens; reading never writes: the entry stays until the gate
-    # keeper releases it (tests/integration/test_gatekeeper.py), then it is gone for good.
+    # keeper releases it (tests/integration/tasks/test_gatekeeper.py), then it is gone for good.
     assert rt.requeue.gate_hold(preemptor, T0 + 30) is None
     assert rt.gate.get("uid-p") is not None
     rt.gate.release("uid-p")

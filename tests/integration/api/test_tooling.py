@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from app.config import RunwayConfig, parse_config
 from app.server import create_app
+from tests.asgi import asgi_client
 
 CONFIG: dict[str, Any] = {
     "queues": [
@@ -41,8 +43,7 @@ def config() -> RunwayConfig:
 
 @pytest.fixture
 async def client(config: RunwayConfig) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_app(config))
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as c:
+    async with asgi_client(create_app(config)) as c:
         yield c
 
 
@@ -189,9 +190,8 @@ async def test_queues_with_a_pool(client: httpx.AsyncClient) -> None:
     assert a["effectiveReclaimMinRuntimeSeconds"] == 3600.0
 
 
-async def test_embedded_default_has_no_queues() -> None:
-    transport = httpx.ASGITransport(app=create_app())
-    async with httpx.AsyncClient(transport=transport, base_url="http://runway") as c:
+async def test_embedded_default_has_no_queues(asgi: Callable[[FastAPI], httpx.AsyncClient]) -> None:
+    async with asgi(create_app()) as c:
         assert (await c.get("/v1/queues")).json()["queues"] == []
         resp = await c.get("/v1/resolve", params={"preemptorQueue": "a", "victimQueue": "b"})
         assert resp.json() == {

@@ -11,21 +11,20 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import msgspec
 import pytest
 
 from app.api.extender import handle_filter
 from app.clock import ManualClock
 from app.config import parse_config
-from app.model import Pod
-from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.backoff import no_jitter
 from app.server import create_app
 from app.tasks.podsready import PodsReadyEvictor
 from app.wiring import Runway
+from tests.asgi import asgi_client
+from tests.builders import bind, job_obj, pod, pod_obj, pool_node
+from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
-from tests.integration.test_records import FakeApi, job_obj, pod_obj
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -51,8 +50,7 @@ class World:
         self.evictor = self.make_evictor(tick=0.05)
         self.generation = 0
         self.api.jobs["ml/train"] = job_obj("train", "ml")
-        node = {"metadata": {"name": "n1", "labels": {"runway.dev/pool": "a"}}}
-        self.runtime.cache.upsert_node(msgspec.convert(node, type=Node))
+        self.runtime.cache.upsert_node(pool_node("n1", "a"))
 
     def make_evictor(self, **options: Any) -> PodsReadyEvictor:
         rt = self.runtime
@@ -71,35 +69,26 @@ class World:
         """The Job controller: two pending pods (new UIDs each generation)."""
         self.generation += 1
         for i in range(2):
-            pod = pod_obj(
+            obj = pod_obj(
                 f"train-{i}", namespace="ml", job="train", uid=f"uid-{self.generation}-{i}"
             )
-            pod["metadata"]["creationTimestamp"] = format_time(self.clock.now())
-            self.api.pods[f"ml/train-{i}"] = pod
+            obj["metadata"]["creationTimestamp"] = format_time(self.clock.now())
+            self.api.pods[f"ml/train-{i}"] = obj
         self.sync()
 
     def bind(self) -> None:
         """kube-scheduler + kubelet: bound now, running, never Ready."""
-        now = format_time(self.clock.now())
-        for pod in self.api.pods.values():
-            pod["spec"]["nodeName"] = "n1"
-            pod["status"] = {
-                "phase": "Running",
-                "startTime": now,
-                "conditions": [
-                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": now},
-                    {"type": "Ready", "status": "False", "lastTransitionTime": now},
-                ],
-            }
+        for obj in self.api.pods.values():
+            bind(obj, self.clock.now())
         self.sync()
 
     def sync(self) -> None:
         """The pod reflector: the cache holds what the API server holds."""
-        self.runtime.cache.replace_pods([msgspec.convert(p, Pod) for p in self.api.pods.values()])
+        self.runtime.cache.replace_pods([pod(p) for p in self.api.pods.values()])
 
     def filter(self) -> dict[str, Any]:
-        pod = self.api.pods.get("ml/train-0") or pod_obj("train-0", namespace="ml", job="train")
-        body = json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}).encode()
+        obj = self.api.pods.get("ml/train-0") or pod_obj("train-0", namespace="ml", job="train")
+        body = json.dumps({"Pod": obj, "Nodes": None, "NodeNames": ["n1", "n2"]}).encode()
         result: dict[str, Any] = json.loads(handle_filter(self.runtime.api_context(), body))
         return result
 
@@ -187,8 +176,7 @@ async def test_timeout_backoff_second_eviction_deactivation_and_activation(world
     assert "RequeuingLimitExceeded" in held["FailedAndUnresolvableNodes"]["n2"]
 
     # reactivation needs a token, then resets count and backoff
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=w.app), base_url="http://runway")
-    async with http:
+    async with asgi_client(w.app) as http:
         url = "/v1/workloads/ml/train:activate"
         assert (await http.post(url)).status_code == 401
         resp = await http.post(url, headers={"Authorization": f"Bearer {TOKEN}"})

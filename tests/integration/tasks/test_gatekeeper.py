@@ -3,10 +3,6 @@ and held gates open as the cache sees the victims go."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
-
 from app.clock import ManualClock
 from app.config import RunwayConfig
 from app.model import Pod
@@ -14,6 +10,8 @@ from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, encode_entry
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.preemption import PreemptionExecutor
 from app.wiring import Runway, build
+from tests.builders import pod as build_pod
+from tests.builders import raw_pod
 from tests.preemption_fakes import FakeApi
 
 NOW = 1_800_000_000.0
@@ -22,16 +20,10 @@ V = (PodRef("uid-a", "ns", "a"), PodRef("uid-b", "ns", "b"))
 
 
 def pod(ref: PodRef, annotations: dict[str, str] | None = None, node: str | None = "n1") -> Pod:
-    raw: dict[str, Any] = {
-        "metadata": {
-            "name": ref.name,
-            "namespace": ref.namespace,
-            "uid": ref.uid,
-            "annotations": annotations or {},
-        },
-        "spec": {"nodeName": node},
-    }
-    return msgspec.convert(raw, Pod)
+    raw = raw_pod(
+        ref.name, namespace=ref.namespace, uid=ref.uid, annotations=annotations or {}, node=node
+    )
+    return build_pod(raw)
 
 
 def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.model import ObjectMeta, OwnerReference, Pod, PodCondition, PodSpec, PodStatus
-from app.model.node import Node, NodeMeta, NodeStatus
+from app.model import Pod
+from app.model.node import Node
 from app.model.timestamps import parse_time
 from app.policy.workload import WorkloadKey
 from app.state.cache import CacheEvent, ClusterCache
+from tests.builders import condition, raw_pod
+from tests.builders import node as build_node
+from tests.builders import pod as build_pod
 
 
 def pod(
@@ -25,27 +28,27 @@ def pod(
 ) -> Pod:
     conditions = []
     if bound_at:
-        conditions.append(PodCondition("PodScheduled", "True", bound_at))
+        conditions.append(condition("PodScheduled", True, bound_at))
     if ready:
-        conditions.append(PodCondition("Ready", "True", bound_at))
-    owners = [OwnerReference("batch/v1", "Job", job, f"job-{job}", True)] if job else None
-    return Pod(
-        metadata=ObjectMeta(
-            name=name,
-            namespace="ns",
-            uid=uid or f"u-{name}",
-            resourceVersion=rv,
-            labels=labels,
-            annotations=annotations,
-            ownerReferences=owners,
-        ),
-        spec=PodSpec(nodeName=node),
-        status=PodStatus(phase="Running" if node else "Pending", conditions=conditions or None),
+        conditions.append(condition("Ready", True, bound_at))
+    raw = raw_pod(
+        name,
+        namespace="ns",
+        uid=uid or f"u-{name}",
+        resource_version=rv,
+        labels=labels,
+        annotations=annotations,
+        job=job,
+        job_uid=f"job-{job}",
+        node=node,
+        phase="Running" if node else "Pending",
+        conditions=conditions or None,
     )
+    return build_pod(raw)
 
 
 def node(name: str, **labels: str) -> Node:
-    return Node(NodeMeta(name=name, labels=labels), status=NodeStatus(allocatable={"cpu": "8"}))
+    return build_node(name, labels=labels, allocatable={"cpu": "8"})
 
 
 def test_indexes_follow_updates_and_deletes() -> None:
