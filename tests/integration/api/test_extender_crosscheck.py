@@ -18,8 +18,8 @@ from app.config import parse_config
 from app.model import Node, Pod
 from app.server import create_app
 from app.wiring import Runway
+from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client
-from tests.integration.test_records import FakeApi
 
 NOW = 1_800_000_000.0
 
