@@ -58,7 +58,7 @@ def stack(
                     {"name": "team-c", "parent": "org", "reclaimMinRuntime": "1h"},
                 ],
                 "kubernetes": {"leaderElection": {"enable": False}},
-                "preemption": {"gateTimeout": "60s"},
+                "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
                 "logging": {"level": "info"},
             }
         )
