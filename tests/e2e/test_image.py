@@ -23,6 +23,7 @@ import datetime
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import uuid
@@ -99,7 +100,17 @@ def image() -> Iterator[str]:
     tag = f"localhost/runway-test:{uuid.uuid4().hex[:10]}"
     started = time.monotonic()
     build = subprocess.run(
-        ["bash", str(CONTAINER_SH), "build", str(ROOT), tag, "--format", "docker"],
+        # --layers=false: no intermediate images left behind (vfs storage copies every layer).
+        [
+            "bash",
+            str(CONTAINER_SH),
+            "build",
+            str(ROOT),
+            tag,
+            "--format",
+            "docker",
+            "--layers=false",
+        ],
         capture_output=True,
         text=True,
         timeout=1200,
@@ -136,6 +147,16 @@ class Container:
         done = podman("logs", self.name, check=False)
         return done.stdout + done.stderr
 
+    def wait_healthy(self, **client: Any) -> None:
+        """Poll ``/healthz`` (httpx options ``client``); fail at once if the container exits."""
+
+        def up() -> bool:
+            if self.state()[0] != "running":
+                raise RuntimeError(f"container {self.name} exited: {self.state()}")
+            return httpx.get(f"{self.url}/healthz", timeout=2, **client).status_code == 200
+
+        poll(up, within=60, what=f"runway in container {self.name} healthy")
+
     def healthcheck(self) -> bool:
         """``podman healthcheck run``: the image's HEALTHCHECK, run now."""
         return podman("healthcheck", "run", self.name, check=False).returncode == 0
@@ -169,10 +190,6 @@ def serve_args(port: int, *extra: str) -> tuple[str, ...]:
     return ("python", "-m", "app", "serve", "--host", "127.0.0.1", "--port", str(port), *extra)
 
 
-def healthy(url: str, **client: Any) -> bool:
-    return httpx.get(f"{url}/healthz", timeout=2, **client).status_code == 200
-
-
 # --- the image serving on its own -------------------------------------------------------------
 
 
@@ -181,7 +198,7 @@ def serving(image: str) -> Iterator[Container]:
     """The image on the embedded default config (no cluster), on a free port."""
     port = free_port()
     with run_container(image, *serve_args(port), port=port) as container:
-        poll(lambda: healthy(container.url), within=60, what="runway in the container healthy")
+        container.wait_healthy()
         yield container
 
 
@@ -245,7 +262,7 @@ def test_virtualenv_holds_only_what_runs(serving: Container) -> None:
 def test_sigterm_is_a_clean_exit_within_the_grace_period(image: str) -> None:
     port = free_port()
     with run_container(image, *serve_args(port), port=port) as container:
-        poll(lambda: healthy(container.url), within=60, what="runway in the container healthy")
+        container.wait_healthy()
         sent = time.monotonic()
         podman("kill", "--signal", "TERM", container.name)
         _, code = poll(
@@ -289,7 +306,7 @@ def test_healthcheck_follows_port_and_config(
         port=port,
         mounts={config: "/etc/runway/config.yaml"},
     ) as container:
-        poll(lambda: healthy(container.url), within=60, what="runway on server.port healthy")
+        container.wait_healthy()
         assert container.healthcheck(), "HEALTHCHECK on the config file's server.port"
 
 
@@ -323,23 +340,33 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert_file, key_file
 
 
-def test_healthcheck_over_https(image: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("client_cert", [False, True], ids=["https-flags", "mutual-tls-config"])
+def test_healthcheck_over_https(image: str, tmp_path: Path, client_cert: bool) -> None:
     cert_file, key_file = self_signed(tmp_path)
+    cert, key = "/etc/runway/tls/tls.crt", "/etc/runway/tls/tls.key"
+    if client_cert:
+        # TLS from the config file alone, and mutual: the healthcheck has no client certificate,
+        # so it checks that the port accepts connections (as the chart's probes do then).
+        tls = {"certFile": cert, "keyFile": key, "clientCAFile": cert, "requireClientCert": True}
+        config, flags = {"server": {"tls": tls}}, ()
+    else:
+        config, flags = {}, ("--tls-cert-file", cert, "--tls-key-file", key)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    config_file.chmod(0o644)
     port = free_port()
-    tls = (
-        "--tls-cert-file",
-        "/etc/runway/tls/tls.crt",
-        "--tls-key-file",
-        "/etc/runway/tls/tls.key",
-    )
     with run_container(
         image,
-        *serve_args(port, *tls),
+        *serve_args(port, "--config", "/etc/runway/config.yaml", *flags),
         port=port,
         scheme="https",
-        mounts={cert_file: "/etc/runway/tls/tls.crt", key_file: "/etc/runway/tls/tls.key"},
+        mounts={cert_file: cert, key_file: key, config_file: "/etc/runway/config.yaml"},
     ) as container:
-        poll(lambda: healthy(container.url, verify=False), within=60, what="HTTPS runway healthy")
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        context.load_cert_chain(cert_file, key_file)  # self-signed: its own client CA
+        container.wait_healthy(verify=context)
         assert container.healthcheck(), "HEALTHCHECK over HTTPS"
 
 
@@ -366,6 +393,7 @@ def test_kube_scheduler_schedules_a_pod_through_the_image(
     with run_container(image, *command, port=port, mounts=mounts) as container:
         rw = httpx.Client(base_url=container.url, timeout=10)
         with rw:
+            container.wait_healthy()
             poll(
                 lambda: rw.get("/readyz").status_code == 200,
                 within=60,
