@@ -344,6 +344,8 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 def test_healthcheck_over_https(image: str, tmp_path: Path, client_cert: bool) -> None:
     cert_file, key_file = self_signed(tmp_path)
     cert, key = "/etc/runway/tls/tls.crt", "/etc/runway/tls/tls.key"
+    config: dict[str, Any]
+    flags: tuple[str, ...]
     if client_cert:
         # TLS from the config file alone, and mutual: the healthcheck has no client certificate,
         # so it checks that the port accepts connections (as the chart's probes do then).
