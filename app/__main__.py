@@ -112,9 +112,19 @@ def _config_reference(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("runway")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"runway {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the extender (embedded default without --config)")

@@ -1,7 +1,6 @@
 """The Dockerfile: hadolint-clean, multi-stage, non-root, and consistent with the Helm chart.
 
-There is no Docker engine on the development machines or in CI, so the image is not built
-here; these checks read the file.
+These checks read the file; tests/e2e/test_image.py builds the image with podman and runs it.
 """
 
 from __future__ import annotations

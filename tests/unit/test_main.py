@@ -28,6 +28,14 @@ def test_openapi_command_prints_the_document() -> None:
     assert json.loads(result.stdout)["info"]["title"] == "runway"
 
 
+def test_version_names_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout == f"runway {version('runway')}\n"
+
+
 def test_usage_without_a_command() -> None:
     result = run()
     assert result.returncode == 2
