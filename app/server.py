@@ -55,14 +55,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runway.start()
         settle_heap()
-        log.info(
-            "runway started",
-            version=package.__version__,
-            url_prefix=config.server.url_prefix,
-            max_body_bytes=config.server.max_body_bytes,
-            mode="embedded default (no cluster)" if kube is None else "cluster",
-            preemption="async" if config.preemption.async_ else "sync",
-        )
+        # "runway started" (with the URL) is logged by `serve` once the port is bound.
         yield
         await runway.stop()
         log.info("runway stopped")

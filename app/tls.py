@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 from app.config import ConfigError
 from app.config.security import TLSConfig
 from app.logs import get_logger

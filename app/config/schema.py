@@ -48,7 +48,7 @@ def _is_duration(prop: dict[str, Any]) -> bool:
 
 def _patch_section(model: type[BaseModel], schema: dict[str, Any]) -> None:
     props: dict[str, Any] = schema.get("properties", {})
-    for key, prop in props.items():
+    for prop in props.values():
         default = prop.get("default")
         if _is_duration(prop) and isinstance(default, int | float):
             prop["default"] = format_duration(float(default))
@@ -88,11 +88,11 @@ def config_schema() -> dict[str, Any]:
     raw = RunwayConfig.model_json_schema(by_alias=True, mode="validation")
     defs: dict[str, Any] = raw.pop("$defs", {})
     sections = _sections()
-    for name, schema in defs.items():
-        _patch_section(sections[name], schema)
+    for name, section in defs.items():
+        _patch_section(sections[name], section)
     _patch_section(RunwayConfig, raw)
-    schema: dict[str, Any] = _inline(raw, defs)
-    return schema
+    inlined: dict[str, Any] = _inline(raw, defs)
+    return inlined
 
 
 def chart_config_schema() -> dict[str, Any]:

@@ -83,7 +83,9 @@ def test_errors_name_file_line_field_value_and_hint(
 def test_errors_come_in_file_order(tmp_path: Path) -> None:
     file = tmp_path / "runway.yaml"
     file.write_text("waitForPodReady: {}\nserver:\n  port: 0\n")
-    lines = str(pytest.raises(ConfigError, load_config, file).value).splitlines()[1:]
+    with pytest.raises(ConfigError) as err:
+        load_config(file)
+    lines = str(err.value).splitlines()[1:]
     assert [line.split(": ")[0].rsplit(":", 1)[1] for line in lines] == ["1", "3"]
 
 
