@@ -11,11 +11,11 @@ import pytest
 import respx
 from kubernetes.client import Configuration
 
-from app.model.auth import Access, Identity, Permission, ReviewUnavailable
 from app.kube.access import ClusterAccess
 from app.kube.client import KubeClient
 from app.kube.retry import RetryPolicy
 from app.kube.reviews import KubeReviewer
+from app.model.auth import Access, Identity, Permission, ReviewUnavailable
 
 KUBE = "https://kube.test"
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
