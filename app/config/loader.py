@@ -77,12 +77,13 @@ def _inner(annotation: Any, part: int | str) -> Any:
     return None
 
 
-def _model(annotation: Any) -> type[BaseModel] | None:
+def section_type(annotation: Any) -> type[BaseModel] | None:
+    """The section model a field type holds (``X``, ``X | None``), else None."""
     origin = get_origin(annotation)
     if origin is typing.Annotated:
-        return _model(get_args(annotation)[0])
+        return section_type(get_args(annotation)[0])
     if origin in (Union, types.UnionType):
-        models = [m for m in map(_model, get_args(annotation)) if m is not None]
+        models = [m for m in map(section_type, get_args(annotation)) if m is not None]
         return models[0] if len(models) == 1 else None
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
@@ -93,7 +94,7 @@ def section_at(loc: Loc) -> type[BaseModel] | None:
     """The config section a field path lands in (``("queues", 2)`` → ``QueueConfig``)."""
     current: Any = RunwayConfig
     for part in loc:
-        model = _model(current)
+        model = section_type(current)
         if model is not None and isinstance(part, str):
             name = field_keys(model).get(part)
             if name is None:
@@ -103,7 +104,7 @@ def section_at(loc: Loc) -> type[BaseModel] | None:
             current = _inner(current, part)
             if current is None:
                 return None
-    return _model(current)
+    return section_type(current)
 
 
 def did_you_mean(loc: Loc) -> str:
