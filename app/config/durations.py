@@ -30,6 +30,14 @@ _UNITS = {
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w)")
 
 
+def _bare_number_hint(value: float) -> str:
+    text = f"{value:g}"
+    return (
+        f'a duration needs a unit, as Kueue and KAI write them: write "{text}s" for {text} '
+        'seconds (or "5m", "1h30m")'
+    )
+
+
 def parse_duration(text: str) -> float:
     """Parse a Go-style duration into seconds; raises ``ValueError`` naming the bad input.
 
@@ -46,6 +54,8 @@ def parse_duration(text: str) -> float:
     pos, total = 0, 0.0
     while pos < len(body):
         m = _PART.match(body, pos)
+        if not m and re.fullmatch(r"\d+(\.\d*)?|\.\d+", body):
+            raise ValueError(f"invalid duration {text!r}: {_bare_number_hint(float(body))}")
         if not m:
             raise ValueError(
                 f"invalid duration {text!r}: expected <number><unit> with unit one of "
@@ -69,14 +79,6 @@ def format_duration(seconds: float) -> str:
     if rest or not out:
         out.append(f"{rest:g}s")
     return "".join(out)
-
-
-def _bare_number_hint(value: float) -> str:
-    text = f"{value:g}"
-    return (
-        f'a duration needs a unit, as Kueue and KAI write them: write "{text}s" for {text} '
-        'seconds (or "5m", "1h30m")'
-    )
 
 
 def _coerce(value: Any, info: ValidationInfo) -> float:

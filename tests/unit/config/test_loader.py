@@ -29,6 +29,12 @@ from app.config.model import RunwayConfig
             'Kueue and KAI write them: write "0s" for 0 seconds (or "5m", "1h30m") (got 0)',
         ),
         (
+            "preemption:\n  gateTimeout: '300'\n",
+            "runway.yaml:2: preemption.gateTimeout: invalid duration '300': a duration needs a "
+            'unit, as Kueue and KAI write them: write "300s" for 300 seconds (or "5m", "1h30m") '
+            "(got '300')",
+        ),
+        (
             "waitForPodReady:\n  timeout: 5m\n",
             "runway.yaml:1: waitForPodReady: unknown field; did you mean 'waitForPodsReady'?",
         ),
