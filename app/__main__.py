@@ -7,21 +7,32 @@ import json
 import random
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from app.config import ConfigError, load_config
+from app.config import ConfigError, ConfigUnreadable, load_config, with_overrides
+
+
+def serve_overrides(ns: argparse.Namespace) -> dict[str, Any]:
+    """The ``serve`` flags as config overrides (nested, camelCase like the file)."""
+
+    def given(*pairs: tuple[str, Any]) -> dict[str, Any]:
+        return {key: value for key, value in pairs if value is not None}
+
+    tls = given(("certFile", ns.tls_cert_file or None), ("keyFile", ns.tls_key_file or None))
+    server = given(("host", ns.host), ("port", ns.port)) | ({"tls": tls} if tls else {})
+    logging = given(("level", ns.log_level), ("format", ns.log_format))
+    return {k: v for k, v in (("server", server), ("logging", logging)) if v}
 
 
 def _serve(ns: argparse.Namespace) -> int:
-    from app.logs import configure_logging
+    import app as package
+    from app.logs import configure_logging, get_logger
     from app.server import create_app
-    from app.tls import ReloadingTLS, serve_uvicorn, tls_with_flags
+    from app.tls import ReloadingTLS, serve_uvicorn
 
-    config = load_config(ns.config)
-    server = config.server.model_copy(
-        update={k: v for k, v in (("host", ns.host), ("port", ns.port)) if v is not None}
-        | {"tls": tls_with_flags(config.server.tls, ns.tls_cert_file, ns.tls_key_file)}
-    )
-    config = config.model_copy(update={"server": server})
+    # Flags go through the same model as the file: `--port 99999` is an error, not a bind.
+    config = with_overrides(load_config(ns.config), serve_overrides(ns))
+    server = config.server
     configure_logging(config.logging)
     # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled); the
     # certificate is re-read when its files change (docs/security.md).
@@ -29,18 +40,61 @@ def _serve(ns: argparse.Namespace) -> int:
     from app.kube.client import connect
 
     kube = connect(config.kubernetes, kubeconfig=ns.kubeconfig)
-    started = serve_uvicorn(
+    log = get_logger("server")
+
+    def started(url: str) -> None:
+        log.info(
+            "runway started",
+            url=url,
+            version=package.__version__,
+            url_prefix=server.url_prefix,
+            max_body_bytes=server.max_body_bytes,
+            mode="embedded default (no cluster)" if kube is None else "cluster",
+            preemption="async" if config.preemption.async_ else "sync",
+        )
+
+    ok = serve_uvicorn(
         create_app(config, kube=kube),
         tls,
+        on_started=started,
         host=server.host,
         port=server.port,
         workers=1,
-        log_level="warning",
+        # uvicorn's records go through runway's structlog handler (app/logs.py), its own
+        # text handlers are not installed; its info lines repeat "runway started".
+        log_config=None,
+        log_level="error" if config.logging.level == "error" else "warning",
         access_log=False,
         # Fail the header read quickly but never cut a 50 MB NodeList body short.
         timeout_keep_alive=30,
     )
-    return 0 if started else 3
+    return 0 if ok else 3
+
+
+def _check_config(ns: argparse.Namespace) -> int:
+    """0: valid; 1: invalid (every problem printed); 2: unreadable (or a usage error)."""
+    try:
+        config = load_config(ns.file)
+    except ConfigUnreadable as exc:
+        print(f"runway: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(f"runway: {exc}", file=sys.stderr)
+        return 1
+    wait = config.wait_for_pods_ready
+    state = "on" if wait.enable else "off"
+    print(f"{ns.file}: valid (waitForPodsReady {state}, {len(config.queues)} queues)")
+    return 0
+
+
+def _config_schema(ns: argparse.Namespace) -> int:
+    from app.config.schema import config_schema, write_values_schema
+
+    if ns.chart:
+        write_values_schema(ns.chart)
+    else:
+        sys.stdout.write(json.dumps(config_schema(), indent=2, ensure_ascii=False) + "\n")
+    return 0
 
 
 def _openapi(ns: argparse.Namespace) -> int:
@@ -136,11 +190,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--tls-key-file", help="private key of --tls-cert-file (server.tls.keyFile)")
     serve.add_argument(
+        "--log-level", help="debug, info, warning or error (default info, or logging.level)"
+    )
+    serve.add_argument(
+        "--log-format", help="text or json: one JSON object per line (or logging.format)"
+    )
+    serve.add_argument(
         "--kubeconfig",
         help="kubeconfig of the cluster (default: kubernetes.kubeconfig, else $KUBECONFIG, else "
         "the in-cluster service account, else no cluster: API calls are logged as dry-run)",
     )
     serve.set_defaults(func=_serve)
+
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file without starting (exit 0 valid, 1 invalid, 2 unreadable)",
+        description="Validate FILE as `serve --config FILE` would, without starting. Exit "
+        "status: 0 valid; 1 invalid, every problem printed on stderr as FILE:LINE: field.path: "
+        "what is wrong (got VALUE); 2 the file cannot be read, or a usage error.",
+    )
+    check.add_argument("file", metavar="FILE", help="the YAML config file")
+    check.set_defaults(func=_check_config)
+
+    schema = sub.add_parser(
+        "config-schema",
+        help="print the config file's JSON schema (the chart's values.schema.json `config`)",
+    )
+    schema.add_argument(
+        "--chart",
+        metavar="VALUES_SCHEMA",
+        help="write it under properties.config of this file instead "
+        "(helm/runway/values.schema.json)",
+    )
+    schema.set_defaults(func=_config_schema)
 
     ref = sub.add_parser(
         "config-reference", help="print every config key with its default (docs/configuration.md)"

@@ -1,4 +1,11 @@
-"""Structured logging with structlog: human-readable text or one JSON object per line."""
+"""Structured logging with structlog: human-readable text or one JSON object per line.
+
+Every line goes through structlog's processors, stdlib loggers' too (uvicorn's, the
+``kubernetes`` package's, Python warnings): their records are rendered by a
+``structlog.stdlib.ProcessorFormatter`` on the root handler, so in JSON mode a log pipeline never
+meets a plain-text line. uvicorn must then be started with ``log_config=None`` (it would install
+its own text handlers otherwise).
+"""
 
 from __future__ import annotations
 
@@ -29,19 +36,31 @@ class _Stderr:
         sys.stderr.flush()
 
 
+def _component_from_logger(
+    _logger: object, _method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """A stdlib record's logger name as the ``component`` field runway's own lines carry."""
+    record = event.get("_record")
+    if record is not None:
+        event.setdefault("component", record.name)
+    return event
+
+
 def configure_logging(config: LoggingConfig) -> None:
-    """Route structlog (and stdlib loggers such as uvicorn's) to stderr at the configured level."""
+    """Route structlog and stdlib loggers (uvicorn's...) to stderr at the configured level, all
+    rendered alike (text or JSON)."""
     level = _LEVELS[config.level]
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if config.format == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )
+    timestamper = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            timestamper,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -50,9 +69,30 @@ def configure_logging(config: LoggingConfig) -> None:
         logger_factory=structlog.PrintLoggerFactory(_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=True,
     )
-    logging.basicConfig(
-        level=max(level, logging.INFO), stream=sys.stderr, format="%(message)s", force=True
+    handler = logging.StreamHandler(_Stderr())
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.stdlib.add_log_level,
+                _component_from_logger,
+                timestamper,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
     )
+    root = logging.getLogger()
+    for old in root.handlers[:]:
+        root.removeHandler(old)
+        old.close()
+    root.addHandler(handler)
+    root.setLevel(max(level, logging.INFO))
+    # Python warnings become log records (one JSON line each, not two lines of text).
+    logging.captureWarnings(config.format == "json")
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

@@ -13,7 +13,7 @@ from pydantic.json_schema import models_json_schema
 
 import app as package
 from app import wiring
-from app.api import cache_debug, extender, ops, preemptions, tooling, workloads
+from app.api import cache_debug, config_view, extender, ops, preemptions, tooling, workloads
 from app.api.auth import install_auth
 from app.api.errors import document_errors, install_error_handlers
 from app.api.fastpath import VerbFastPath
@@ -56,14 +56,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runway.start()
         settle_heap()
-        log.info(
-            "runway started",
-            version=package.__version__,
-            url_prefix=config.server.url_prefix,
-            max_body_bytes=config.server.max_body_bytes,
-            mode="embedded default (no cluster)" if kube is None else "cluster",
-            preemption="async" if config.preemption.async_ else "sync",
-        )
+        # "runway started" (with the URL) is logged by `serve` once the port is bound.
         yield
         await runway.stop()
         log.info("runway stopped")
@@ -81,6 +74,7 @@ def create_app(
     app.include_router(ops.router)
     app.include_router(preemptions.router)
     app.include_router(tooling.router)
+    app.include_router(config_view.router)
     app.include_router(workloads.router)
     app.include_router(cache_debug.router)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add

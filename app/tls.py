@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import ValidationError
-
 from app.config import ConfigError
 from app.config.security import TLSConfig
 from app.logs import get_logger
@@ -121,18 +119,6 @@ class ReloadingTLS:
             log.error("TLS reload check failed", error=repr(exc))
 
 
-def tls_with_flags(config: TLSConfig, cert_file: str | None, key_file: str | None) -> TLSConfig:
-    """``server.tls`` with ``serve --tls-cert-file/--tls-key-file`` applied over it."""
-    flags = {k: v for k, v in (("certFile", cert_file), ("keyFile", key_file)) if v}
-    if not flags:
-        return config
-    try:
-        return TLSConfig.model_validate({**config.model_dump(by_alias=True), **flags})
-    except ValidationError as exc:
-        problems = "; ".join(e["msg"] for e in exc.errors())
-        raise ConfigError(f"--tls-cert-file/--tls-key-file with server.tls: {problems}") from None
-
-
 def uvicorn_config(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> Any:
     """A ``uvicorn.Config`` serving ``app``, over HTTPS with ``tls``'s context when given.
 
@@ -150,11 +136,33 @@ def uvicorn_config(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> Any:
     return _Config(app, **kwargs)
 
 
-def serve_uvicorn(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> bool:
-    """Run uvicorn in this process until it is stopped; False when it failed to start."""
+def bound_url(sockets: list[Any], https: bool) -> str:
+    """``http(s)://HOST:PORT`` of the first listening socket (the port really bound)."""
+    host, port = sockets[0].getsockname()[:2]
+    host = f"[{host}]" if ":" in host else host
+    return f"{'https' if https else 'http'}://{host}:{port}"
+
+
+def serve_uvicorn(
+    app: Any,
+    tls: ReloadingTLS | None,
+    on_started: Callable[[str], None] | None = None,
+    **kwargs: Any,
+) -> bool:
+    """Run uvicorn in this process until it is stopped; False when it failed to start.
+
+    ``on_started`` is called with the URL once the port is bound (after the app's startup), the
+    moment a client can connect."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn_config(app, tls, **kwargs))
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started and on_started is not None:
+                listening = [s for server in self.servers for s in server.sockets]
+                on_started(bound_url(listening, tls is not None))
+
+    server = _Server(uvicorn_config(app, tls, **kwargs))
     server.run()
     started: bool = server.started
     return started

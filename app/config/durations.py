@@ -11,7 +11,9 @@ import re
 from datetime import timedelta
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
+from pydantic import BeforeValidator, PlainSerializer, ValidationInfo, WithJsonSchema
+
+from app.config.section import written
 
 _UNITS = {
     "ns": 1e-9,
@@ -26,6 +28,14 @@ _UNITS = {
     "w": 604800.0,
 }
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w)")
+
+
+def _bare_number_hint(value: float) -> str:
+    text = f"{value:g}"
+    return (
+        f'a duration needs a unit, as Kueue and KAI write them: write "{text}s" for {text} '
+        'seconds (or "5m", "1h30m")'
+    )
 
 
 def parse_duration(text: str) -> float:
@@ -44,6 +54,8 @@ def parse_duration(text: str) -> float:
     pos, total = 0, 0.0
     while pos < len(body):
         m = _PART.match(body, pos)
+        if not m and re.fullmatch(r"\d+(\.\d*)?|\.\d+", body):
+            raise ValueError(f"invalid duration {text!r}: {_bare_number_hint(float(body))}")
         if not m:
             raise ValueError(
                 f"invalid duration {text!r}: expected <number><unit> with unit one of "
@@ -69,10 +81,12 @@ def format_duration(seconds: float) -> str:
     return "".join(out)
 
 
-def _coerce(value: Any) -> float:
+def _coerce(value: Any, info: ValidationInfo) -> float:
     if isinstance(value, bool):
         raise ValueError(f'expected a duration string such as "90s", got {value!r}')
     if isinstance(value, int | float):
+        if written(info):
+            raise ValueError(_bare_number_hint(value))
         if value < 0:
             raise ValueError(f"duration {value!r} is negative")
         return float(value)
@@ -83,10 +97,22 @@ def _coerce(value: Any) -> float:
     raise ValueError(f'expected a duration string such as "90s", got {value!r}')
 
 
+# A Go duration (go-str2duration: Go's units plus d and w), or "0"; the schema the Helm chart
+# checks values against uses it too.
+DURATION_PATTERN = r"^([+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w))+|[+]?0)$"
+
 Duration = Annotated[
     float,
     BeforeValidator(_coerce),
     PlainSerializer(format_duration, return_type=str),
-    WithJsonSchema({"type": "string", "examples": ["90s", "10m", "1h30m", "2d", "1w"]}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": DURATION_PATTERN,
+            "examples": ["90s", "10m", "1h30m", "2d", "1w"],
+        }
+    ),
 ]
-"""A duration field in the config: written as a Go duration string, held as seconds."""
+"""A duration field in the config: written as a Go duration string, held as seconds.
+
+Python code may pass seconds (a number); a file may not (``section.WRITTEN``)."""

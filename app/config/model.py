@@ -27,7 +27,9 @@ class ServerConfig(Section):
     """Where and how the HTTP server listens."""
 
     host: str = Field("127.0.0.1", description="Address to bind. Use 0.0.0.0 in a pod.")
-    port: int = Field(8888, ge=1, le=65535, description="TCP port to listen on.")
+    port: int = Field(
+        8888, ge=1, le=65535, description="TCP port to listen on (`serve --port` overrides it)."
+    )
     url_prefix: str = Field(
         "/scheduler",
         pattern=r"^(/[A-Za-z0-9._~-]+)+$",
@@ -51,10 +53,14 @@ class LoggingConfig(Section):
     """Structured logging."""
 
     level: Literal["debug", "info", "warning", "error"] = Field(
-        "info", description="Minimum level. `debug` logs one line per extender call."
+        "info",
+        description="Minimum level. `debug` logs one line per extender call. "
+        "`serve --log-level` overrides it.",
     )
     format: Literal["text", "json"] = Field(
-        "text", description="`json` writes one JSON object per line (for log pipelines)."
+        "text",
+        description="`json` writes one JSON object per line (for log pipelines), uvicorn's "
+        "lines included. `serve --log-format` overrides it.",
     )
 
 

@@ -22,7 +22,8 @@ _HEADER = """# Configuration reference
 Generated from the config models by `python -m app config-reference`; do not edit by hand.
 One YAML file, named by `--config` or `RUNWAY_CONFIG`; every key is optional and an empty file
 (or none) is the embedded default. Unknown keys are errors. Durations are Go-style strings
-(`"90s"`, `"10m"`, `"1h30m"`, `"2d"`, `"1w"`).
+(`"90s"`, `"10m"`, `"1h30m"`, `"2d"`, `"1w"`); a bare number is an error (write `300s`).
+Check a file with `python -m app check-config FILE`; see a running runway's with `GET /v1/config`.
 
 | key | type | default | meaning |
 |---|---|---|---|

@@ -30,10 +30,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationInfo,
+    model_validator,
+)
 
 from app.config.durations import Duration
-from app.config.section import Section
+from app.config.section import Section, written
 
 TimestampName = Literal["Eviction", "Creation"]
 
@@ -101,12 +107,19 @@ class RequeuingStrategyConfig(Section):
 
 
 class WaitForPodsReadyConfig(Section):
-    """``waitForPodsReady``: all-or-nothing timeouts (Kueue KEP-349) and requeue backoff."""
+    """``waitForPodsReady``: all-or-nothing timeouts (Kueue KEP-349) and requeue backoff.
+
+    Two shapes, told apart by ``enable`` (SPEC §5): with ``enable`` (Kueue v1beta1) the fields
+    mean what they say and an unset ``recoveryTimeout`` is off. Without it (Kueue v1beta2) the
+    block's presence enables the feature, ``recoveryTimeout`` defaults to ``timeout`` and ``0s``
+    turns it off. A block written in a file is never silently off.
+    """
 
     enable: bool = Field(
         False,
         description="Evict admitted workloads that do not reach PodsReady (ready + succeeded "
-        "pods >= minAvailable) in time, and apply the requeue backoff.",
+        "pods >= minAvailable) in time, and apply the requeue backoff. Kueue v1beta2 shape: a "
+        "block without `enable` is enabled (its presence enables the feature).",
     )
     timeout: Duration = Field(
         300.0,
@@ -116,8 +129,10 @@ class WaitForPodsReadyConfig(Section):
     )
     recovery_timeout: Duration | None = Field(
         None,
-        description="Time from PodsReady turning false (after it was true) to recovery before "
-        "the workload is evicted. Unset = no recovery timeout.",
+        description="Time from PodsReady turning false (after it was true: a pod failed and "
+        "its replacement is awaited) to recovery before the workload is evicted. With `enable` "
+        "written (v1beta1): unset = no recovery timeout. Without `enable` (v1beta2): unset = "
+        "`timeout`, `0s` = no recovery timeout.",
     )
     block_admission: bool = Field(
         False,
@@ -128,6 +143,25 @@ class WaitForPodsReadyConfig(Section):
         default_factory=RequeuingStrategyConfig,
         description="Queue order and backoff of workloads evicted by PodsReadyTimeout.",
     )
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _kueue_v1beta2(
+        cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo
+    ) -> Self:
+        if not written(info):
+            return handler(data)
+        if data is None:  # Kueue: `waitForPodsReady: null` is off
+            return cls()
+        if not isinstance(data, dict) or "enable" in data:
+            return handler(data)
+        recovery = [data[k] for k in ("recoveryTimeout", "recovery_timeout") if k in data]
+        config = handler({**data, "enable": True})
+        if not recovery or recovery[0] is None:
+            return config.model_copy(update={"recovery_timeout": config.timeout})
+        if config.recovery_timeout == 0:
+            return config.model_copy(update={"recovery_timeout": None})
+        return config
 
 
 class RequeueStrategyConfig(Section):

@@ -27,7 +27,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from app.config.security import TLSConfig
-from app.tls import ReloadingTLS, TLSFilesError, tls_with_flags
+from app.tls import ReloadingTLS, TLSFilesError
 from tests.reference import wire_cases
 from tests.runway_process import run_runway
 
@@ -419,12 +419,12 @@ def test_incomplete_tls_config_is_refused(tls: dict[str, object], message: str) 
 
 
 def test_flags_override_the_config_files() -> None:
-    base = TLSConfig.model_validate(
-        {"certFile": "a.crt", "keyFile": "a.key", "reloadInterval": "1m"}
-    )
-    merged = tls_with_flags(base, "b.crt", None)
+    from app.config import RunwayConfig, with_overrides
+
+    tls = {"certFile": "a.crt", "keyFile": "a.key", "reloadInterval": "1m"}
+    base = RunwayConfig.model_validate({"server": {"tls": tls}})
+    merged = with_overrides(base, {"server": {"tls": {"certFile": "b.crt"}}}).server.tls
     assert (merged.cert_file, merged.key_file, merged.reload_interval) == ("b.crt", "a.key", 60.0)
-    assert tls_with_flags(base, None, None) is base
 
 
 def test_reload_is_throttled_and_survives_bad_files(pki: PKI) -> None:

@@ -51,7 +51,7 @@ def test_empty_file_is_the_default(tmp_path: Path) -> None:
         ({"logging": {"level": "loud"}}, "logging.level: Input should be 'debug'"),
         ({"logging": {"level": "loud"}}, "(got 'loud')"),
         ({"sever": {}}, "sever: unknown field"),
-        ({"server": {"prot": 1}}, "server.prot: unknown field (got 1)"),
+        ({"server": {"prot": 1}}, "server.prot: unknown field; did you mean 'port'? (got 1)"),
     ],
 )
 def test_errors_name_the_field_and_the_value(data: dict[str, object], expected: str) -> None:

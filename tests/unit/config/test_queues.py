@@ -260,7 +260,7 @@ def test_loaded_from_yaml_and_held_by_the_runtime(tmp_path: Path) -> None:
 def test_bad_tree_in_a_file_names_the_file(tmp_path: Path) -> None:
     file = tmp_path / "runway.yaml"
     file.write_text("queues:\n  - name: a\n    parent: b\n")
-    with pytest.raises(ConfigError, match=r"runway\.yaml: queues\[0\]\.parent: queue 'a'"):
+    with pytest.raises(ConfigError, match=r"runway\.yaml:3: queues\[0\]\.parent: queue 'a'"):
         load_config(file)
 
 

@@ -143,7 +143,13 @@ def _wait_config(cfg: dict[str, Any]) -> Any:
         if k in cfg
     }
     return parse_config(
-        {"waitForPodsReady": {"enable": True, "timeout": cfg["timeout_s"], "requeuingStrategy": rs}}
+        {
+            "waitForPodsReady": {
+                "enable": True,
+                "timeout": f"{cfg['timeout_s']}s",
+                "requeuingStrategy": rs,
+            }
+        }
     ).wait_for_pods_ready
 
 

@@ -36,9 +36,9 @@ def config_from(wfpr: dict[str, Any] | None) -> WaitForPodsReadyConfig:
         return parse_config({}).wait_for_pods_ready
     block: dict[str, Any] = {"enable": True}
     if wfpr.get("timeout") is not None:
-        block["timeout"] = wfpr["timeout"]
+        block["timeout"] = f"{wfpr['timeout']}s"  # Kueue's seconds, as a file writes them
     if wfpr.get("recoveryTimeout") is not None:
-        block["recoveryTimeout"] = wfpr["recoveryTimeout"]
+        block["recoveryTimeout"] = f"{wfpr['recoveryTimeout']}s"
     return parse_config({"waitForPodsReady": block}).wait_for_pods_ready
 
 
