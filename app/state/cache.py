@@ -67,6 +67,16 @@ class WorkloadView:
         return sum(1 for p in self.pods if p.spec.nodeName)
 
 
+def _same_index_keys(old: Pod, new: Pod) -> bool:
+    """Whether ``new`` is indexed exactly as ``old`` (node, workload and queue come from these
+    fields only: namespace and name never change for a UID)."""
+    return (
+        old.spec.nodeName == new.spec.nodeName
+        and old.metadata.labels == new.metadata.labels
+        and old.metadata.ownerReferences == new.metadata.ownerReferences
+    )
+
+
 def _add(index: dict[str, set[str]] | dict[WorkloadKey, set[str]], key: object, uid: str) -> None:
     index.setdefault(key, set()).add(uid)  # type: ignore[arg-type]
 
@@ -100,6 +110,7 @@ class ClusterCache:
         self._workloads: dict[WorkloadKey, WorkloadView] = {}
         self._nodes: dict[str, Node] = {}
         self._subscribers: list[Subscriber] = []
+        self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
         self.pods_synced = False
         self.nodes_synced = False
 
@@ -216,11 +227,16 @@ class ClusterCache:
         if old is not None and old == pod:
             return  # a relist hands back what we have: no event
         if self._compactor is not None and not compacted:
-            pod = self._compactor.pod(pod)
-        self._unindex(uid)
+            pod = self._compactor.pod(pod, old)
         self._pods[uid] = pod
-        self._index(uid, pod)
-        metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
+        if old is not None and _same_index_keys(old, pod):
+            # A status or annotation change: the indexes hold; only the workload view is stale.
+            self._workloads.pop(self._indexed[uid][2], None)
+        else:
+            self._unindex(uid)
+            self._index(uid, pod)
+        if old is None:
+            self._pods_gauge.set(len(self._pods))
         self._notify(CacheEvent("pod", "ADDED" if old is None else "MODIFIED", old, pod))
 
     def delete_pod(self, pod: Pod) -> None:
@@ -232,7 +248,7 @@ class ClusterCache:
         if old is None:
             return
         self._unindex(uid)
-        metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
+        self._pods_gauge.set(len(self._pods))
         self._notify(CacheEvent("pod", "DELETED", old, None))
 
     def replace_pods(self, pods: Iterable[Pod], *, compacted: bool = False) -> None:

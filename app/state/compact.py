@@ -61,9 +61,12 @@ class Compactor:
             if k not in drop
         }
 
-    def pod(self, pod: Pod) -> Pod:
-        """An equal pod made of shared parts."""
+    def pod(self, pod: Pod, previous: Pod | None = None) -> Pod:
+        """An equal pod made of shared parts. ``previous``: the cached version of the same pod,
+        whose unchanged parts are reused as they are (most watch events change the status only,
+        so the spec and the labels are not compacted again)."""
         m = pod.metadata
+        pm = previous.metadata if previous is not None else None
         meta = ObjectMeta(
             name=m.name,
             namespace=_intern(m.namespace),
@@ -71,14 +74,22 @@ class Compactor:
             resourceVersion=m.resourceVersion,
             creationTimestamp=self._str(m.creationTimestamp),
             deletionTimestamp=self._str(m.deletionTimestamp),
-            labels=self._map(m.labels),
-            annotations=self._map(m.annotations, DROPPED_ANNOTATIONS),
-            ownerReferences=[self._owner(o) for o in m.ownerReferences]
+            labels=pm.labels if pm is not None and m.labels == pm.labels else self._map(m.labels),
+            annotations=pm.annotations
+            if pm is not None and m.annotations == pm.annotations
+            else self._map(m.annotations, DROPPED_ANNOTATIONS),
+            ownerReferences=pm.ownerReferences
+            if pm is not None and m.ownerReferences == pm.ownerReferences
+            else [self._owner(o) for o in m.ownerReferences]
             if m.ownerReferences
             else m.ownerReferences,
         )
-        s = pod.spec
-        spec = PodSpec(
+        if previous is not None and pod.spec == previous.spec:
+            return Pod(metadata=meta, spec=previous.spec, status=self._status(pod.status))
+        return Pod(metadata=meta, spec=self._spec(pod.spec), status=self._status(pod.status))
+
+    def _spec(self, s: PodSpec) -> PodSpec:
+        return PodSpec(
             nodeName=self._str(s.nodeName),
             priority=s.priority,
             priorityClassName=self._str(s.priorityClassName),
@@ -90,14 +101,14 @@ class Compactor:
             else None,
             overhead=self._map(s.overhead),
         )
-        st = pod.status
-        status = PodStatus(
+
+    def _status(self, st: PodStatus) -> PodStatus:
+        return PodStatus(
             phase=self._str(st.phase),
             nominatedNodeName=self._str(st.nominatedNodeName),
             startTime=self._str(st.startTime),
             conditions=[self._condition(c) for c in st.conditions] if st.conditions else None,
         )
-        return Pod(metadata=meta, spec=spec, status=status)
 
     def _owner(self, ref: OwnerReference) -> OwnerReference:
         shared = self._share(ref)

@@ -157,3 +157,33 @@ def test_nodes() -> None:
         ("MODIFIED", "n1"),
     ]
     assert cache.node("n1").allocatable == {"cpu": "8"}  # type: ignore[union-attr]
+
+
+def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts() -> None:
+    cache = ClusterCache()
+    bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels={"x": "1"})
+    cache.upsert_pod(bound)
+    before = cache.pod("u-a")
+    assert before is not None
+    ready = pod(
+        "a",
+        job="train",
+        node="n1",
+        bound_at="2027-01-01T00:00:00Z",
+        rv="2",
+        ready=True,
+        labels={"x": "1"},
+    )
+    cache.upsert_pod(ready)
+    after = cache.pod("u-a")
+    assert after == ready  # what was stored is the new version, equal to it
+    assert after is not None and after.spec is before.spec  # not compacted again
+    assert after.metadata.labels is before.metadata.labels
+    assert [p.uid for p in cache.pods_on_node("n1")] == ["u-a"]
+    key = WorkloadKey("ns", "train", "owner:Job")
+    view = cache.workload(key)
+    assert view is not None and view.pods_ready  # the workload view was refreshed
+    # A label change does re-index: the pod moves to its new workload.
+    cache.upsert_pod(pod("a", node="n1", rv="3", labels={"runway.dev/workload": "w"}))
+    assert cache.workload(key) is None
+    assert cache.workload(WorkloadKey("ns", "w", "label")) is not None
