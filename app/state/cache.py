@@ -22,6 +22,7 @@ from app.model.node import Node
 from app.policy.workload import (
     QUEUE_LABELS,
     WorkloadKey,
+    members,
     min_available,
     pods_ready,
     queue_of,
@@ -57,9 +58,10 @@ class WorkloadView:
     pods: tuple[Pod, ...]
     min_available: int
     start_time: float | None
-    """When its minAvailable-th pod was bound (SPEC §2); None until admitted."""
+    """What the pods show *now* of its minAvailable-th bind. Not the workload's *started* fact
+    (pod churn moves this one): read the facts through ``RecordBook.life``."""
     pods_ready: bool
-    """Ready + Succeeded pods ≥ minAvailable (SPEC §5)."""
+    """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
 
     @property
     def bound(self) -> int:
@@ -191,7 +193,7 @@ class ClusterCache:
         view = WorkloadView(
             key=key,
             pods=tuple(pods),
-            min_available=min_available(pods),
+            min_available=min_available(members(pods)),
             start_time=start_time(pods),
             pods_ready=pods_ready(pods),
         )

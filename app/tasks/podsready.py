@@ -2,8 +2,8 @@
 
 One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
 every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of
-``timeout`` (since admission) or ``recoveryTimeout`` (since PodsReady went false), and — on the
-leader only — evicts each of them in its own tracked task:
+``timeout`` (since the workload's *admitted* fact: its first bind) or ``recoveryTimeout`` (since
+PodsReady went false), and — on the leader only — evicts each of them in its own tracked task:
 
 1. write the eviction record (reason ``PodsReadyTimeout``, count + 1, requeueAt by the backoff,
    the node pools it failed in; or ``deactivated`` past the limit). The record goes first: if
@@ -138,10 +138,13 @@ class PodsReadyEvictor(Ticker):
         wait = self.tick
         for key in cache.workload_keys():
             view = cache.workload(key)
-            if view is None or view.start_time is None:
+            if view is None:
+                continue
+            admitted = self.view.life(view).life.admitted
+            if admitted is None:
                 continue
             if view.pods_ready:
-                idx.ready_seen[key] = view.start_time
+                idx.ready_seen[key] = admitted
                 continue
             if not leader or not _managed(view):
                 continue
@@ -188,7 +191,7 @@ class PodsReadyEvictor(Ticker):
                 if p.spec.nodeName and (pool := self.cache.node_labels(p.spec.nodeName).get(label))
             }
         )
-        start = view.start_time
+        start = self.view.life(view).life.admitted
 
         def change(current: EvictionRecord | None) -> EvictionRecord | None:
             if (

@@ -63,13 +63,13 @@ def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
     # never ready since it started: the start clock runs, not the recovery clock
-    assert not_ready_since(view) is None
+    assert not_ready_since(view, T0, T0) is None
     # runway saw it PodsReady: the Ready=False transition is when it lost it
-    assert not_ready_since(view, was_ready=True) == T0
+    assert not_ready_since(view, T0, T0, was_ready=True) == T0
     # after a restart: a Ready=False transition well after the pod's start means it flipped
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
     view = rt.cache.workload_of_pod(pod("a"))
-    assert view is not None and not_ready_since(view) == T0 + 30
+    assert view is not None and not_ready_since(view, T0, T0) == T0 + 30
 
 
 def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
@@ -114,7 +114,8 @@ def test_pending_workloads_skip_admitted_ones() -> None:
     rt = runtime()
     rt.cache.upsert_pod(pod("a", workload="run", bound_at=T0))
     rt.cache.upsert_pod(pod("b", workload="half", bound_at=T0))
-    rt.cache.upsert_pod(pod("c", workload="half"))  # a gang half bound is not admitted yet
+    # a gang half bound is admitted (its first bind, SPEC §2): its other pod is not pending
+    rt.cache.upsert_pod(pod("c", workload="half"))
     rt.cache.upsert_pod(pod("d", workload="wait"))
     names = [w.name for w in rt.requeue.pending_workloads("default")]
-    assert sorted(names) == ["ns/half", "ns/wait"]
+    assert sorted(names) == ["ns/wait"]
