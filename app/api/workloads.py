@@ -28,7 +28,7 @@ from app.policy.lifecycle import Source
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import (
     admissible,
-    pending_preemptor_uids,
+    preemptor_anchors,
     queue_head,
     queue_order_key,
 )
@@ -161,12 +161,17 @@ class PendingEntry(CamelModel):
     position: int = Field(description="1 = head of the order.")
     workload: str
     priority: int
-    pending_preemptor: bool = Field(description="Preempted others that are still pending.")
-    order_timestamp: str = Field(description="The queue-order timestamp (by eviction reason).")
+    pending_preemptor: bool = Field(
+        description="Placed just before the pending workloads it preempted."
+    )
+    order_timestamp: str = Field(
+        description="The queue-order timestamp (by eviction reason; a pending preemptor takes "
+        "that of the earliest workload it preempted)."
+    )
     admissible: bool = Field(description="Neither in backoff nor deactivated.")
     key: list[int | float | str] = Field(
-        description="The sort key: [-priority, 0 if pending preemptor else 1, queue-order "
-        "timestamp (unix seconds), name]."
+        description="The sort key: [-priority, queue-order timestamp (unix seconds), 0 if "
+        "placed as a pending preemptor else 1, name]."
     )
 
 
@@ -327,18 +332,18 @@ async def get_pending(request: Request, name: str) -> PendingResponse | JSONResp
     now = ctx.clock.now()
     workloads = ctx.requeue.pending_workloads(name)
     strategy = ctx.requeue.order
-    uids = pending_preemptor_uids(workloads)
+    anchors = preemptor_anchors(workloads, strategy)
     head = queue_head(workloads, strategy, now)
     entries = []
     for i, w in enumerate(workloads, 1):
-        key = queue_order_key(w, strategy, uids)
+        key = queue_order_key(w, strategy, anchors)
         entries.append(
             PendingEntry(
                 position=i,
                 workload=w.name,
                 priority=w.priority,
-                pending_preemptor=key[1] == 0,
-                order_timestamp=format_time(key[2]),
+                pending_preemptor=key[2] == 0,
+                order_timestamp=format_time(key[1]),
                 admissible=admissible(w, now),
                 key=list(key),
             )

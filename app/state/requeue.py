@@ -37,7 +37,7 @@ from app.policy.podsready import (
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
-from app.policy.workload import WorkloadKey, is_ready, queue_of, workload_of
+from app.policy.workload import WorkloadKey, bind_time, is_ready, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
@@ -97,13 +97,11 @@ def not_ready_since(
             if was_ready or (started_at is not None and t - started_at >= FLIP_MARGIN_S):
                 flips.append(t)
                 continue
+        if started is None or pod.status.phase == "Failed":
+            continue
         created = parse_time(pod.metadata.creationTimestamp)
-        if (
-            started is not None
-            and pod.status.phase != "Failed"
-            and created is not None
-            and created > started
-        ):
+        bound = bind_time(pod)
+        if created is not None and created > started and (bound is None or bound > started):
             flips.append(created)  # a replacement: its predecessor failed or was deleted
     return min(flips) if flips else None
 
