@@ -179,3 +179,30 @@ async def test_sync_mode_makes_the_calls_before_answering(app: FastAPI) -> None:
     assert runtime.executor is not None
     assert runtime.executor.in_flight() == []
     assert runtime.executor.recent()[0].result == "success"
+
+
+async def test_embedded_default_never_caps_a_declared_min_available() -> None:
+    # No cache: the payload's 2 victims are all runway sees of a workload declaring 5 pods.
+    application = create_app(parse_config(CONFIG), clock=ManualClock(NOW))
+    victims = []
+    for i in range(2):
+        raw = msgspec.to_builtins(
+            pod(
+                f"el-{i}",
+                f"uid-el-{i}",
+                queue="team-a",
+                node="node-0",
+                priority=100,
+                started_ago=60,
+                workload="elastic",
+            )
+        )
+        raw["metadata"]["annotations"] = {"runway.dev/min-available": "5"}
+        victims.append(raw)
+    body = json.loads(preempt_body())
+    body["NodeNameToMetaVictims"] = None
+    body["NodeNameToVictims"] = {"node-0": {"Pods": victims, "NumPDBViolations": 0}}
+    async with application.router.lifespan_context(application):
+        resp = await call(application, "POST", "/scheduler/preempt", json.dumps(body).encode())
+    assert resp.status_code == 200
+    assert resp.json() == {"NodeNameToMetaVictims": {}}  # protected: neither is evicted
