@@ -141,7 +141,8 @@ class RequeueStrategyConfig(Section):
     pods_ready_timeout: Timestamp | None = Field(
         None,
         description="Queue-order timestamp after a PodsReadyTimeout eviction: `Eviction` or "
-        "`Creation` (the workload's *created* fact). Unset = waitForPodsReady.requeuingStrategy.timestamp, else `Eviction`.",
+        "`Creation` (the workload's *created* fact). Unset = "
+        "waitForPodsReady.requeuingStrategy.timestamp, else `Eviction`.",
     )
     priority_preemption: Timestamp = Field(
         DEFAULT_PREEMPTION_TIMESTAMP,

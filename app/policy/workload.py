@@ -61,6 +61,21 @@ def workload_of(pod: Pod) -> WorkloadKey:
     return WorkloadKey(ns, pod.metadata.name, "pod")
 
 
+UNQUEUED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
+"""Pods of these controllers are not queued workloads: DaemonSet pods and static (mirror) pods
+are never evicted for PodsReady and carry no life facts."""
+
+
+def is_queued(pods: Iterable[Pod]) -> bool:
+    """Whether a workload of ``pods`` is one runway queues (no pod owned by a DaemonSet or a
+    Node)."""
+    for pod in pods:
+        for ref in pod.metadata.ownerReferences or ():
+            if ref.controller and ref.kind in UNQUEUED_OWNER_KINDS:
+                return False
+    return True
+
+
 def declared_min_available(pods: Iterable[Pod]) -> int | None:
     """The ``runway.dev/min-available`` annotation of the first pod that has a valid one."""
     for pod in pods:

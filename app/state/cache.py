@@ -4,8 +4,9 @@ Everything here is synchronous and in memory: the extender verbs read it on the 
 awaiting. Writers are the reflectors (one event at a time, on the event loop), so no locking.
 
 Indexes: pod by UID and by ``namespace/name``; pods by node, by workload (``workload_of``), by
-leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, the start
-time and PodsReady are derived from its pods and memoised until one of them changes.
+leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, minAvailable
+and PodsReady are derived from its pods and memoised until one of them changes (its life facts —
+created, admitted, started — are ``RecordBook.life``'s: they must outlive the pods).
 Subscribers are called after every change (gate opening, PodsReady tracking...).
 """
 
@@ -26,7 +27,6 @@ from app.policy.workload import (
     min_available,
     pods_ready,
     queue_of,
-    start_time,
     workload_of,
 )
 from app.state.compact import Compactor
@@ -57,9 +57,6 @@ class WorkloadView:
     key: WorkloadKey
     pods: tuple[Pod, ...]
     min_available: int
-    start_time: float | None
-    """What the pods show *now* of its minAvailable-th bind. Not the workload's *started* fact
-    (pod churn moves this one): read the facts through ``RecordBook.life``."""
     pods_ready: bool
     """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
 
@@ -194,7 +191,6 @@ class ClusterCache:
             key=key,
             pods=tuple(pods),
             min_available=min_available(members(pods)),
-            start_time=start_time(pods),
             pods_ready=pods_ready(pods),
         )
         self._workloads[key] = view

@@ -79,11 +79,21 @@ def not_ready_since(
     Derived from the pods so that it survives a restart, among the pods since ``admitted``:
     the earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw
     the workload PodsReady; otherwise a transition well after the pod's own start) — failed
-    pods included, they are how a Job loses a pod — else, once the workload has *started*, the
-    creation of a replacement pod (the pod it replaces may be gone already).
+    pods included, they are how a Job loses a pod — else, once the workload has *started* and was
+    PodsReady, the creation of a replacement pod (the pod it replaces may be gone already).
     """
     if view.pods_ready or admitted is None:
         return None
+    # Evidence that the workload was running normally: a member Ready since then.
+    ready_since = [
+        t
+        for p in view.pods
+        if p.metadata.deletionTimestamp is None
+        and (cond := p.condition("Ready")) is not None
+        and cond.status == "True"
+        and (t := parse_time(cond.lastTransitionTime)) is not None
+    ]
+    first_ready = min(ready_since, default=None)
     flips: list[float] = []
     for pod in view.pods:
         if pod.metadata.deletionTimestamp is not None:
@@ -101,8 +111,12 @@ def not_ready_since(
             continue
         created = parse_time(pod.metadata.creationTimestamp)
         bound = bind_time(pod)
-        if created is not None and created > started and (bound is None or bound > started):
-            flips.append(created)  # a replacement: its predecessor failed or was deleted
+        if created is None or created <= started or (bound is not None and bound <= started):
+            continue
+        # A replacement: its predecessor failed or was deleted. PodsReady was lost then, if it
+        # had been reached (runway saw it, or another member has been Ready since before).
+        if was_ready or (first_ready is not None and first_ready < created):
+            flips.append(created)
     return min(flips) if flips else None
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from app.logs import get_logger
 from app.model import Pod
 from app.model.node import Node
-from app.policy.workload import WorkloadKey, workload_of
+from app.policy.workload import WorkloadKey, is_queued, workload_of
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.records import RecordBook
 from app.tasks.loop import Ticker
@@ -88,14 +88,16 @@ class LifeRecorder(Ticker):
         view = self.cache.workload(key)
         if view is None:
             return False  # no pod: nothing to observe (the re-created pods will tell)
+        if not is_queued(view.pods):
+            return False  # DaemonSet and static pods: not queued, no facts to keep
         facts = self.records.life(view)
         if not facts.dirty:
             return False
         try:
             written = await self.records.write_life(key, facts.life)
-        except Exception as exc:  # retried on the next sweep: the facts are still dirty
+        except Exception as exc:  # e.g. RBAC does not allow patching this owner kind
+            # Retried when its pods change again or on the next leader's sweep, not in a loop.
             log.warning("workload facts not written", workload=str(key), error=str(exc))
-            self._dirty.add(key)
             return False
         if written:
             self.written += 1

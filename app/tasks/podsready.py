@@ -35,6 +35,7 @@ from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
+from app.policy.workload import is_queued
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView, live
@@ -42,17 +43,6 @@ from app.tasks.loop import Ticker
 from app.tasks.ports import PodApi
 
 log = get_logger("tasks.podsready")
-
-SKIPPED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
-"""Never evicted: DaemonSet pods and static (mirror) pods are not queued workloads."""
-
-
-def _managed(view: WorkloadView) -> bool:
-    for pod in view.pods:
-        for ref in pod.metadata.ownerReferences or ():
-            if ref.controller and ref.kind in SKIPPED_OWNER_KINDS:
-                return False
-    return True
 
 
 class PodsReadyEvictor(Ticker):
@@ -146,7 +136,7 @@ class PodsReadyEvictor(Ticker):
             if view.pods_ready:
                 idx.ready_seen[key] = admitted
                 continue
-            if not leader or not _managed(view):
+            if not leader or not is_queued(view.pods):
                 continue
             _, check = self.view.evaluate(view, now)
             if check.due and str(key) not in self._in_flight:
