@@ -1,6 +1,10 @@
 """The life recorder (SPEC §2, leader only): persists each workload's facts — created, admitted,
 started — when one first becomes known or a full eviction resets them.
 
+Writes are few: none for a pod that is a workload alone (its own fields are its facts) or for
+DaemonSet and static pods; for the others one patch at the first bind (created and admitted,
+often started too), one when started becomes known later, one on a full eviction.
+
 Readers never need it to be right now: ``RecordBook.life`` applies the same rules
 (``app.policy.lifecycle``) to the persisted facts and the pods it sees. Persisting is what makes
 the facts outlive the pods they were seen on (a replaced pod, a re-created gang, a restart or a
@@ -85,6 +89,8 @@ class LifeRecorder(Ticker):
 
     async def record(self, key: WorkloadKey) -> bool:
         """Persist ``key``'s facts if they differ from what its annotations hold."""
+        if key.source == "pod":
+            return False  # a pod alone: its own creationTimestamp and bind are its facts
         view = self.cache.workload(key)
         if view is None:
             return False  # no pod: nothing to observe (the re-created pods will tell)
@@ -92,6 +98,10 @@ class LifeRecorder(Ticker):
             return False  # DaemonSet and static pods: not queued, no facts to keep
         facts = self.records.life(view)
         if not facts.dirty:
+            return False
+        if facts.persisted.empty and facts.life.admitted is None:
+            # Never admitted: its first pods still show when it was created; written with the
+            # first bind (pods are re-created only after that), which saves a write per workload.
             return False
         try:
             written = await self.records.write_life(key, facts.life)
