@@ -32,6 +32,7 @@ from app.state.preemption import PreemptDecider
 from app.state.records import RecordBook
 from app.state.requeue import RequeueIndex, RequeueView
 from app.tasks.gatekeeper import GateKeeper
+from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
 from app.tasks.ports import PodApi
 from app.tasks.preemption import PreemptionExecutor
@@ -58,6 +59,8 @@ class Runway:
     gatekeeper: GateKeeper
     evictor: PodsReadyEvictor
     waker: RequeueWaker
+    recorder: LifeRecorder
+    """Persists the workloads' life facts (leader only)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
@@ -142,9 +145,12 @@ class Runway:
         self.evictor.start()
         # Holds that end (backoff, reactivation, preemptor bound...) wake the pods (leader only).
         self.waker.start()
+        # Workload life facts (created, admitted, started) persisted as they become known.
+        self.recorder.start()
 
     async def stop(self) -> None:
         """Stop the loops, drain the preemptions, stop watching."""
+        await self.recorder.stop()
         await self.waker.stop()
         await self.evictor.stop()
         await self.gatekeeper.stop()
@@ -229,6 +235,7 @@ def build(
         clock,
         verify=kube is not None,
         scheduler_names=pre.scheduler_names,
+        records=records,
     )
     runway_ref: list[Runway] = []
 
@@ -280,6 +287,7 @@ def build(
             is_leader=is_leader,
         ),
         waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader, dry_run=kube is None),
+        recorder=LifeRecorder(cache, records, is_leader=is_leader),
         kube=kube,
         sync=sync,
         owners=owners,

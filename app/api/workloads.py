@@ -1,7 +1,8 @@
 """``/v1`` REST for the requeue feature (SPEC §5, §6): workloads, queue order, reactivation.
 
-* ``GET /v1/workloads/{namespace}/{name}`` — pods, start, PodsReady and its clock,
-  protected-until, the eviction record, the gate.
+* ``GET /v1/workloads/{namespace}/{name}`` — pods, its life facts (created, admitted, started,
+  members) with where each came from, PodsReady and its clock, protected-until, the eviction
+  record, the gate.
 * ``POST /v1/workloads/{namespace}/{name}:activate`` — reset count and requeueAt and clear the
   deactivation (authenticated: ``require_auth("write")``).
 * ``GET /v1/queues/{name}/pending`` — a leaf queue's pending order, each entry with its sort key.
@@ -23,10 +24,11 @@ from app.api.errors import error_response
 from app.api.models import CamelModel
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import format_optional_time, format_time
+from app.policy.lifecycle import Source
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import (
     admissible,
-    pending_preemptor_uids,
+    preemptor_anchors,
     queue_head,
     queue_order_key,
 )
@@ -79,6 +81,42 @@ class PodView(CamelModel):
     terminating: bool
 
 
+class FactView(CamelModel):
+    """One fact of the workload's life (SPEC §2) and where it came from."""
+
+    time: str | None = Field(description="RFC 3339; None when not known (or reset).")
+    source: Source = Field(
+        description="`persisted` (read back from the runway.dev/workload-* annotations), "
+        "`derived` (from the pods now; the leader persists it shortly), `unknown`."
+    )
+
+
+class MembersView(CamelModel):
+    """The workload's members: pods neither Failed nor being deleted."""
+
+    count: int = Field(description="Member pods runway sees.")
+    min_available: int
+    source: Source = Field(
+        description="`declared` (annotation runway.dev/min-available, never capped at the pods "
+        "seen) or `derived` (no annotation: a gang of all its members)."
+    )
+
+
+class LifeView(CamelModel):
+    """The workload's life as persisted facts: created, admitted, started, members."""
+
+    created: FactView = Field(description="The `Creation` queue-order timestamp.")
+    admitted: FactView = Field(
+        description="First bind since created or last fully evicted; waitForPodsReady.timeout "
+        "counts from here."
+    )
+    started: FactView = Field(
+        description="The minAvailable-th bind; min-runtime counts from here. Only a full "
+        "eviction resets it."
+    )
+    members: MembersView
+
+
 class GateView(CamelModel):
     """The workload's pod held in the preemption gate."""
 
@@ -100,7 +138,10 @@ class WorkloadResponse(CamelModel):
     state: Literal["pending", "admitted", "backoff", "deactivated"]
     pods: list[PodView]
     min_available: int
-    start_time: str | None = Field(description="Admission: the minAvailable-th bind.")
+    start_time: str | None = Field(
+        description="The *started* fact (minAvailable-th bind), as in `life.started`."
+    )
+    life: LifeView = Field(description="The four facts of SPEC §2 and where each came from.")
     pods_ready: bool
     pods_ready_clock: Literal["", "WaitForStart", "WaitForRecovery"] = Field(
         description="Which waitForPodsReady timeout runs (empty: none)."
@@ -120,12 +161,17 @@ class PendingEntry(CamelModel):
     position: int = Field(description="1 = head of the order.")
     workload: str
     priority: int
-    pending_preemptor: bool = Field(description="Preempted others that are still pending.")
-    order_timestamp: str = Field(description="The queue-order timestamp (by eviction reason).")
+    pending_preemptor: bool = Field(
+        description="Placed just before the pending workloads it preempted."
+    )
+    order_timestamp: str = Field(
+        description="The queue-order timestamp (by eviction reason; a pending preemptor takes "
+        "that of the earliest workload it preempted)."
+    )
     admissible: bool = Field(description="Neither in backoff nor deactivated.")
     key: list[int | float | str] = Field(
-        description="The sort key: [-priority, 0 if pending preemptor else 1, queue-order "
-        "timestamp (unix seconds), name]."
+        description="The sort key: [-priority, queue-order timestamp (unix seconds), 0 if "
+        "placed as a pending preemptor else 1, name]."
     )
 
 
@@ -149,6 +195,8 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
         return None
     now = ctx.clock.now()
     record = ctx.records.read(key)
+    facts = ctx.requeue.life(view)
+    life = facts.life
     _, check = ctx.requeue.evaluate(view, now)
     queue = queue_of(view.pods[0], ctx.cache.queue_labels)
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
@@ -170,7 +218,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
         name=key.name,
         identity=key.source,
         queue=queue,
-        state=workload_state(view, record, now),
+        state=workload_state(life.admitted, record, now),
         pods=[
             PodView(
                 name=p.metadata.name,
@@ -182,12 +230,28 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
             )
             for p in view.pods
         ],
-        min_available=view.min_available,
-        start_time=format_optional_time(view.start_time),
+        min_available=facts.min_available,
+        start_time=format_optional_time(life.started),
+        life=LifeView(
+            created=FactView(
+                time=format_optional_time(life.created), source=facts.source("created")
+            ),
+            admitted=FactView(
+                time=format_optional_time(life.admitted), source=facts.source("admitted")
+            ),
+            started=FactView(
+                time=format_optional_time(life.started), source=facts.source("started")
+            ),
+            members=MembersView(
+                count=facts.members,
+                min_available=facts.min_available,
+                source=facts.min_available_source,
+            ),
+        ),
         pods_ready=view.pods_ready,
         pods_ready_clock=check.cause,
         pods_ready_deadline=format_optional_time(check.deadline),
-        protected_until=format_optional_time(protected_until(view.start_time, res)),
+        protected_until=format_optional_time(protected_until(life.started, res)),
         eviction_record=EvictionRecordView.of(record) if record is not None else None,
         gate=gates,
     )
@@ -268,18 +332,18 @@ async def get_pending(request: Request, name: str) -> PendingResponse | JSONResp
     now = ctx.clock.now()
     workloads = ctx.requeue.pending_workloads(name)
     strategy = ctx.requeue.order
-    uids = pending_preemptor_uids(workloads)
+    anchors = preemptor_anchors(workloads, strategy)
     head = queue_head(workloads, strategy, now)
     entries = []
     for i, w in enumerate(workloads, 1):
-        key = queue_order_key(w, strategy, uids)
+        key = queue_order_key(w, strategy, anchors)
         entries.append(
             PendingEntry(
                 position=i,
                 workload=w.name,
                 priority=w.priority,
-                pending_preemptor=key[1] == 0,
-                order_timestamp=format_time(key[2]),
+                pending_preemptor=key[2] == 0,
+                order_timestamp=format_time(key[1]),
                 admissible=admissible(w, now),
                 key=list(key),
             )

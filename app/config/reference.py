@@ -25,6 +25,16 @@ One YAML file, named by `--config` or `RUNWAY_CONFIG`; every key is optional and
 (`"90s"`, `"10m"`, `"1h30m"`, `"2d"`, `"1w"`); a bare number is an error (write `300s`).
 Check a file with `python -m app check-config FILE`; see a running runway's with `GET /v1/config`.
 
+The clocks below count from a workload's persisted facts (README, *Concepts*), read with
+`GET /v1/workloads/{namespace}/{name}` → `life`:
+**created** (owner's creationTimestamp; annotation `runway.dev/workload-created`) orders
+`Creation`; **admitted** (first bind since created or last fully evicted;
+`runway.dev/workload-admitted`) starts `waitForPodsReady.timeout`; **started** (the
+minAvailable-th bind; `runway.dev/workload-started`) starts min-runtime (`preemptMinRuntime`,
+`reclaimMinRuntime`); **members** (pods neither Failed nor being deleted) are what minAvailable
+and PodsReady count. Pod failures, replacements and elastic scaling move none of them; only a
+full eviction (no member left bound) resets admitted and started.
+
 | key | type | default | meaning |
 |---|---|---|---|
 """

@@ -64,7 +64,8 @@ class RequeuingStrategyConfig(Section):
     timestamp: Timestamp | None = Field(
         None,
         description="Queue-order timestamp of workloads evicted by PodsReadyTimeout: `Eviction` "
-        "(back of the queue) or `Creation` (front). Applies to PodsReadyTimeout only; unset = "
+        "(back of the queue) or `Creation` (front: the workload's *created* fact, which "
+        "re-created pods never change). Applies to PodsReadyTimeout only; unset = "
         "`requeueStrategy.podsReadyTimeout`, else `Eviction`.",
     )
     backoff_limit_count: int | None = Field(
@@ -124,20 +125,23 @@ class WaitForPodsReadyConfig(Section):
     timeout: Duration = Field(
         300.0,
         gt=0,
-        description="Time from admission (the minAvailable-th bind) to PodsReady before the "
+        description="Time from admission (the workload's *admitted* fact: the first bind of any "
+        "of its pods, so a gang only partly scheduled times out too) to PodsReady before the "
         "workload is evicted with reason PodsReadyTimeout.",
     )
     recovery_timeout: Duration | None = Field(
         None,
-        description="Time from PodsReady turning false (after it was true: a pod failed and "
-        "its replacement is awaited) to recovery before the workload is evicted. With `enable` "
-        "written (v1beta1): unset = no recovery timeout. Without `enable` (v1beta2): unset = "
-        "`timeout`, `0s` = no recovery timeout.",
+        description="Time from PodsReady turning false (after it was true: a pod failed, or was "
+        "deleted and its replacement is awaited) to recovery before the workload is evicted. "
+        "Failed pods are not members and do not count against PodsReady. With `enable` written "
+        "(v1beta1): unset = no recovery timeout. Without `enable` (v1beta2): unset = `timeout`, "
+        "`0s` = no recovery timeout.",
     )
     block_admission: bool = Field(
         False,
-        description="While an admitted workload has not yet reached PodsReady (and has not timed "
-        "out), filter rejects every other workload. Only honoured when enable is true.",
+        description="While an admitted workload (at least one pod bound) has not yet reached "
+        "PodsReady (and has not timed out), filter rejects every other workload. Only honoured "
+        "when enable is true.",
     )
     requeuing_strategy: RequeuingStrategyConfig = Field(
         default_factory=RequeuingStrategyConfig,
@@ -170,12 +174,14 @@ class RequeueStrategyConfig(Section):
     pods_ready_timeout: Timestamp | None = Field(
         None,
         description="Queue-order timestamp after a PodsReadyTimeout eviction: `Eviction` or "
-        "`Creation`. Unset = waitForPodsReady.requeuingStrategy.timestamp, else `Eviction`.",
+        "`Creation` (the workload's *created* fact). Unset = "
+        "waitForPodsReady.requeuingStrategy.timestamp, else `Eviction`.",
     )
     priority_preemption: Timestamp = Field(
         DEFAULT_PREEMPTION_TIMESTAMP,
         description="Queue-order timestamp after a preemption: `Creation` (default, as Kueue: "
-        "front of its priority band; the preemptor still goes first) or `Eviction`.",
+        "front of its priority band, by the workload's *created* fact; its pending preemptor "
+        "still goes just before it) or `Eviction`.",
     )
     anti_flapping_timeout: Duration = Field(
         60.0,

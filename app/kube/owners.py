@@ -101,6 +101,7 @@ class OwnerMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""
+    creationTimestamp: str | None = None
     annotations: dict[str, str] | None = None
 
 
@@ -216,7 +217,9 @@ class OwnerWatcher:
     def put(self, ref: OwnerRef, uid: str, annotations: Mapping[str, str] | None) -> None:
         """Fold an object we just read or patched into the cache (read after write)."""
         kind = self._ensure_entry(ref.kind_key)
-        obj = OwnerObject(OwnerMeta(ref.name, ref.namespace, uid, "", dict(annotations or {})))
+        obj = OwnerObject(
+            OwnerMeta(ref.name, ref.namespace, uid, "", annotations=dict(annotations or {}))
+        )
         kind.store.upsert(obj)
 
     def ensure(self, ref: OwnerRef) -> None:

@@ -8,7 +8,7 @@ a UID precondition (a pod already gone, or re-created under the same name, is sk
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from app.kube.client import KubeClient
 from app.kube.errors import Conflict, NotFound
@@ -20,10 +20,12 @@ from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.model.gate import PodRef
 from app.model.owner import OwnerRef
+from app.model.timestamps import parse_time
 
 log = get_logger("kube.records")
 
 Update = Callable[[EvictionRecord | None], EvictionRecord | None]
+Annotate = Callable[[Mapping[str, str], float | None], Mapping[str, str | None] | None]
 
 
 class KubeRecordWriter:
@@ -90,7 +92,15 @@ class KubeRecordWriter:
 
     async def write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> list[Pod]:
         """The record on each bare pod; returns the pods as patched."""
-        annotations: dict[str, str | None] = dict(record.to_annotations())
+        written = await self.annotate_pods(pods, record.to_annotations())
+        for pod in written:
+            log.info("eviction record written", pod=pod.key, **_fields(record))
+        return written
+
+    async def annotate_pods(
+        self, pods: Iterable[Pod], annotations: Mapping[str, str | None]
+    ) -> list[Pod]:
+        """Merge ``annotations`` into each pod (UID precondition); returns the pods as patched."""
         written: list[Pod] = []
         for pod in pods:
             try:
@@ -98,8 +108,45 @@ class KubeRecordWriter:
             except (NotFound, Conflict):
                 continue  # gone, or re-created under the same name: not this workload's pod
             written.append(patched)
-            log.info("eviction record written", pod=pod.key, **_fields(record))
         return written
+
+    async def annotate_owner(self, ref: OwnerRef, change: Annotate) -> bool:
+        """Read-modify-write annotations on ``ref``: ``change`` gets the owner's annotations and
+        creationTimestamp (the workload's *created* fact); None = nothing to write."""
+        resource = await self.discovery.resource_for(ref.api_version, ref.kind)
+
+        async def attempt() -> bool:
+            try:
+                obj = await get_owner(self.client, self.discovery, ref)
+            except NotFound:
+                return False
+            meta = obj.metadata
+            if ref.uid and meta.uid and meta.uid != ref.uid:
+                return False
+            new = change(meta.annotations or {}, parse_time(meta.creationTimestamp))
+            if new is None:
+                return False
+            patched = await patch_annotations(
+                self.client,
+                resource,
+                ref.name,
+                ref.namespace,
+                new,
+                uid=meta.uid or None,
+                resource_version=meta.resourceVersion or None,
+            )
+            if self.owners is not None:
+                self.owners.put(ref, patched.metadata.uid, patched.metadata.annotations)
+            log.info("workload facts written", owner=str(ref), annotations=dict(new))
+            return True
+
+        return await retrying(
+            attempt,
+            self.conflict_policy,
+            idempotent=False,
+            on_conflict=True,
+            what=f"workload facts of {ref}",
+        )
 
 
 def _fields(record: EvictionRecord) -> dict[str, object]:

@@ -6,15 +6,17 @@ configured strategy for that reason: ``Eviction`` (back of the queue: the evicti
 ``Creation`` (front: the workload's creation time). A workload never evicted uses its creation
 time.
 
-"Preemptor first" follows the KEP-1282 draft's ``IsPreemptor``: at equal priority, a pending
-workload whose pod is named as the preemptor in the eviction record of another workload of the
-same list sorts before every workload that is not such a preemptor. Without this, a preempted
-workload ordered by its creation time could take the head back from its own preemptor (flapping).
+"Preemptor first" (SPEC §5): at equal priority, a pending workload whose pod is named as the
+preemptor in the eviction record of another workload of the same list goes just before the
+earliest of *those* workloads — it takes that victim's queue-order timestamp, and wins the tie —
+and nowhere further: unrelated workloads older than its victims stay ahead. Without this, a
+preempted workload ordered by its creation time could take the head back from its own preemptor
+(flapping). The hold on the victim itself is bounded (``anti-flapping``, ``app.policy.admission``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.config.requeue import (
@@ -77,31 +79,47 @@ class PendingWorkload:
     """UIDs of its pods: how a victim's record (``preemptor_uid``) names its preemptor."""
 
 
-OrderKey = tuple[int, int, float, str]
+OrderKey = tuple[int, float, int, str]
+
+Anchors = Mapping[tuple[str, int], float]
+"""(preemptor pod UID, priority) → the earliest queue-order timestamp of the workloads of that
+priority it evicted."""
 
 
-def pending_preemptor_uids(workloads: Iterable[PendingWorkload]) -> frozenset[str]:
-    """Preemptor pod UIDs named by the eviction records of ``workloads``."""
-    return frozenset(
-        w.record.preemptor_uid for w in workloads if w.record and w.record.preemptor_uid
-    )
+def preemptor_anchors(
+    workloads: Iterable[PendingWorkload], strategy: QueueOrderStrategy
+) -> dict[tuple[str, int], float]:
+    """Where each pending preemptor goes: just before the earliest workload it evicted."""
+    anchors: dict[tuple[str, int], float] = {}
+    for w in workloads:
+        if w.record is not None and w.record.preemptor_uid:
+            key = (w.record.preemptor_uid, w.priority)
+            ts = queue_order_timestamp(w.creation_time, w.record, strategy)
+            anchors[key] = min(ts, anchors.get(key, ts))
+    return anchors
 
 
 def queue_order_key(
-    workload: PendingWorkload, strategy: QueueOrderStrategy, preemptor_uids: frozenset[str]
+    workload: PendingWorkload, strategy: QueueOrderStrategy, anchors: Anchors
 ) -> OrderKey:
-    """Sort key: (-priority, 0 if a pending preemptor else 1, queue-order timestamp, name)."""
-    preemptor = 0 if workload.pod_uids & preemptor_uids else 1
+    """Sort key: (-priority, queue-order timestamp, 0 if placed as a pending preemptor else 1,
+    name). A pending preemptor takes the timestamp of the earliest workload it evicted when
+    that is earlier than its own, and the 0 puts it before that workload."""
     ts = queue_order_timestamp(workload.creation_time, workload.record, strategy)
-    return (-workload.priority, preemptor, ts, workload.name)
+    preemptor = 1
+    for uid in workload.pod_uids:
+        anchor = anchors.get((uid, workload.priority))
+        if anchor is not None and anchor <= ts:
+            ts, preemptor = anchor, 0
+    return (-workload.priority, ts, preemptor, workload.name)
 
 
 def pending_order(
     workloads: Sequence[PendingWorkload], strategy: QueueOrderStrategy
 ) -> list[PendingWorkload]:
     """The pending workloads of one leaf queue, head first."""
-    uids = pending_preemptor_uids(workloads)
-    return sorted(workloads, key=lambda w: queue_order_key(w, strategy, uids))
+    anchors = preemptor_anchors(workloads, strategy)
+    return sorted(workloads, key=lambda w: queue_order_key(w, strategy, anchors))
 
 
 def admissible(workload: PendingWorkload, now: float) -> bool:

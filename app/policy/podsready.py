@@ -4,7 +4,8 @@ Two clocks, both only when ``waitForPodsReady.enable`` is true and the workload 
 not PodsReady:
 
 - **WaitForStart** — the workload has not been PodsReady since admission: ``timeout`` counts from
-  admission (its start time: the minAvailable-th bind).
+  its *admitted* fact (SPEC §2: the first bind of any of its pods), so a gang only partly
+  scheduled times out too (KEP-349's deadlock).
 - **WaitForRecovery** — it was PodsReady and lost it (a pod failed): ``recoveryTimeout`` counts
   from the moment PodsReady went false; unset = no timeout, the workload may recover forever.
 
@@ -29,7 +30,7 @@ class PodsReadyState:
     """What the evaluation needs to know about one workload."""
 
     admitted_at: float | None
-    """When it became admitted (start time); None = not admitted, nothing is counting."""
+    """Its *admitted* fact (first bind); None = not admitted, nothing is counting."""
     pods_ready: bool
     """Ready + succeeded pods >= minAvailable, now."""
     not_ready_since: float | None = None

@@ -21,7 +21,8 @@ Rules, per offered node:
    requested, for every resource; freed capacity of on-node gang siblings counts. None → the node
    is dropped.
 4. One node wins: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
-   fewest victims (off-node siblings included), least work lost (latest start), then name.
+   fewest victims (off-node siblings included), least work lost (the sum over victims of the
+   time each has run since its workload *started*; an unknown start counts 0), then name.
 """
 
 from __future__ import annotations
@@ -241,7 +242,8 @@ class NodeRecord:
     max_priority: int | None = None
     priority_sum: int = 0
     victim_count: int = 0
-    latest_start: float | None = None
+    work_lost: float = 0.0
+    """Seconds: the sum over the victims of the time each has run (``work_lost``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -255,7 +257,7 @@ class NodeRecord:
             "maxPriority": self.max_priority,
             "prioritySum": self.priority_sum,
             "victimCount": self.victim_count,
-            "latestStart": format_optional_time(self.latest_start),
+            "workLostSeconds": round(self.work_lost, 3),
             "pods": [r.to_dict() for r in self.records],
         }
 
@@ -580,11 +582,14 @@ class _Unit:
     elastic_protected: bool
     freed: Mapping[str, int]
 
-    def sort_key(self) -> tuple[int, float, int, str]:
-        starts = [p.start if p.start is not None else math.inf for p in self.pods]
-        latest = max(starts) if starts else math.inf
-        # Lowest priority, least work lost (latest start), fewest pods, then UID.
-        return (max(p.priority for p in self.pods), -latest, len(self.pods), self.pods[0].uid)
+    def sort_key(self, now: float) -> tuple[int, float, int, str]:
+        # Lowest priority, least work lost, fewest pods, then UID.
+        return (
+            max(p.priority for p in self.pods),
+            work_lost(self.pods, now),
+            len(self.pods),
+            self.pods[0].uid,
+        )
 
 
 def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
@@ -612,7 +617,7 @@ def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
             if m.node == plan.node and m.uid in plan.node_uids and m.uid not in plan.victims
         )
         units["gang", wl.key] = _Unit(tuple(members), on_node, wl, False, _freed(on_node))
-    return sorted(units.values(), key=_Unit.sort_key)
+    return sorted(units.values(), key=lambda u: u.sort_key(ctx.now))
 
 
 def _freed(pods: Iterable[PodFacts]) -> Resources:
@@ -687,22 +692,26 @@ _CRITERIA = (
     "highest victim priority",
     "victim priority sum",
     "victim count",
-    "work lost (latest victim start)",
+    "work lost (sum of the victims' run times)",
     "node name",
 )
 
 
-def _rank(plan: _NodePlan) -> tuple[int, float, int, int, float, str]:
+def work_lost(pods: Iterable[PodFacts], now: float) -> float:
+    """Work lost by evicting ``pods`` (SPEC §3 step 4): the sum of the time each has run since
+    its workload started; a pod with no known start (or a start in the future) counts 0."""
+    return sum(max(now - p.start, 0.0) for p in pods if p.start is not None)
+
+
+def _rank(plan: _NodePlan, now: float) -> tuple[int, float, int, int, float, str]:
     pods = list(plan.victims.values()) + list(plan.off_node.values())
     max_prio = max((p.priority for p in pods), default=-math.inf)
-    starts = [p.start if p.start is not None else math.inf for p in pods]
-    latest = max(starts, default=math.inf)
     return (
         plan.offer.pdb_violations,
         max_prio,
         sum(p.priority for p in pods),
         len(pods),
-        -latest,
+        work_lost(pods, now),
         plan.node,
     )
 
@@ -711,7 +720,10 @@ def _why_lost(rank: tuple[Any, ...], best: tuple[Any, ...], winner: str) -> str:
     for i, (mine, theirs) in enumerate(zip(rank, best, strict=True)):
         if mine != theirs:
             if i == 4:
-                return f"lost to {winner} on {_CRITERIA[i]}: its victims lose less work"
+                return (
+                    f"lost to {winner} on {_CRITERIA[i]}: its victims lose less work "
+                    f"({_fmt(round(mine, 3))}s > {_fmt(round(theirs, 3))}s of run time)"
+                )
             if i == 5:
                 return f"lost to {winner} on {_CRITERIA[i]} (tie on every other criterion)"
             return f"lost to {winner} on {_CRITERIA[i]} ({_fmt(mine)} > {_fmt(theirs)})"
@@ -779,7 +791,7 @@ def decide(
         else:
             plans.append(plan)
 
-    ranks = {plan.node: _rank(plan) for plan in plans}
+    ranks = {plan.node: _rank(plan, now) for plan in plans}
     winner = min(plans, key=lambda p: ranks[p.node]) if plans else None
     records: list[NodeRecord] = []
     for plan in plans:
@@ -836,10 +848,9 @@ def _node_record(
     keep = outcome != "dropped"
     victims = tuple(sorted(plan.victims)) if keep else ()
     off_node = tuple(sorted((u, p.node) for u, p in plan.off_node.items())) if keep else ()
-    max_prio = latest = None
+    max_prio = None
     if rank is not None:
         max_prio = int(rank[1]) if math.isfinite(rank[1]) else None
-        latest = -rank[4] if math.isfinite(rank[4]) else None
     return NodeRecord(
         node=plan.node,
         outcome=outcome,
@@ -851,7 +862,7 @@ def _node_record(
         max_priority=max_prio,
         priority_sum=rank[2] if rank is not None else 0,
         victim_count=rank[3] if rank is not None else 0,
-        latest_start=latest,
+        work_lost=rank[4] if rank is not None else 0.0,
     )
 
 

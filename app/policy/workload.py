@@ -61,6 +61,21 @@ def workload_of(pod: Pod) -> WorkloadKey:
     return WorkloadKey(ns, pod.metadata.name, "pod")
 
 
+UNQUEUED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
+"""Pods of these controllers are not queued workloads: DaemonSet pods and static (mirror) pods
+are never evicted for PodsReady and carry no life facts."""
+
+
+def is_queued(pods: Iterable[Pod]) -> bool:
+    """Whether a workload of ``pods`` is one runway queues (no pod owned by a DaemonSet or a
+    Node)."""
+    for pod in pods:
+        for ref in pod.metadata.ownerReferences or ():
+            if ref.controller and ref.kind in UNQUEUED_OWNER_KINDS:
+                return False
+    return True
+
+
 def declared_min_available(pods: Iterable[Pod]) -> int | None:
     """The ``runway.dev/min-available`` annotation of the first pod that has a valid one."""
     for pod in pods:
@@ -70,11 +85,29 @@ def declared_min_available(pods: Iterable[Pod]) -> int | None:
     return None
 
 
+def is_member(pod: Pod) -> bool:
+    """A member of its workload (SPEC §2 *members*): neither being deleted nor ``Failed``.
+
+    KEP-349: failed pods are not taken into account; they count neither towards minAvailable
+    nor against PodsReady. Succeeded pods are members (they count as ready).
+    """
+    return pod.metadata.deletionTimestamp is None and pod.status.phase != "Failed"
+
+
+def members(pods: Iterable[Pod]) -> list[Pod]:
+    """The workload's member pods (:func:`is_member`)."""
+    return [p for p in pods if is_member(p)]
+
+
 def min_available(pods: Sequence[Pod]) -> int:
-    """minAvailable of a workload: the annotation, capped at the pod count; else all its pods."""
+    """minAvailable of a workload: the annotation, else all its pods.
+
+    A declared value is never capped at the pods runway sees (SPEC §2: the embedded default sees
+    only the offered victims; protection must not fail open). ``pods`` are the pods to count for
+    a gang: callers pass members (or the pods the elastic floor counts).
+    """
     declared = declared_min_available(pods)
-    count = len(pods)
-    return count if declared is None else min(declared, count) if count else declared
+    return len(pods) if declared is None else declared
 
 
 def is_active(pod: Pod) -> bool:
@@ -99,12 +132,10 @@ def bind_time(pod: Pod) -> float | None:
 
 
 def start_time(pods: Sequence[Pod]) -> float | None:
-    """When the workload became admitted: the bind time of its minAvailable-th bound pod.
-
-    Scaling an elastic workload up adds later binds after the minAvailable-th, so the start stays;
-    a full eviction replaces every pod, so the start moves. Terminating pods do not count.
-    """
-    live = [p for p in pods if p.metadata.deletionTimestamp is None]
+    """What the pods show now of the workload's *started* fact: the bind time of its
+    minAvailable-th bound member (None: fewer bound). The persisted fact, which pod churn does not
+    move, is ``app.policy.lifecycle``'s; this is the derivation it starts from."""
+    live = members(pods)
     needed = declared_min_available(pods) or len(live)
     binds = sorted(t for t in (bind_time(p) for p in live) if t is not None)
     if needed <= 0 or len(binds) < needed:
@@ -119,8 +150,10 @@ def is_ready(pod: Pod) -> bool:
 
 
 def pods_ready(pods: Sequence[Pod]) -> bool:
-    """PodsReady (SPEC §5): ready + succeeded pods ≥ minAvailable."""
-    if not pods:
+    """PodsReady (SPEC §5): ready + succeeded members ≥ minAvailable (failed and terminating pods
+    are not members)."""
+    live = members(pods)
+    if not live:
         return False
-    good = sum(1 for p in pods if p.status.phase == "Succeeded" or is_ready(p))
-    return good >= min_available(pods)
+    good = sum(1 for p in live if p.status.phase == "Succeeded" or is_ready(p))
+    return good >= min_available(live)

@@ -4,8 +4,9 @@ Everything here is synchronous and in memory: the extender verbs read it on the 
 awaiting. Writers are the reflectors (one event at a time, on the event loop), so no locking.
 
 Indexes: pod by UID and by ``namespace/name``; pods by node, by workload (``workload_of``), by
-leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, the start
-time and PodsReady are derived from its pods and memoised until one of them changes.
+leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, minAvailable
+and PodsReady are derived from its pods and memoised until one of them changes (its life facts —
+created, admitted, started — are ``RecordBook.life``'s: they must outlive the pods).
 Subscribers are called after every change (gate opening, PodsReady tracking...).
 """
 
@@ -22,10 +23,10 @@ from app.model.node import Node
 from app.policy.workload import (
     QUEUE_LABELS,
     WorkloadKey,
+    members,
     min_available,
     pods_ready,
     queue_of,
-    start_time,
     workload_of,
 )
 from app.state.compact import Compactor
@@ -56,10 +57,8 @@ class WorkloadView:
     key: WorkloadKey
     pods: tuple[Pod, ...]
     min_available: int
-    start_time: float | None
-    """When its minAvailable-th pod was bound (SPEC §2); None until admitted."""
     pods_ready: bool
-    """Ready + Succeeded pods ≥ minAvailable (SPEC §5)."""
+    """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
 
     @property
     def bound(self) -> int:
@@ -202,8 +201,7 @@ class ClusterCache:
         view = WorkloadView(
             key=key,
             pods=tuple(pods),
-            min_available=min_available(pods),
-            start_time=start_time(pods),
+            min_available=min_available(members(pods)),
             pods_ready=pods_ready(pods),
         )
         self._workloads[key] = view

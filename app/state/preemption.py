@@ -18,6 +18,7 @@ from app.model import Pod
 from app.model.gate import PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
+from app.policy.lifecycle import facts_of
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
 from app.policy.victims import (
@@ -34,12 +35,12 @@ from app.policy.workload import (
     active_pods,
     min_available,
     queue_of,
-    start_time,
     workload_of,
 )
-from app.state.cache import ClusterCache
+from app.state.cache import ClusterCache, WorkloadView
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
+from app.state.records import RecordBook
 from app.wire import PreemptionArgs
 
 log = get_logger("preemption")
@@ -64,7 +65,9 @@ class _Builder:
         min_runtime: MinRuntimeConfig,
         args: PreemptionArgs,
         preemptor: Pod,
+        records: RecordBook | None = None,
     ) -> None:
+        self.records = records
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
@@ -111,12 +114,13 @@ class _Builder:
             view = self.cache.workload(key)  # memoised by the cache, start time included
             if view is not None and any(p.metadata.uid == pod.metadata.uid for p in view.pods):
                 members = list(view.pods)
-                self.starts[name] = view.start_time
+                self.starts[name] = started(view, self.records)
             else:
                 members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
-                self.starts[name] = start_time(members)
+                # The payload shows only the offered victims: a partial view (SPEC §2).
+                self.starts[name] = facts_of(members, complete=False).life.started
             self.workload_members[name] = members
             for member in members:
                 self.pods.setdefault(member.metadata.uid, member)
@@ -170,6 +174,14 @@ class _Builder:
         return PreemptionFacts(self.preemptor, offers, workloads, self.pods)
 
 
+def started(view: WorkloadView, records: RecordBook | None) -> float | None:
+    """The workload's *started* fact (SPEC §2): min-runtime counts from it. Without a record
+    book, what its pods show (no persisted facts)."""
+    if records is not None:
+        return records.life(view).life.started
+    return facts_of(view.pods).life.started
+
+
 @dataclass(frozen=True)
 class PreemptOutcome:
     """A preempt call's decision and, when a node was chosen, the work for the executor; or why
@@ -218,7 +230,9 @@ class PreemptDecider:
         *,
         verify: bool = False,
         scheduler_names: Collection[str] = ("default-scheduler",),
+        records: RecordBook | None = None,
     ) -> None:
+        self.records = records
         self.cache = cache
         self.queues = queues
         self.min_runtime = min_runtime
@@ -231,7 +245,7 @@ class PreemptDecider:
     def facts(self, args: PreemptionArgs, preemptor: Pod | None = None) -> PreemptionFacts:
         """The facts of one preempt call (no I/O: cache and payload only)."""
         who = preemptor if preemptor is not None else args.pod
-        return _Builder(self.cache, self.queues, self.min_runtime, args, who).build()
+        return _Builder(self.cache, self.queues, self.min_runtime, args, who, self.records).build()
 
     def decide(self, args: PreemptionArgs) -> PreemptOutcome:
         """Cross-check, decide and record one preempt call."""
@@ -317,7 +331,13 @@ class PreemptDecider:
     def explain(self, preemptor: Pod, victim: Pod) -> dict[str, object]:
         """``explain_pair`` now."""
         return explain_pair(
-            self.cache, self.queues, self.min_runtime, self.clock.now(), preemptor, victim
+            self.cache,
+            self.queues,
+            self.min_runtime,
+            self.clock.now(),
+            preemptor,
+            victim,
+            records=self.records,
         )
 
 
@@ -328,12 +348,19 @@ def explain_pair(
     now: float,
     preemptor: Pod,
     victim: Pod,
+    *,
+    records: RecordBook | None = None,
 ) -> dict[str, object]:
     """Min-runtime of (preemptor, victim) resolved at ``now``, with protection and eligibility."""
     pre = Preemptor.from_pod(preemptor)
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
-    start = start_time(members)
+    view = cache.workload(key)
+    start = (
+        started(view, records)
+        if view is not None
+        else facts_of(members, complete=False).life.started
+    )
     queue = queue_of(victim)
     labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
     defaults = minruntime.defaults_for_pool(min_runtime, labels)

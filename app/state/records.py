@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,15 +24,21 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
+from app.model.lifecycle import EMPTY, Life, merge
 from app.model.owner import OwnerEntry, OwnerRef, owner_of
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
+from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.workload import WorkloadKey, workload_of
-from app.state.cache import ClusterCache
+from app.state.cache import ClusterCache, WorkloadView
 
 log = get_logger("state.records")
 
 Update = Callable[[EvictionRecord | None], EvictionRecord | None]
 """Computes the record to write from the current one; None = write nothing."""
+
+Annotate = Callable[[Mapping[str, str], float | None], Mapping[str, str | None] | None]
+"""Computes the annotations to merge into an owner from its current annotations and its
+creationTimestamp (Unix seconds); None = write nothing."""
 
 OWNER_MEMO_LIMIT = 10_000
 """Workloads whose last known owners are remembered (their pods may all be gone between an
@@ -61,6 +67,16 @@ class RecordWriter(Protocol):
     async def write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> list[Pod]:
         """Write ``record`` on each pod (UID precondition; gone pods skipped); returns the
         patched pods."""
+
+    async def annotate_owner(self, ref: OwnerRef, change: Annotate) -> bool:
+        """Read the owner fresh, compute annotations with ``change`` and merge them in
+        (preconditions, conflict retry); False when nothing was written or the owner is gone."""
+
+    async def annotate_pods(
+        self, pods: Iterable[Pod], annotations: Mapping[str, str | None]
+    ) -> list[Pod]:
+        """Merge ``annotations`` into each pod (UID precondition; gone pods skipped); returns
+        the patched pods."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,11 @@ class RecordBook:
         """Records written without an API server (dry-run) or for workloads with no target."""
         self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
         """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
+        self._life_memory: dict[WorkloadKey, Life] = {}
+        """Life facts written without an API server (dry-run) or for workloads with no target."""
+        self._life_memo: dict[WorkloadKey, tuple[WorkloadView, Life, float | None, LifeFacts]] = {}
+        """The facts last computed per workload, valid while its view (the cache makes a new one
+        on any change of its pods), its persisted facts and its eviction time are the same."""
 
     # -- where ----------------------------------------------------------------------------------
 
@@ -159,6 +180,75 @@ class RecordBook:
     def read_pod(self, pod: Pod) -> EvictionRecord | None:
         """The record of ``pod``'s workload."""
         return self.read(workload_of(pod), pod)
+
+    # -- the workload's life facts (SPEC §2) ----------------------------------------------------
+
+    def persisted_life(self, key: WorkloadKey) -> Life:
+        """The facts the annotations hold (owners', else bare pods'), or the in-memory copy."""
+        if self.writer is None:
+            return self._life_memory.get(key, EMPTY)
+        targets = self.targets(key)
+        copies: list[Life] = []
+        for ref in targets.owners:
+            entry = self.owners.get(ref) if self.owners is not None else None
+            if entry is not None:
+                copies.append(Life.from_annotations(entry.annotations))
+        for p in targets.pods:
+            copies.append(Life.from_annotations(p.metadata.annotations))
+        memory = self._life_memory.get(key)
+        if memory is not None:
+            copies.append(memory)
+        return merge(copies)
+
+    def life(self, view: WorkloadView) -> LifeFacts:
+        """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``);
+        memoised until its pods, its persisted facts or its eviction record change."""
+        key = view.key
+        persisted = self.persisted_life(key)
+        record = self.read(key)
+        evicted = record.time if record is not None else None
+        memo = self._life_memo.get(key)
+        if memo is not None and memo[0] is view and memo[1] == persisted and memo[2] == evicted:
+            return memo[3]
+        facts = facts_of(view.pods, persisted, last_eviction=evicted)
+        if len(self._life_memo) > OWNER_MEMO_LIMIT:
+            self._life_memo.clear()
+        self._life_memo[key] = (view, persisted, evicted, facts)
+        return facts
+
+    async def write_life(self, key: WorkloadKey, life: Life) -> bool:
+        """Persist ``life`` on the workload's owners (``created`` = the owner's
+        creationTimestamp when none is persisted yet) or bare pods; in memory without an API
+        server. Returns True when something was written."""
+        targets = self.targets(key) if self.writer is not None else Targets()
+        if self.writer is None or (not targets.owners and not targets.pods):
+            if self._life_memory.get(key) == life:
+                return False
+            self._life_memory[key] = life
+            self.on_change()
+            return True
+        written = False
+
+        def change(
+            annotations: Mapping[str, str], owner_created: float | None
+        ) -> dict[str, str | None] | None:
+            current = Life.from_annotations(annotations)
+            created = current.created or owner_created or life.created
+            new = Life(created, life.admitted, life.started).to_annotations()
+            return None if all(annotations.get(k) == v for k, v in new.items()) else new
+
+        for ref in targets.owners:
+            written = await self.writer.annotate_owner(ref, change) or written
+        if targets.pods:
+            patched = await self.writer.annotate_pods(targets.pods, life.to_annotations())
+            for pod in patched:
+                if self.cache.pod(pod.uid) is not None:
+                    self.cache.upsert_pod(pod)
+            written = written or bool(patched)
+        if written:
+            self._life_memory.pop(key, None)
+            self.on_change()
+        return written
 
     # -- write (async) --------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from app.policy import admission
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.backoff import in_backoff
 from app.policy.claims import Claim, blocks
+from app.policy.lifecycle import LifeFacts
 from app.policy.ordering import (
     PendingWorkload,
     QueueOrderStrategy,
@@ -38,7 +39,7 @@ from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
-from app.policy.workload import WorkloadKey, is_ready, queue_of, workload_of
+from app.policy.workload import WorkloadKey, bind_time, is_ready, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
@@ -72,33 +73,53 @@ def live(pods: Iterable[Pod]) -> list[Pod]:
     return [p for p in pods if p.metadata.deletionTimestamp is None]
 
 
-def not_ready_since(view: WorkloadView, was_ready: bool = False) -> float | None:
+def not_ready_since(
+    view: WorkloadView, admitted: float | None, started: float | None, was_ready: bool = False
+) -> float | None:
     """When PodsReady went false after having been true; None if it never was (or is now).
 
-    Derived from the pods so that it survives a restart: the earliest Ready=False transition
-    after the start among pods that have been Ready (``was_ready``: runway saw the workload
-    PodsReady; otherwise a Ready=False transition well after the pod's own start).
+    Derived from the pods so that it survives a restart, among the pods since ``admitted``:
+    the earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw
+    the workload PodsReady; otherwise a transition well after the pod's own start) — failed
+    pods included, they are how a Job loses a pod — else, once the workload has *started* and was
+    PodsReady, the creation of a replacement pod (the pod it replaces may be gone already).
     """
-    if view.pods_ready or view.start_time is None:
+    if view.pods_ready or admitted is None:
         return None
+    # Evidence that the workload was running normally: a member Ready since then.
+    ready_since = [
+        t
+        for p in view.pods
+        if p.metadata.deletionTimestamp is None
+        and (cond := p.condition("Ready")) is not None
+        and cond.status == "True"
+        and (t := parse_time(cond.lastTransitionTime)) is not None
+    ]
+    first_ready = min(ready_since, default=None)
     flips: list[float] = []
-    for pod in live(view.pods):
+    for pod in view.pods:
+        if pod.metadata.deletionTimestamp is not None:
+            continue
         if pod.status.phase == "Succeeded" or is_ready(pod):
             continue
         cond = pod.condition("Ready")
         t = parse_time(cond.lastTransitionTime) if cond is not None else None
-        if t is None or t < view.start_time:
+        if t is not None and t >= admitted:
+            started_at = parse_time(pod.status.startTime)
+            if was_ready or (started_at is not None and t - started_at >= FLIP_MARGIN_S):
+                flips.append(t)
+                continue
+        if started is None or pod.status.phase == "Failed":
             continue
-        started = parse_time(pod.status.startTime)
-        if was_ready or (started is not None and t - started >= FLIP_MARGIN_S):
-            flips.append(t)
+        created = parse_time(pod.metadata.creationTimestamp)
+        bound = bind_time(pod)
+        if created is None or created <= started or (bound is not None and bound <= started):
+            continue
+        # A replacement: its predecessor failed or was deleted. PodsReady was lost then, if it
+        # had been reached (runway saw it, or another member has been Ready since before).
+        if was_ready or (first_ready is not None and first_ready < created):
+            flips.append(created)
     return min(flips) if flips else None
-
-
-def _creation(pods: Iterable[Pod]) -> float:
-    times = [parse_time(p.metadata.creationTimestamp) for p in pods]
-    known = [t for t in times if t is not None]
-    return min(known) if known else 0.0
 
 
 @dataclass
@@ -111,13 +132,14 @@ class QueueCounts:
     deactivated: int = 0
 
 
-def workload_state(view: WorkloadView, record: EvictionRecord | None, now: float) -> str:
-    """``deactivated``, ``backoff``, ``admitted`` or ``pending``."""
+def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:
+    """``deactivated``, ``backoff``, ``admitted`` or ``pending`` (``admitted``: the workload's
+    admitted fact)."""
     if record is not None and record.deactivated:
         return "deactivated"
     if in_backoff(record, now):
         return "backoff"
-    return "admitted" if view.start_time is not None else "pending"
+    return "admitted" if admitted is not None else "pending"
 
 
 class RequeueView:
@@ -148,14 +170,19 @@ class RequeueView:
 
     # --- PodsReady facts --------------------------------------------------------------------
 
+    def life(self, view: WorkloadView) -> LifeFacts:
+        """The workload's life facts (SPEC §2; ``RecordBook.life``)."""
+        return self.records.life(view)
+
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
-        """The PodsReady facts of one workload."""
+        """The PodsReady facts of one workload: its clocks count from its *admitted* fact."""
+        life = self.records.life(view).life
         seen = self.index.ready_seen.get(view.key)
-        was_ready = seen is not None and seen == view.start_time
+        was_ready = seen is not None and seen == life.admitted
         return PodsReadyState(
-            admitted_at=view.start_time,
+            admitted_at=life.admitted,
             pods_ready=view.pods_ready,
-            not_ready_since=not_ready_since(view, was_ready),
+            not_ready_since=not_ready_since(view, life.admitted, life.started, was_ready),
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
@@ -170,12 +197,15 @@ class RequeueView:
         cache = self.cache
         for key in cache.workload_keys():
             view = cache.workload(key)
-            if view is None or view.start_time is None or view.pods_ready:
+            if view is None or view.pods_ready:
                 continue
             state = self.pods_ready_state(view)
+            admitted = state.admitted_at
+            if admitted is None:
+                continue
             # ``now`` only decides "timed out": the policy re-checks timeout_at on every call.
-            if blocks_admission(state, view.start_time, cfg):
-                found.append(Blocker(str(key), view.start_time + cfg.timeout))
+            if blocks_admission(state, admitted, cfg):
+                found.append(Blocker(str(key), admitted + cfg.timeout))
         result = tuple(sorted(found, key=lambda b: b.workload))
         idx._blockers = (idx.generation, result)
         return result
@@ -201,14 +231,17 @@ class RequeueView:
         found: list[PendingWorkload] = []
         for key in keys:
             view = cache.workload(key)
-            if view is None or view.start_time is not None:
+            if view is None:
+                continue
+            life = self.records.life(view).life
+            if life.admitted is not None:
                 continue  # admitted: a replacement pod is not a pending workload
             pods = live(view.pods)
             found.append(
                 PendingWorkload(
                     name=str(key),
                     priority=max((p.priority for p in pods), default=0),
-                    creation_time=_creation(pods),
+                    creation_time=life.created if life.created is not None else 0.0,
                     record=self.records.read(key),
                     pod_uids=frozenset(p.uid for p in pods),
                 )
@@ -258,7 +291,7 @@ class RequeueView:
                 and preemptor.metadata.deletionTimestamp is None
             ):
                 preemptor_pending, preemptor_name = True, preemptor.key
-        admitted = view is not None and view.start_time is not None
+        admitted = view is not None and self.records.life(view).life.admitted is not None
         strategy = self.queues.node(queue).queueing_strategy
         head = None
         if strategy == "StrictFIFO" and not admitted and cache.pods_synced:
@@ -327,7 +360,8 @@ class RequeueView:
             view = cache.workload(key)
             if view is None or not view.pods:
                 continue
-            state = workload_state(view, self.records.read(key), now)
+            admitted = self.records.life(view).life.admitted
+            state = workload_state(admitted, self.records.read(key), now)
             c = counts[queue_of(view.pods[0], cache.queue_labels)]
             setattr(c, state, getattr(c, state) + 1)
         return dict(counts)

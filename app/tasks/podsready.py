@@ -2,8 +2,8 @@
 
 One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
 every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of
-``timeout`` (since admission) or ``recoveryTimeout`` (since PodsReady went false), and — on the
-leader only — evicts each of them in its own tracked task:
+``timeout`` (since the workload's *admitted* fact: its first bind) or ``recoveryTimeout`` (since
+PodsReady went false), and — on the leader only — evicts each of them in its own tracked task:
 
 1. write the eviction record (reason ``PodsReadyTimeout``, count + 1, requeueAt by the backoff,
    the node pools it failed in; or ``deactivated`` past the limit). The record goes first: if
@@ -35,6 +35,7 @@ from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
+from app.policy.workload import is_queued
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView, live
@@ -42,17 +43,6 @@ from app.tasks.loop import Ticker
 from app.tasks.ports import PodApi
 
 log = get_logger("tasks.podsready")
-
-SKIPPED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
-"""Never evicted: DaemonSet pods and static (mirror) pods are not queued workloads."""
-
-
-def _managed(view: WorkloadView) -> bool:
-    for pod in view.pods:
-        for ref in pod.metadata.ownerReferences or ():
-            if ref.controller and ref.kind in SKIPPED_OWNER_KINDS:
-                return False
-    return True
 
 
 class PodsReadyEvictor(Ticker):
@@ -138,12 +128,15 @@ class PodsReadyEvictor(Ticker):
         wait = self.tick
         for key in cache.workload_keys():
             view = cache.workload(key)
-            if view is None or view.start_time is None:
+            if view is None:
+                continue
+            admitted = self.view.life(view).life.admitted
+            if admitted is None:
                 continue
             if view.pods_ready:
-                idx.ready_seen[key] = view.start_time
+                idx.ready_seen[key] = admitted
                 continue
-            if not leader or not _managed(view):
+            if not leader or not is_queued(view.pods):
                 continue
             _, check = self.view.evaluate(view, now)
             if check.due and str(key) not in self._in_flight:
@@ -188,7 +181,7 @@ class PodsReadyEvictor(Ticker):
                 if p.spec.nodeName and (pool := self.cache.node_labels(p.spec.nodeName).get(label))
             }
         )
-        start = view.start_time
+        start = self.view.life(view).life.admitted
 
         def change(current: EvictionRecord | None) -> EvictionRecord | None:
             if (

@@ -180,7 +180,10 @@ class Cluster:
             if pod["metadata"].get("deletionTimestamp"):
                 self.plane.delete_pod(name, self.ns)  # no kubelet to wait for
                 del pods[name]
-            elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") != "Running":
+            elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in (
+                "Running",
+                "Failed",  # a kubelet does not restart a Failed pod (restartPolicy Never)
+            ):
                 self.binds.append((time.time(), name))
                 self.bound_at.setdefault(pod["metadata"]["uid"], time.time())
                 self.plane.set_pod_running(name, self.ns, ready=self.ready)

@@ -18,7 +18,17 @@ from typing import Any
 import httpx
 import respx
 
-from tests.builders import raw_node, raw_pod
+from app.clock import ManualClock
+from app.config.requeue import RequeuingStrategyConfig
+from app.kube.owners import Discovery, OwnerWatcher
+from app.kube.pods import KubePodWriter
+from app.kube.records import KubeRecordWriter
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.policy.backoff import no_jitter
+from app.state.cache import ClusterCache
+from app.state.records import RecordBook
+from tests.builders import pod, raw_node, raw_pod
+from tests.integration.kube_helpers import client
 
 BASE = "https://kube.test"
 
@@ -356,3 +366,40 @@ class FakeApi:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return httpx.Response(200, json=obj)
+
+
+# --- an eviction record book over the fake API server ---------------------------------------
+
+T0 = 1_800_000_000.0
+
+
+def cache_with(*pods: dict[str, Any]) -> ClusterCache:
+    cache = ClusterCache()
+    cache.replace_pods([pod(p) for p in pods])
+    return cache
+
+
+def make_store(
+    api: FakeApi, cache: ClusterCache, cfg: RequeuingStrategyConfig | None = None
+) -> RecordBook:
+    kube = client(api.transport)
+    owners = OwnerWatcher(kube, Discovery(kube))
+    return RecordBook(
+        cache,
+        cfg or RequeuingStrategyConfig(backoff_limit_count=3),
+        ManualClock(T0),
+        owners=owners,
+        writer=KubeRecordWriter(kube, KubePodWriter(kube), owners=owners),
+        jitter=no_jitter,
+    )
+
+
+async def close_store(store: RecordBook, api: FakeApi) -> None:
+    api.stop.set()
+    assert isinstance(store.owners, OwnerWatcher)
+    await store.owners.stop()
+    assert isinstance(store.writer, KubeRecordWriter)
+    await store.writer.client.aclose()
+
+
+RECORD = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 60, first_eviction_time=T0)

@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 
 import httpx
+import msgspec
 import pytest
 from fastapi import FastAPI
 
@@ -185,3 +186,32 @@ async def test_scheduler_executes_mode_returns_the_victims_and_deletes_nothing(
         "gate mirrored",
         "1 eviction records written, 0 off-node gang siblings deleted",
     ]
+
+
+async def test_embedded_default_never_caps_a_declared_min_available() -> None:
+    # No cache: the payload's 2 victims are all runway sees of a workload declaring 5 pods.
+    # Scheduler executes, so the reply itself shows the decision (takeover answers {} anyway).
+    config = parse_config({**CONFIG, "preemption": {"async": False}})
+    application = create_app(config, clock=ManualClock(NOW))
+    victims = []
+    for i in range(2):
+        raw = msgspec.to_builtins(
+            pod(
+                f"el-{i}",
+                f"uid-el-{i}",
+                queue="team-a",
+                node="node-0",
+                priority=100,
+                started_ago=60,
+                workload="elastic",
+            )
+        )
+        raw["metadata"]["annotations"] = {"runway.dev/min-available": "5"}
+        victims.append(raw)
+    body = json.loads(preempt_body())
+    body["NodeNameToMetaVictims"] = None
+    body["NodeNameToVictims"] = {"node-0": {"Pods": victims, "NumPDBViolations": 0}}
+    async with application.router.lifespan_context(application):
+        resp = await call(application, "POST", "/scheduler/preempt", json.dumps(body).encode())
+    assert resp.status_code == 200
+    assert resp.json() == {"NodeNameToMetaVictims": {}}  # protected: neither is evicted

@@ -11,56 +11,19 @@ import pytest
 
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
-from app.kube.owners import Discovery, OwnerWatcher
-from app.kube.pods import KubePodWriter
-from app.kube.records import KubeRecordWriter
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
-from app.policy.backoff import no_jitter
 from app.policy.workload import workload_of
-from app.state.cache import ClusterCache
 from app.state.records import RecordBook
-from tests.builders import job_obj, pod, pod_obj
-from tests.integration.kube_fake import FakeApi
-from tests.integration.kube_helpers import client, until
+from tests.builders import job_obj, pod_obj
+from tests.integration.kube_fake import RECORD, FakeApi, cache_with, close_store, make_store
+from tests.integration.kube_helpers import until
 
 T0 = 1_800_000_000.0
-
-
-def cache_with(*pods: dict[str, Any]) -> ClusterCache:
-    cache = ClusterCache()
-    cache.replace_pods([pod(p) for p in pods])
-    return cache
-
-
-def make_store(
-    api: FakeApi, cache: ClusterCache, cfg: RequeuingStrategyConfig | None = None
-) -> RecordBook:
-    kube = client(api.transport)
-    owners = OwnerWatcher(kube, Discovery(kube))
-    return RecordBook(
-        cache,
-        cfg or RequeuingStrategyConfig(backoff_limit_count=3),
-        ManualClock(T0),
-        owners=owners,
-        writer=KubeRecordWriter(kube, KubePodWriter(kube), owners=owners),
-        jitter=no_jitter,
-    )
 
 
 @pytest.fixture
 def api() -> FakeApi:
     return FakeApi()
-
-
-async def _close(store: RecordBook, api: FakeApi) -> None:
-    api.stop.set()
-    assert isinstance(store.owners, OwnerWatcher)
-    await store.owners.stop()
-    assert isinstance(store.writer, KubeRecordWriter)
-    await store.writer.client.aclose()
-
-
-RECORD = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 60, first_eviction_time=T0)
 
 
 async def test_record_written_on_the_job_and_read_back_without_io(api: FakeApi) -> None:
@@ -85,7 +48,7 @@ async def test_record_written_on_the_job_and_read_back_without_io(api: FakeApi) 
         # the pods were not annotated
         assert not api.calls("PATCH", "/api/v1")
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_discovery_is_asked_once_per_group_version(api: FakeApi) -> None:
@@ -100,7 +63,7 @@ async def test_discovery_is_asked_once_per_group_version(api: FakeApi) -> None:
         await store.owners.wait_synced(5)  # type: ignore[union-attr]
         assert sum(1 for r in api.requests if r[1] == "/apis/batch/v1") == 1
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_conflict_rereads_and_applies_the_change_to_the_fresh_record(api: FakeApi) -> None:
@@ -128,7 +91,7 @@ async def test_conflict_rereads_and_applies_the_change_to_the_fresh_record(api: 
         assert [p[2]["metadata"]["resourceVersion"] for p in patches] == ["10", "11"]
         assert len(api.calls("GET", "/apis/batch/v1/namespaces/team/jobs/train")) == 2
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_a_recreated_owner_is_not_written(api: FakeApi) -> None:
@@ -142,7 +105,7 @@ async def test_a_recreated_owner_is_not_written(api: FakeApi) -> None:
         assert await store.write(key, RECORD) is None
         assert not api.calls("PATCH")
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_bare_pods_each_carry_the_record(api: FakeApi) -> None:
@@ -165,7 +128,7 @@ async def test_bare_pods_each_carry_the_record(api: FakeApi) -> None:
         await store.write(key, RECORD)
         assert api.pods["team/g-0"]["metadata"]["annotations"]["runway.dev/eviction-count"] == "1"
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_records_survive_a_restart_through_the_owner_reflector(api: FakeApi) -> None:
@@ -186,7 +149,7 @@ async def test_records_survive_a_restart_through_the_owner_reflector(api: FakeAp
         assert all(k.startswith("runway.dev/") for k in kept["team/train"].annotations)
         assert store.owners.kinds() == {"Job batch/v1": "synced"}
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_activate_resets_count_and_backoff(api: FakeApi) -> None:
@@ -203,7 +166,7 @@ async def test_activate_resets_count_and_backoff(api: FakeApi) -> None:
         assert "runway.dev/eviction-deactivated" not in ann
         assert ann["runway.dev/eviction-count"] == "0"
     finally:
-        await _close(store, api)
+        await close_store(store, api)
 
 
 async def test_without_a_cluster_records_are_dry_run_and_kept_in_memory() -> None:

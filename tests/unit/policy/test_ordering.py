@@ -131,6 +131,10 @@ def test_pending_preemptor_goes_before_the_workload_it_evicted() -> None:
     bystander = PendingWorkload("ns/bystander", 5, 2.0)
     order = [w.name for w in pending_order([victim, bystander, preemptor], s)]
     assert order == ["ns/preemptor", "ns/victim", "ns/bystander"]
+    # Only ahead of the workloads it evicted: an older unrelated workload stays ahead.
+    older = PendingWorkload("ns/older", 5, 0.5)
+    order = [w.name for w in pending_order([victim, older, preemptor], s)]
+    assert order == ["ns/older", "ns/preemptor", "ns/victim"]
     # Priority still comes first.
     high = PendingWorkload("ns/high", 9, 99.0)
     assert pending_order([victim, preemptor, high], s)[0].name == "ns/high"

@@ -403,6 +403,8 @@ def _offer(node: str, *victims: tuple[int, float | None], pdb: int = 0) -> tuple
         (_offer("a", (0, 10), (0, 10)), _offer("b", (0, 10)), "b", "victim count"),
         (_offer("a", (0, 100)), _offer("b", (0, 10)), "b", "work lost"),
         (_offer("a", (0, 100)), _offer("b", (0, None)), "b", "work lost"),  # unknown start
+        # the sum of run times, not the latest start: 500 s + 10 s lose more than 200 s + 200 s
+        (_offer("a", (0, 500), (0, 10)), _offer("b", (0, 200), (0, 200)), "b", "lose less work"),
         (_offer("b", (0, 10)), _offer("a", (0, 10)), "a", "node name"),
         (_offer("a", (0, 10)), _offer("b"), "b", "highest victim priority"),  # no victims
     ],

@@ -141,7 +141,7 @@ def annotated(*values: str | None) -> list[Pod]:
         ((None, None, None), None, 3),  # no annotation: a gang of all its pods
         (("2", None, None), 2, 2),
         ((None, "2", None), 2, 2),  # the first pod that has a valid one
-        (("5", None, None), 5, 3),  # capped at the pod count
+        (("5", None, None), 5, 5),  # never capped at the pods runway sees (SPEC §2)
         ((" 2 ", None, None), 2, 2),  # surrounding blanks are tolerated
         (("0", None, None), None, 3),  # not positive: ignored
         (("-1", None, None), None, 3),

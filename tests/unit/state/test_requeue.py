@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
 from app.model.gate import GateEntry, PodRef
+from app.model.lifecycle import Life
 from app.model.timestamps import format_time
 from app.state.requeue import not_ready_since
 from app.wiring import Runway, build
@@ -59,13 +62,13 @@ def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
     # never ready since it started: the start clock runs, not the recovery clock
-    assert not_ready_since(view) is None
+    assert not_ready_since(view, T0, T0) is None
     # runway saw it PodsReady: the Ready=False transition is when it lost it
-    assert not_ready_since(view, was_ready=True) == T0
+    assert not_ready_since(view, T0, T0, was_ready=True) == T0
     # after a restart: a Ready=False transition well after the pod's start means it flipped
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
     view = rt.cache.workload_of_pod(pod("a"))
-    assert view is not None and not_ready_since(view) == T0 + 30
+    assert view is not None and not_ready_since(view, T0, T0) == T0 + 30
 
 
 def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
@@ -110,7 +113,36 @@ def test_pending_workloads_skip_admitted_ones() -> None:
     rt = runtime()
     rt.cache.upsert_pod(pod("a", workload="run", bound_at=T0))
     rt.cache.upsert_pod(pod("b", workload="half", bound_at=T0))
-    rt.cache.upsert_pod(pod("c", workload="half"))  # a gang half bound is not admitted yet
+    # a gang half bound is admitted (its first bind, SPEC §2): its other pod is not pending
+    rt.cache.upsert_pod(pod("c", workload="half"))
     rt.cache.upsert_pod(pod("d", workload="wait"))
     names = [w.name for w in rt.requeue.pending_workloads("default")]
-    assert sorted(names) == ["ns/half", "ns/wait"]
+    assert sorted(names) == ["ns/wait"]
+
+
+async def test_a_pending_replacement_runs_the_recovery_clock_not_the_start_clock() -> None:
+    # A gang of 2, started and Ready; b is lost and its replacement c is pending.
+    rt = runtime({"waitForPodsReady": {"enable": True, "timeout": "60s", "recoveryTimeout": "30s"}})
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, ready_at=T0 + 5))
+    rt.cache.upsert_pod(pod("b", bound_at=T0 + 1, ready=True, ready_at=T0 + 5))
+    view = rt.cache.workload_of_pod(pod("a"))
+    assert view is not None
+    rt.cache.delete_pod(pod("b"))
+    c = msgspec.structs.replace(
+        pod("c"),
+        metadata=msgspec.structs.replace(
+            pod("c").metadata, creationTimestamp=format_time(T0 + 500)
+        ),
+    )
+    rt.cache.upsert_pod(c)
+    view = rt.cache.workload_of_pod(pod("a"))
+    assert view is not None
+    life = rt.records.life(view).life
+    assert (life.admitted, life.started) == (T0, None)  # derived now: only a is bound
+    state = rt.requeue.pods_ready_state(view)
+    assert state.not_ready_since is None  # nothing persisted: no started, so no recovery clock
+    assert await rt.records.write_life(view.key, Life(None, T0, T0 + 1))  # as the leader had
+    state = rt.requeue.pods_ready_state(view)
+    assert state.admitted_at == T0 and state.not_ready_since == T0 + 500
+    _, check = rt.requeue.evaluate(view, T0 + 510)
+    assert check.cause == "WaitForRecovery" and not check.due  # not the start timeout (60 s)

@@ -1,0 +1,104 @@
+"""A workload's life as persisted facts (SPEC §2), and their annotation format.
+
+Kept next to the eviction record (``app.model.eviction``): on the workload's controller owner, or
+on each pod of a bare-pod workload; written by the leader when a fact first becomes known or is
+reset by a full eviction. Times are RFC 3339 in UTC, second precision.
+
+================================  ===============================================================
+annotation                        meaning
+================================  ===============================================================
+``runway.dev/workload-created``   the owner's creationTimestamp (a bare-pod workload: its
+                                  earliest pod's, at first sight); the ``Creation`` order
+``runway.dev/workload-admitted``  first bind of any of its pods since created or last fully
+                                  evicted; waitForPodsReady's ``timeout`` counts from here
+``runway.dev/workload-started``   its minAvailable-th bind; min-runtime counts from here
+================================  ===============================================================
+
+*Members* (pods not ``Failed`` and not being deleted) are a rule over the live pods, not a stored
+value. ``to_annotations`` returns every key, ``None`` for an unknown fact (a merge patch removes
+it); ``from_annotations`` never raises: a value that does not parse is an unknown fact.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from app.model.timestamps import format_time, parse_time
+
+PREFIX: Final = "runway.dev/workload-"
+CREATED_KEY: Final = PREFIX + "created"
+ADMITTED_KEY: Final = PREFIX + "admitted"
+STARTED_KEY: Final = PREFIX + "started"
+KEYS: Final = (CREATED_KEY, ADMITTED_KEY, STARTED_KEY)
+
+
+@dataclass(frozen=True)
+class Life:
+    """The facts of a workload's life (Unix seconds; None = not known / not yet / reset)."""
+
+    created: float | None = None
+    admitted: float | None = None
+    started: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        """No fact known."""
+        return self.created is None and self.admitted is None and self.started is None
+
+    def to_annotations(self) -> dict[str, str | None]:
+        """Every ``runway.dev/workload-*`` key; None removes the annotation (merge patch)."""
+        return {
+            CREATED_KEY: _fmt(self.created),
+            ADMITTED_KEY: _fmt(self.admitted),
+            STARTED_KEY: _fmt(self.started),
+        }
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str] | None) -> Life:
+        """The facts persisted in ``annotations`` (never raises)."""
+        if not annotations:
+            return EMPTY
+        return cls(
+            created=_time(annotations.get(CREATED_KEY)),
+            admitted=_time(annotations.get(ADMITTED_KEY)),
+            started=_time(annotations.get(STARTED_KEY)),
+        )
+
+    def persisted(self) -> Life:
+        """The facts as they read back after a write (second precision, like every
+        ``runway.dev/`` time)."""
+        return Life.from_annotations({k: v for k, v in self.to_annotations().items() if v})
+
+
+EMPTY: Final = Life()
+
+
+def merge(copies: Iterable[Life]) -> Life:
+    """One view of several persisted copies (the owners of a multi-owner workload, or the pods of
+    a bare-pod workload): the earliest creation; admitted/started from the copy that knows them
+    (the latest, should copies disagree after a partial write)."""
+    created: float | None = None
+    admitted: float | None = None
+    started: float | None = None
+    for c in copies:
+        if c.created is not None and (created is None or c.created < created):
+            created = c.created
+        if c.admitted is not None and (admitted is None or c.admitted > admitted):
+            admitted = c.admitted
+        if c.started is not None and (started is None or c.started > started):
+            started = c.started
+    return Life(created, admitted, started)
+
+
+def _fmt(value: float | None) -> str | None:
+    return None if value is None else format_time(value)
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    parsed = parse_time(value.strip())
+    return parsed if parsed is not None and math.isfinite(parsed) else None

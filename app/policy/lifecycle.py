@@ -1,0 +1,154 @@
+"""How a workload's life facts change over pod observations (SPEC §2). Pure.
+
+The facts (``app.model.lifecycle.Life``) are persisted; each observation of the workload's pods
+moves them by these rules, and nothing else does:
+
+- **created** never changes once known (first sight: the owner's creationTimestamp, else the
+  earliest pod's). Re-created pods do not move it.
+- **admitted** is the first bind of a member since created or the last full eviction.
+- **started** is the minAvailable-th bind of members; once known it stays however pods fail, get
+  replaced or the workload scales.
+- a **full eviction** (no member left bound) resets admitted and started. If the observer missed
+  that moment (no leader then), the eviction record tells: the facts predate the last eviction and
+  every member bound now was bound after it.
+- **members** are pods neither ``Failed`` nor being deleted (``app.policy.workload.is_member``);
+  a declared minAvailable holds even when fewer pods are seen (a *partial* view — the embedded
+  default sees only the offered victims — then takes its latest seen bind as the start, so
+  protection never fails open).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from app.model import Pod
+from app.model.lifecycle import EMPTY, Life
+from app.model.timestamps import parse_time
+from app.policy.workload import bind_time, declared_min_available, members
+
+Source = Literal["persisted", "derived", "declared", "unknown"]
+"""Where a fact came from: read back from the annotations, derived from the pods now, declared by
+the user (the ``runway.dev/min-available`` annotation), or not known."""
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the workload's pods show now."""
+
+    created: float | None
+    """The owner's creationTimestamp when known, else the earliest pod's (None: none known)."""
+    binds: tuple[float, ...]
+    """Bind times of the bound members, ascending."""
+    min_available: int
+    """Declared, else the member count."""
+    complete: bool = True
+    """Every pod of the workload is seen (False: the payload's victims only)."""
+    last_eviction: float | None = None
+    """Time of the workload's eviction record, if any."""
+
+
+def observation(
+    pods: Sequence[Pod],
+    *,
+    owner_created: float | None = None,
+    complete: bool = True,
+    last_eviction: float | None = None,
+) -> Observation:
+    """The observation of ``pods`` (every pod of the workload runway sees, members or not)."""
+    live = members(pods)
+    created = owner_created
+    if created is None:
+        times = [t for t in (parse_time(p.metadata.creationTimestamp) for p in pods) if t]
+        created = min(times) if times else None
+    binds = tuple(sorted(t for t in (bind_time(p) for p in live) if t is not None))
+    declared = declared_min_available(pods)
+    return Observation(
+        created=created,
+        binds=binds,
+        min_available=len(live) if declared is None else declared,
+        complete=complete,
+        last_eviction=last_eviction,
+    )
+
+
+def fully_evicted(previous: Life, seen: Observation) -> bool:
+    """The workload has been fully evicted since ``previous`` was recorded: no member is bound
+    now, or (a missed moment) every bound member was bound after an eviction that followed the
+    recorded admission."""
+    if not seen.binds:
+        return True
+    return (
+        previous.admitted is not None
+        and seen.last_eviction is not None
+        and seen.last_eviction >= previous.admitted
+        and seen.binds[0] > seen.last_eviction
+    )
+
+
+def derived_start(seen: Observation) -> float | None:
+    """The minAvailable-th bind (a partial view short of minAvailable: its latest bind)."""
+    needed = max(seen.min_available, 1)
+    if len(seen.binds) >= needed:
+        return seen.binds[needed - 1]
+    if not seen.complete and seen.binds:
+        return seen.binds[-1]
+    return None
+
+
+def observe(previous: Life, seen: Observation) -> Life:
+    """The facts after observing ``seen`` (see the module docstring)."""
+    created = previous.created if previous.created is not None else seen.created
+    if fully_evicted(previous, seen):
+        return Life(created, None, None)
+    admitted = previous.admitted if previous.admitted is not None else seen.binds[0]
+    started = previous.started if previous.started is not None else derived_start(seen)
+    return Life(created, admitted, started)
+
+
+@dataclass(frozen=True)
+class LifeFacts:
+    """A workload's facts now, with where each came from (the REST API shows both)."""
+
+    life: Life
+    persisted: Life
+    """What the annotations hold (the leader writes ``life`` there when they differ)."""
+    min_available: int
+    members: int
+    min_available_source: Source
+
+    def source(self, fact: Literal["created", "admitted", "started"]) -> Source:
+        """``persisted`` when the annotation holds the value, ``derived`` when it comes from the
+        pods now, ``unknown`` when there is none."""
+        value = getattr(self.life, fact)
+        if value is None:
+            return "unknown"
+        return "persisted" if getattr(self.persisted, fact) == value else "derived"
+
+    @property
+    def dirty(self) -> bool:
+        """The annotations do not hold the facts yet: the leader should write them."""
+        return self.life.persisted() != self.persisted
+
+
+def facts_of(
+    pods: Sequence[Pod],
+    persisted: Life = EMPTY,
+    *,
+    owner_created: float | None = None,
+    complete: bool = True,
+    last_eviction: float | None = None,
+) -> LifeFacts:
+    """The facts of a workload from its pods and what was persisted."""
+    seen = observation(
+        pods, owner_created=owner_created, complete=complete, last_eviction=last_eviction
+    )
+    declared = declared_min_available(pods)
+    return LifeFacts(
+        life=observe(persisted, seen),
+        persisted=persisted,
+        min_available=seen.min_available,
+        members=len(members(pods)),
+        min_available_source="declared" if declared is not None else "derived",
+    )

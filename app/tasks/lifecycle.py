@@ -1,0 +1,114 @@
+"""The life recorder (SPEC §2, leader only): persists each workload's facts — created, admitted,
+started — when one first becomes known or a full eviction resets them.
+
+Writes are few: none for a pod that is a workload alone (its own fields are its facts) or for
+DaemonSet and static pods; for the others one patch at the first bind (created and admitted,
+often started too), one when started becomes known later, one on a full eviction.
+
+Readers never need it to be right now: ``RecordBook.life`` applies the same rules
+(``app.policy.lifecycle``) to the persisted facts and the pods it sees. Persisting is what makes
+the facts outlive the pods they were seen on (a replaced pod, a re-created gang, a restart or a
+new leader). It wakes on cache changes (debounced), looks only at the workloads whose pods
+changed, and sweeps every workload when it starts and when this process becomes the leader
+(which also migrates the records written before these facts existed: missing facts are derived
+once, then persisted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.logs import get_logger
+from app.model import Pod
+from app.model.node import Node
+from app.policy.workload import WorkloadKey, is_queued, workload_of
+from app.state.cache import CacheEvent, ClusterCache
+from app.state.records import RecordBook
+from app.tasks.loop import Ticker
+
+log = get_logger("tasks.lifecycle")
+
+
+class LifeRecorder(Ticker):
+    """Writes the workloads' life facts where they differ from what is persisted."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        records: RecordBook,
+        *,
+        tick: float = 30.0,
+        debounce: float = 0.05,
+        is_leader: Callable[[], bool] = lambda: True,
+    ) -> None:
+        super().__init__("lifecycle", tick=tick, debounce=debounce)
+        self.cache = cache
+        self.records = records
+        self.is_leader = is_leader
+        self._dirty: set[WorkloadKey] = set()
+        self._sweep = True
+        self._unsubscribe: Callable[[], None] | None = None
+        self.written = 0
+        """Workloads whose facts this process wrote (for tests and the log)."""
+
+    def start(self) -> None:
+        """Subscribe to the cache and start the loop."""
+        self._unsubscribe = self.cache.subscribe(self._on_event)
+        super().start()
+
+    async def stop(self) -> None:
+        """Unsubscribe and stop the loop."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        await super().stop()
+
+    def _on_event(self, event: CacheEvent[Pod] | CacheEvent[Node]) -> None:
+        if event.kind != "pod":
+            return
+        for pod in (event.old, event.new):
+            if isinstance(pod, Pod):
+                self._dirty.add(workload_of(pod))
+        self.poke()
+
+    async def run_once(self) -> float:
+        """One pass (``Ticker``): the changed workloads, or all of them on a sweep."""
+        if not self.is_leader() or not self.cache.pods_synced:
+            self._sweep = True  # a new leader looks at everything once
+            self._dirty.clear()
+            return self.tick
+        if self._sweep:
+            keys = set(self.cache.workload_keys())
+            self._sweep = False
+            self._dirty.clear()
+        else:
+            keys, self._dirty = self._dirty, set()
+        for key in sorted(keys):
+            await self.record(key)
+        return self.tick
+
+    async def record(self, key: WorkloadKey) -> bool:
+        """Persist ``key``'s facts if they differ from what its annotations hold."""
+        if key.source == "pod":
+            return False  # a pod alone: its own creationTimestamp and bind are its facts
+        view = self.cache.workload(key)
+        if view is None:
+            return False  # no pod: nothing to observe (the re-created pods will tell)
+        if not is_queued(view.pods):
+            return False  # DaemonSet and static pods: not queued, no facts to keep
+        facts = self.records.life(view)
+        if not facts.dirty:
+            return False
+        if facts.persisted.empty and facts.life.admitted is None:
+            # Never admitted: its first pods still show when it was created; written with the
+            # first bind (pods are re-created only after that), which saves a write per workload.
+            return False
+        try:
+            written = await self.records.write_life(key, facts.life)
+        except Exception as exc:  # e.g. RBAC does not allow patching this owner kind
+            # Retried when its pods change again or on the next leader's sweep, not in a loop.
+            log.warning("workload facts not written", workload=str(key), error=str(exc))
+            return False
+        if written:
+            self.written += 1
+        return written

@@ -1,0 +1,256 @@
+"""A workload's life as persisted facts (SPEC §2), end to end: a real kube-apiserver and
+kube-scheduler with runway as its extender; the test plays the kubelet and the Job controller
+(``Cluster`` of ``test_requeue_e2e``).
+
+* KEP-349's deadlock: a gang of 3 pods of 2 CPU on a 4-CPU node binds 2 pods and can never bind the
+  third. It is admitted at its first bind, so ``timeout`` runs out, it is evicted, and the small
+  workload that ``blockAdmission`` held behind it binds.
+* A protected gang with a pending replacement pod keeps its protection: its *started* fact is
+  persisted on the Job, so a higher-priority preemptor is vetoed.
+* A Job with a Failed pod and a Ready replacement is PodsReady (failed pods are not members):
+  never evicted, even with a short ``recoveryTimeout``.
+* A Job whose pod is re-created keeps its place in ``Creation`` order (its *created* fact is the
+  Job's creationTimestamp, not the new pod's).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.model.lifecycle import CREATED_KEY, STARTED_KEY
+from tests.e2e.conftest import ControlPlane, poll, rfc3339_now
+from tests.e2e.test_requeue_e2e import Cluster, only_node
+
+pytestmark = pytest.mark.e2e
+
+NS = "lifecycle-e2e"
+LEADER_OFF: dict[str, Any] = {"leaderElection": {"enable": False}}
+
+
+@pytest.fixture(scope="module")
+def plane(dedicated_plane: ControlPlane) -> ControlPlane:
+    for name, value in (("lc-low", 100), ("lc-high", 1000)):
+        dedicated_plane.ensure_priority_class(name, value)
+    dedicated_plane.ensure_namespace(NS)
+    return dedicated_plane
+
+
+def cluster(
+    plane: ControlPlane,
+    tmp: Path,
+    node: str,
+    cpu: str,
+    config: dict[str, Any],
+    jobs: dict[str, int],
+) -> Cluster:
+    only_node(plane, node, {"cpu": cpu, "memory": "8Gi", "pods": "20"})
+    return Cluster(
+        plane,
+        tmp,
+        ns=NS,
+        config={"kubernetes": LEADER_OFF, **config},
+        jobs=jobs,
+        cpu="2",
+        priority_class="lc-low",
+        ready=True,
+    )
+
+
+@pytest.fixture
+def tmp_cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[list[Cluster]]:
+    made: list[Cluster] = []
+    try:
+        yield made
+    finally:
+        for c in made:
+            c.close()
+        for p in plane.pods():  # each test starts from an empty namespace
+            if p["metadata"]["namespace"] == NS:
+                plane.delete_pod(p["metadata"]["name"], NS)
+
+
+def bound_names(c: Cluster) -> set[str]:
+    return {
+        name
+        for name, p in c.pods().items()
+        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def hold(c: Cluster, seconds: float, check: Any) -> None:
+    """Keep playing the kubelet for ``seconds``, asserting ``check`` all along."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.step()
+        check()
+        time.sleep(0.2)  # the kubelet's pace, not a wait for a condition
+
+
+def unscheduled_pod(c: Cluster, name: str, owner: str) -> None:
+    """A replacement pod of Job ``owner`` that no scheduler handles: it stays pending."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": owner,
+                    "uid": c.job_uids[owner],
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "schedulerName": "runway-e2e-nobody",
+            "priorityClassName": "lc-low",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.k8s.io/pause:3.9",
+                    "resources": {"requests": {"cpu": "1"}},
+                }
+            ],
+        },
+    }
+    r = c.plane.api.post(f"/api/v1/namespaces/{NS}/pods", json=body)
+    assert r.status_code == 201, r.text
+
+
+def test_partial_gang_times_out_and_the_workload_behind_it_binds(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    config = {
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": "5s",
+            "blockAdmission": True,
+            "requeuingStrategy": {"backoffBaseSeconds": 120, "backoffMaxSeconds": 600},
+        }
+    }
+    c = cluster(plane, tmp_path, "lc-gang-node", "4", config, {"gang": 3})
+    tmp_cluster.append(c)
+    c.create_job("gang")
+    runway = c.start_runway()
+    c.until("two of the gang's three pods bind", lambda: len(bound_names(c)) == 2)
+    # admitted at its first bind, though not started
+    view = runway.get(f"/v1/workloads/{NS}/gang")
+    assert view["state"] == "admitted" and view["life"]["admitted"]["time"] is not None
+    assert view["life"]["started"]["time"] is None
+    # the small workload behind it: held by blockAdmission, then bound once the gang is evicted
+    c.jobs["small"] = 1
+    c.create_job("small")
+    c.until(
+        "the partial gang is evicted (PodsReadyTimeout)",
+        lambda: c.annotations("gang").get("runway.dev/eviction-reason") == "PodsReadyTimeout",
+        within=30,
+    )
+    c.until("the small workload binds", lambda: "small-0" in bound_names(c), within=30)
+    # the gang's re-created pods wait out their backoff
+    assert not bound_names(c) & {"gang-0", "gang-1", "gang-2"}
+
+
+def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    config = {"minRuntime": {"defaultPreemptMinRuntime": "10m"}}
+    c = cluster(plane, tmp_path, "lc-protect-node", "2", config, {"guard": 2})
+    c.cpu = "1"
+    tmp_cluster.append(c)
+    c.create_job("guard")
+    runway = c.start_runway()
+    c.until("the gang runs", lambda: len(bound_names(c)) == 2)
+    c.until("its started fact is persisted", lambda: STARTED_KEY in c.annotations("guard"))
+    # one pod is lost; its replacement is pending (no scheduler picks it up)
+    del c.jobs["guard"]
+    c.plane.delete_pod("guard-1", NS)
+    unscheduled_pod(c, "guard-r", "guard")
+    view = c.until(
+        "runway sees the replacement",
+        lambda: (v := runway.get(f"/v1/workloads/{NS}/guard")) and len(v["pods"]) == 2 and v,
+    )
+    assert view["life"]["started"]["source"] == "persisted"
+    assert view["protectedUntil"] is not None and view["protectedUntil"] > rfc3339_now()
+    # a higher-priority pod needs the whole node: the gang is protected, preemption is vetoed
+    c.create_pod("boss", cpu="2", priority_class="lc-high")
+    c.until(
+        "runway vetoes the preemption",
+        lambda: any(
+            d["preemptor"]["pod"] == f"{NS}/boss" and d["chosenNode"] is None
+            for d in runway.get("/v1/preemptions/decisions")["decisions"]
+        ),
+        within=30,
+    )
+    hold(c, 3, lambda: bound_names(c) == {"guard-0"})
+
+
+def test_failed_pod_with_a_ready_replacement_is_not_evicted(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    config = {"waitForPodsReady": {"enable": True, "timeout": "3s", "recoveryTimeout": "5s"}}
+    c = cluster(plane, tmp_path, "lc-failed-node", "8", config, {"work": 2})
+    tmp_cluster.append(c)
+    c.create_job("work")
+    runway = c.start_runway()
+    c.until("the Job runs", lambda: runway.get(f"/v1/workloads/{NS}/work")["podsReady"])
+    # work-1 fails (the kubelet reports it); the Job controller creates a replacement
+    now = rfc3339_now()
+    status = {
+        "phase": "Failed",
+        "conditions": [{"type": "Ready", "status": "False", "lastTransitionTime": now}],
+    }
+    r = c.plane.api.patch(
+        f"/api/v1/namespaces/{NS}/pods/work-1/status",
+        json={"status": status},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+    c.jobs["work"] = 0  # the names work-0/1 stay taken: the replacement is work-r
+    c.create_pod("work-r", owner="work")
+    c.until("the replacement is Ready", lambda: runway.get(f"/v1/workloads/{NS}/work")["podsReady"])
+    view = runway.get(f"/v1/workloads/{NS}/work")
+    assert view["life"]["members"]["count"] == 2  # the failed pod is not a member
+    # longer than recoveryTimeout since the failure: a failed pod counted as a member would
+    # have made the Job lose PodsReady for good and be evicted by now
+    hold(c, 6, lambda: "runway.dev/eviction-reason" not in c.annotations("work"))
+    assert {"work-0", "work-r"} <= bound_names(c)
+
+
+def test_recreated_job_keeps_its_place_in_creation_order(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    c = cluster(plane, tmp_path, "lc-order-node", "2", {}, {"old": 1})
+    tmp_cluster.append(c)
+    c.create_job("old")
+    runway = c.start_runway()
+    c.until("the old Job runs", lambda: bound_names(c) == {"old-0"})
+    c.until("its created fact is persisted", lambda: CREATED_KEY in c.annotations("old"))
+    created = c.job("old")["metadata"]["creationTimestamp"]
+    # creationTimestamps have second precision: the next Job must be strictly newer
+    poll(lambda: rfc3339_now() > created, within=5, what="the next second")
+    c.jobs["new"] = 1
+    c.create_job("new")
+    c.until("the new Job's pod is pending", lambda: "new-0" in c.pods())
+    # nothing may bind any more; the old Job's pod is deleted and re-created, after the new one
+    r = c.plane.api.patch(
+        "/api/v1/nodes/lc-order-node",
+        json={"spec": {"unschedulable": True}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+    c.plane.delete_pod("old-0", NS)
+
+    def order() -> list[str]:
+        pending = runway.get("/v1/queues/default/pending")["pending"]
+        return [p["workload"] for p in pending]
+
+    c.until("both pending", lambda: len(order()) == 2)
+    assert order() == [f"{NS}/old", f"{NS}/new"]

@@ -1,0 +1,236 @@
+"""A workload's life facts over pod churn (SPEC §2, ``app.policy.lifecycle``): tables for the
+rules, hypothesis for the invariants — created never changes, started only moves on a full
+eviction, admitted is the first bind since the last full eviction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.model.lifecycle import EMPTY, Life, merge
+from app.model.pod import ObjectMeta, Pod, PodCondition, PodSpec, PodStatus
+from app.model.timestamps import format_time
+from app.policy.lifecycle import facts_of, observation, observe
+
+T0 = 1_700_000_000.0
+MIN_AVAILABLE = "runway.dev/min-available"
+
+
+def pod(
+    name: str,
+    *,
+    created: float = T0,
+    bound_at: float | None = None,
+    phase: str | None = None,
+    deleting: bool = False,
+    min_available: int | None = None,
+) -> Pod:
+    conditions = None
+    if bound_at is not None:
+        conditions = [PodCondition("PodScheduled", "True", format_time(bound_at))]
+    return Pod(
+        metadata=ObjectMeta(
+            name=name,
+            namespace="ns",
+            uid=f"uid-{name}",
+            creationTimestamp=format_time(created),
+            deletionTimestamp=format_time(T0) if deleting else None,
+            annotations=None if min_available is None else {MIN_AVAILABLE: str(min_available)},
+        ),
+        spec=PodSpec(nodeName="n1" if bound_at is not None else None),
+        status=PodStatus(phase=phase, conditions=conditions),
+    )
+
+
+# --- the rules, one table ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("previous", "pods", "expected"),
+    [
+        # first sight: created from the earliest pod, nothing bound yet
+        (EMPTY, [pod("a", created=T0 + 1), pod("b", created=T0)], Life(T0, None, None)),
+        # a gang partly bound is admitted (first bind) but not started (KEP-349's deadlock)
+        (EMPTY, [pod("a", bound_at=T0 + 5), pod("b")], Life(T0, T0 + 5, None)),
+        # the gang's last bind starts it
+        (EMPTY, [pod("a", bound_at=T0 + 5), pod("b", bound_at=T0 + 9)], Life(T0, T0 + 5, T0 + 9)),
+        # a replaced pod (pending replacement) moves neither admitted nor started
+        (
+            Life(T0, T0 + 5, T0 + 9),
+            [pod("a", bound_at=T0 + 5), pod("c", created=T0 + 60)],
+            Life(T0, T0 + 5, T0 + 9),
+        ),
+        # a Failed pod is not a member: the rest of the gang is what must be bound
+        (EMPTY, [pod("a", bound_at=T0 + 5), pod("b", phase="Failed")], Life(T0, T0 + 5, T0 + 5)),
+        # no member bound: a full eviction resets admitted and started, never created
+        (Life(T0 - 99, T0 + 5, T0 + 9), [pod("c", created=T0 + 60)], Life(T0 - 99, None, None)),
+        (
+            Life(T0, T0 + 5, T0 + 9),
+            [pod("a", bound_at=T0 + 5, deleting=True), pod("b", bound_at=T0 + 9, deleting=True)],
+            Life(T0, None, None),
+        ),
+        # elastic (minAvailable 2 of 4): the 2nd bind starts it; losing pods does not move it
+        (
+            EMPTY,
+            [pod(f"p{i}", bound_at=T0 + i, min_available=2) for i in range(1, 5)],
+            Life(T0, T0 + 1, T0 + 2),
+        ),
+        (
+            Life(T0, T0 + 1, T0 + 2),
+            [pod("p4", bound_at=T0 + 4, min_available=2), pod("p5", min_available=2)],
+            Life(T0, T0 + 1, T0 + 2),
+        ),
+        # a declared minAvailable is not capped by the pods seen: 2 of 5 bound is not started
+        (
+            EMPTY,
+            [
+                pod("a", bound_at=T0 + 1, min_available=5),
+                pod("b", bound_at=T0 + 2, min_available=5),
+            ],
+            Life(T0, T0 + 1, None),
+        ),
+    ],
+)
+def test_observe(previous: Life, pods: list[Pod], expected: Life) -> None:
+    assert observe(previous, observation(pods)) == expected
+
+
+def test_partial_view_never_fails_open() -> None:
+    # The embedded default sees only the 2 offered victims of a workload declaring 5: its start
+    # is the latest seen bind (not "unknown", which would leave it unprotected), its floor 5.
+    victims = [
+        pod("a", bound_at=T0 + 1, min_available=5),
+        pod("b", bound_at=T0 + 2, min_available=5),
+    ]
+    facts = facts_of(victims, complete=False)
+    assert facts.life.started == T0 + 2
+    assert facts.min_available == 5 and facts.min_available_source == "declared"
+
+
+def test_owner_creation_is_the_created_fact() -> None:
+    assert observe(EMPTY, observation([pod("a")], owner_created=T0 - 500)).created == T0 - 500
+
+
+def test_a_missed_full_eviction_is_seen_through_the_eviction_record() -> None:
+    # The facts predate the last eviction and every member bound now was bound after it.
+    before = Life(T0, T0 + 5, T0 + 9)
+    rebound = [pod("c", created=T0 + 100, bound_at=T0 + 120)]
+    seen = observation(rebound, last_eviction=T0 + 50)
+    assert observe(before, seen) == Life(T0, None, None)
+    # ...but an elastic workload that lost one pod to that eviction keeps its facts.
+    kept = [pod("a", bound_at=T0 + 5), pod("c", created=T0 + 100, bound_at=T0 + 120)]
+    assert observe(before, observation(kept, last_eviction=T0 + 50)) == before
+
+
+def test_sources() -> None:
+    pods = [pod("a", bound_at=T0 + 5)]
+    derived = facts_of(pods)
+    assert [derived.source(f) for f in ("created", "admitted", "started")] == ["derived"] * 3
+    assert derived.dirty and derived.min_available_source == "derived"
+    persisted = facts_of(pods, derived.life)
+    assert [persisted.source(f) for f in ("created", "admitted", "started")] == ["persisted"] * 3
+    assert not persisted.dirty
+    assert facts_of([pod("b")]).source("admitted") == "unknown"
+
+
+def test_annotations_round_trip_and_garbage_is_unknown() -> None:
+    life = Life(T0, T0 + 5, None)
+    written = {k: v for k, v in life.to_annotations().items() if v is not None}
+    assert Life.from_annotations(written) == life
+    assert life.to_annotations()["runway.dev/workload-started"] is None  # merge patch removes
+    assert Life.from_annotations({"runway.dev/workload-created": "yesterday"}) == EMPTY
+    assert merge([Life(T0 + 1, None, None), Life(T0, T0 + 5, T0 + 9)]) == Life(T0, T0 + 5, T0 + 9)
+
+
+# --- the invariants, over random pod churn --------------------------------------------------------
+
+
+@dataclass
+class Slot:
+    name: str
+    created: float
+    bound_at: float | None = None
+    phase: str | None = None
+    deleting: bool = False
+
+
+@dataclass
+class Workload:
+    """A gang of ``size`` slots (or elastic with ``min_available``), as its owner keeps it."""
+
+    size: int
+    min_available: int | None
+    slots: list[Slot] = field(default_factory=list)
+    serial: int = 0
+    now: float = T0
+
+    def new_pod(self) -> Slot:
+        self.serial += 1
+        return Slot(f"p{self.serial}", self.now)
+
+    def pods(self) -> list[Pod]:
+        return [
+            pod(
+                s.name,
+                created=s.created,
+                bound_at=s.bound_at,
+                phase=s.phase,
+                deleting=s.deleting,
+                min_available=self.min_available,
+            )
+            for s in self.slots
+        ]
+
+    def any_bound(self) -> bool:
+        return any(
+            s.bound_at is not None and not s.deleting and s.phase != "Failed" for s in self.slots
+        )
+
+
+EVENTS = st.sampled_from(["bind", "fail", "delete", "replace", "evict", "tick"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.integers(1, 4),
+    elastic=st.booleans(),
+    events=st.lists(st.tuples(EVENTS, st.integers(0, 3)), max_size=40),
+)
+def test_facts_over_pod_churn(size: int, elastic: bool, events: list[tuple[str, int]]) -> None:
+    wl = Workload(size, 1 if elastic and size > 1 else None)
+    wl.slots = [wl.new_pod() for _ in range(size)]
+    life = observe(EMPTY, observation(wl.pods()))
+    created = life.created
+    first_bind: float | None = None  # the model's admitted: first bind since the last full eviction
+    for kind, i in events:
+        wl.now += 1
+        slot = wl.slots[i % len(wl.slots)] if wl.slots else None
+        if kind == "bind" and slot and slot.bound_at is None and not slot.deleting:
+            slot.bound_at = wl.now
+            if first_bind is None:
+                first_bind = wl.now
+        elif kind == "fail" and slot and slot.bound_at is not None:
+            slot.phase = "Failed"
+        elif kind == "delete" and slot:
+            slot.deleting = True
+        elif kind == "replace" and slot and (slot.deleting or slot.phase == "Failed"):
+            wl.slots.remove(slot)
+            wl.slots.append(wl.new_pod())
+        elif kind == "evict":
+            wl.slots = [wl.new_pod() for _ in range(size)]
+        previous = life
+        life = observe(previous, observation(wl.pods()))
+        full_eviction = not wl.any_bound()
+        if full_eviction:
+            first_bind = None
+        # created never changes
+        assert life.created == created
+        # started only moves on a full eviction (which resets it), or becomes known once
+        if previous.started is not None and life.started != previous.started:
+            assert full_eviction and life.started is None
+        # admitted is the first bind since the last full eviction
+        assert life.admitted == first_bind
+        assert life.started is None or (life.admitted is not None and life.started >= life.admitted)
