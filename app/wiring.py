@@ -11,20 +11,26 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from app import metrics
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
-from app.kube.dryrun import DryRunPodWriter
+from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
+from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector
 from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
 from app.kube.records import KubeRecordWriter
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
+from app.model.event import ObjectRef
+from app.model.gate import PodRef
+from app.model.owner import owner_of
 from app.policy.admission import FilterPolicy
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.workload import DEFAULT_QUEUE
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -33,7 +39,7 @@ from app.state.records import RecordBook
 from app.state.requeue import RequeueIndex, RequeueView
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.podsready import PodsReadyEvictor
-from app.tasks.ports import PodApi
+from app.tasks.ports import EventSink, PodApi
 from app.tasks.preemption import PreemptionExecutor
 from app.tasks.wakeup import RequeueWaker
 
@@ -58,6 +64,8 @@ class Runway:
     gatekeeper: GateKeeper
     evictor: PodsReadyEvictor
     waker: RequeueWaker
+    events: EventSink
+    """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
@@ -123,12 +131,15 @@ class Runway:
             decisions=self.decisions,
             executor=self.executor,
             cluster=self,
+            events=self.events,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the reflectors, wait (bounded) for the eviction records, start the loops."""
+        if isinstance(self.events, KubeEventRecorder):
+            self.events.start()
         if self.sync is not None:
             self.sync.start()
             # Serve nothing until the eviction records are read back: a filter answered without
@@ -153,6 +164,8 @@ class Runway:
             await self.owners.stop()
         if self.sync is not None:
             await self.sync.stop()
+        if isinstance(self.events, KubeEventRecorder):
+            await self.events.stop()
 
     async def load_records(self, within: float = 5.0) -> bool:
         """At startup: once the pods are listed, start watching the owners they name and wait
@@ -184,6 +197,7 @@ def build(
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
+    metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
     gate = GateBook(cache)
     owners: OwnerWatcher | None = None
     pods: PodApi
@@ -236,6 +250,19 @@ def build(
     def is_leader() -> bool:
         return leader.is_leader if leader is not None else True
 
+    events: EventSink
+    if kube is not None:
+        events = KubeEventRecorder(
+            kube, clock, instance=leader.identity if leader is not None else ""
+        )
+    else:
+        events = DryRunEventSink()
+
+    def owners_of(pod: PodRef) -> tuple[ObjectRef, ...]:
+        cached = cache.pod(pod.uid)
+        ref = owner_of(cached) if cached is not None else None
+        return (ObjectRef.of_owner(ref),) if ref is not None else ()
+
     executor = PreemptionExecutor(
         pods,
         gate,
@@ -246,6 +273,8 @@ def build(
         history=pre.history,
         identity=leader.identity if leader is not None else "",
         recorder=records,
+        events=events,
+        owners_of=owners_of,
     )
     runway = Runway(
         config=config,
@@ -268,8 +297,10 @@ def build(
             config.wait_for_pods_ready,
             pool_label=config.min_runtime.pool_label,
             is_leader=is_leader,
+            events=events,
         ),
         waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader, dry_run=kube is None),
+        events=events,
         kube=kube,
         sync=sync,
         owners=owners,

@@ -16,6 +16,7 @@ from app.state.gate import GateBook
 from app.state.preemption import PreemptDecider
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView
+from app.tasks.ports import EventSink
 from app.tasks.preemption import PreemptionExecutor
 
 
@@ -62,6 +63,7 @@ class ApiContext:
     decisions: DecisionLog
     executor: PreemptionExecutor
     cluster: ClusterInfo
+    events: EventSink
 
 
 def context(request: Request) -> ApiContext:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from app import metrics
 from app.clock import Clock
 from app.config.requeue import RequeuingStrategyConfig
 from app.logs import get_logger
@@ -26,7 +27,7 @@ from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.owner import OwnerEntry, OwnerRef, owner_of
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
-from app.policy.workload import WorkloadKey, workload_of
+from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache
 
 log = get_logger("state.records")
@@ -105,6 +106,8 @@ class RecordBook:
         """Records written without an API server (dry-run) or for workloads with no target."""
         self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
         """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
+        self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
+        """(victim workload, preemptor) evictions counted: a gang's pods count once."""
 
     # -- where ----------------------------------------------------------------------------------
 
@@ -225,7 +228,14 @@ class RecordBook:
                 message=message,
             )
 
-        return await self.update(workload_of(victim), change)
+        key = workload_of(victim)
+        written = await self.update(key, change)
+        if (key, preemptor_uid) not in self._preempted:
+            self._preempted[(key, preemptor_uid)] = None
+            while len(self._preempted) > OWNER_MEMO_LIMIT:
+                self._preempted.popitem(last=False)
+            metrics.count_eviction(queue_of(victim, self.cache.queue_labels), PREEMPTED)
+        return written
 
     async def activate(self, key: WorkloadKey) -> EvictionRecord | None:
         """Reset count and requeueAt and clear deactivation; None when there is no record."""
