@@ -118,11 +118,10 @@ def _metrics_reference(ns: argparse.Namespace) -> int:
     if ns.write is None:
         sys.stdout.write(reference())
         return 0
-    with open(ns.write, encoding="utf-8") as f:
-        text = f.read()
     try:
-        updated = splice_reference(text)
-    except ValueError as exc:
+        with open(ns.write, encoding="utf-8") as f:
+            updated = splice_reference(f.read())
+    except (OSError, ValueError) as exc:
         print(f"runway: {ns.write}: {exc}", file=sys.stderr)
         return 2
     with open(ns.write, "w", encoding="utf-8") as f:

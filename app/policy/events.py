@@ -42,7 +42,7 @@ class Correlation:
 
     action: Action
     name: str
-    """The Event object's name: a new one (create) or the one to patch."""
+    """The Event object's name: a new one (create) or the one to patch ("" when dropped)."""
     count: int
     first_seen: float
     """``firstTimestamp``: the first of the identical Events."""
@@ -56,9 +56,9 @@ class _Seen:
     last: float
 
 
-def event_name(regarding: ObjectRef, now: float) -> str:
+def event_name(regarding: ObjectRef, stamp: int) -> str:
     """client-go's Event name: ``<object name>.<unix nanoseconds in hex>``."""
-    return f"{regarding.name}.{int(now * 1e9):x}"
+    return f"{regarding.name}.{stamp:x}"
 
 
 class EventCorrelator:
@@ -80,6 +80,12 @@ class EventCorrelator:
         self.cache_size = cache_size
         self._buckets: OrderedDict[ObjectRef, TokenBucket] = OrderedDict()
         self._seen: OrderedDict[tuple[object, ...], _Seen] = OrderedDict()
+        self._stamp = 0
+        """The last name stamp issued: names stay unique when two Events share a nanosecond."""
+
+    def _new_name(self, regarding: ObjectRef, now: float) -> str:
+        self._stamp = max(int(now * 1e9), self._stamp + 1)
+        return event_name(regarding, self._stamp)
 
     def correlate(self, note: EventNote, now: float) -> Correlation:
         """Decide for ``note`` at ``now`` and remember it (a dropped one is not remembered)."""
@@ -92,14 +98,14 @@ class EventCorrelator:
         key = (self.source, note.regarding, note.type, note.reason, note.message)
         seen = self._seen.get(key)
         if bucket.take(now, 1) == 0:
-            name = seen.name if seen is not None else event_name(note.regarding, now)
+            name = seen.name if seen is not None else ""
             return Correlation("drop", name, seen.count if seen else 0, now)
         if seen is not None and now - seen.last <= self.window:
             seen.count += 1
             seen.last = now
             self._seen.move_to_end(key)
             return Correlation("patch", seen.name, seen.count, seen.first)
-        seen = _Seen(event_name(note.regarding, now), 1, now, now)
+        seen = _Seen(self._new_name(note.regarding, now), 1, now, now)
         self._seen[key] = seen
         self._seen.move_to_end(key)
         _trim(self._seen, self.cache_size)
