@@ -263,6 +263,14 @@ REQUEUE_WAKEUPS = Counter(
 )
 
 
+QUEUE_TREE_UPDATES = Counter(
+    "runway_queue_tree_updates_total",
+    "Rebuilds of the queue tree from KAI Queue objects (queueSource: kai/auto), by result: "
+    "applied, or invalid (the last good tree stays; the error is logged and in GET /v1/queues).",
+    ["result"],
+    registry=REGISTRY,
+)
+
 # --- Kubernetes Events (app/kube/events.py) ---
 EVENTS = Counter(
     "runway_events_total",

@@ -21,6 +21,7 @@ from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector
 from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
+from app.kube.queues import KaiQueueSource
 from app.kube.records import KubeRecordWriter
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
@@ -72,6 +73,8 @@ class Runway:
     """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
     owners: OwnerWatcher | None = None
     """Owner watches for eviction records (None without a cluster)."""
+    queue_source: KaiQueueSource | None = None
+    """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -108,6 +111,17 @@ class Runway:
         return self.leader.identity if self.leader is not None else None
 
     @property
+    def queue_origin(self) -> str:
+        """Where the queue tree comes from now: ``file`` or ``kai``."""
+        source = self.queue_source
+        return "kai" if source is not None and source.active else "file"
+
+    @property
+    def queue_error(self) -> str | None:
+        """Why the last change of the Queue objects was refused (None: the tree is current)."""
+        return self.queue_source.error if self.queue_source is not None else None
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
         return self.sync.pods.resource_version if self.sync is not None else None
@@ -142,6 +156,13 @@ class Runway:
             self.events.start()
         if self.sync is not None:
             self.sync.start()
+        if self.queue_source is not None:
+            self.queue_source.start()
+            if not await self.queue_source.wait_synced(
+                self.config.kubernetes.startup_records_timeout
+            ):
+                log.warning("KAI Queue objects not listed at startup; serving anyway")
+        if self.sync is not None:
             # Serve nothing until the eviction records are read back: a filter answered without
             # them would let a workload out of its backoff early after a restart. Bounded (below
             # the liveness probe's window); past it the records arrive through the watch.
@@ -162,6 +183,8 @@ class Runway:
         await self.executor.drain(self.config.preemption.shutdown_grace)
         if self.owners is not None:
             await self.owners.stop()
+        if self.queue_source is not None:
+            await self.queue_source.stop()
         if self.sync is not None:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
@@ -198,6 +221,21 @@ def build(
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
     metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
+    queue_source: KaiQueueSource | None = None
+    if kube is not None and config.queue_source != "file":
+
+        def adopt(tree: QueueTree) -> None:
+            queues.adopt(tree)
+            metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
+            index.bump()
+
+        queue_source = KaiQueueSource(
+            kube,
+            adopt,
+            mode=config.queue_source,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+        )
     gate = GateBook(cache)
     owners: OwnerWatcher | None = None
     pods: PodApi
@@ -304,6 +342,7 @@ def build(
         kube=kube,
         sync=sync,
         owners=owners,
+        queue_source=queue_source,
     )
     runway_ref.append(runway)
     return runway

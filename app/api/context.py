@@ -40,6 +40,14 @@ class ClusterInfo(Protocol):
         """This replica's identity in the election."""
 
     @property
+    def queue_origin(self) -> str:
+        """Where the queue tree comes from now: ``file`` or ``kai``."""
+
+    @property
+    def queue_error(self) -> str | None:
+        """Why the last change of the KAI Queue objects was refused; None when current."""
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
 
