@@ -543,3 +543,21 @@ def test_mutual_tls_probes_check_the_port_only() -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert "httpGet" not in container[probe]
         assert container[probe]["tcpSocket"] == {"port": "http"}
+
+
+@pytest.mark.parametrize(("source", "granted"), [("kai", True), ("auto", True), ("file", False)])
+def test_kai_queue_source_may_read_queue_objects(source: str, granted: bool) -> None:
+    objects = render({"config": {"queueSource": source}})
+    role = one(objects, "ClusterRole", runway_deployment(objects)["metadata"]["name"])
+    rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.run.ai"]]
+    assert rules == (
+        [
+            {
+                "apiGroups": ["scheduling.run.ai"],
+                "resources": ["queues"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
+        if granted
+        else []
+    )
