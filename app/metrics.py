@@ -16,9 +16,6 @@ from collections.abc import Iterable
 from importlib import metadata
 
 from prometheus_client import (
-    GC_COLLECTOR,
-    PLATFORM_COLLECTOR,
-    PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
     Gauge,
@@ -38,8 +35,19 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, resident memory, open fds
 GCCollector(registry=REGISTRY)  # python_gc_* per generation
 PlatformCollector(registry=REGISTRY)  # python_info
-STANDARD_COLLECTORS = (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR)
-"""The global registry's instances of the same collectors (not runway's: documentation only)."""
+STANDARD_SERIES = (
+    "process_cpu_seconds_total",
+    "process_max_fds",
+    "process_open_fds",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_virtual_memory_bytes",
+    "python_gc_collections_total",
+    "python_gc_objects_collected_total",
+    "python_gc_objects_uncollectable_total",
+    "python_info",
+)
+"""What those collectors export on Linux (the process collector reads /proc)."""
 
 OTHER_QUEUE = "other"
 """The ``queue`` label of a queue the tree does not declare."""
@@ -314,15 +322,9 @@ def reference() -> str:
         labels = ", ".join(f"`{label}`" for label in metric._labelnames)
         doc = metric._documentation.replace("|", "\\|")
         lines.append(f"| `{name}` | {kind} | {labels} | {doc} |")
-    own = {m._name for m in _runway_metrics()}
-    standard = sorted(
-        f.name + ("_total" if f.type == "counter" else "")
-        for f in REGISTRY.collect()
-        if f.name not in own
-    )
     lines.append(
         "| "
-        + ", ".join(f"`{n}`" for n in standard)
+        + ", ".join(f"`{n}`" for n in STANDARD_SERIES)
         + " | | | the standard process, garbage-collector and platform collectors |"
     )
     lines += ["", REFERENCE_END]

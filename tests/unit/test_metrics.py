@@ -20,11 +20,18 @@ def test_readme_metrics_table_is_up_to_date() -> None:
     )
 
 
-def test_every_runway_metric_is_in_the_table() -> None:
+def test_every_exported_family_is_in_the_table() -> None:
     table = metrics.reference()
     for family in metrics.REGISTRY.collect():
         name = family.name + ("_total" if family.type == "counter" else "")
         assert f"`{name}`" in table
+
+
+def test_the_standard_series_are_exported() -> None:
+    families = {
+        f.name + ("_total" if f.type == "counter" else "") for f in metrics.REGISTRY.collect()
+    }
+    assert set(metrics.STANDARD_SERIES) <= families
 
 
 def test_exposition_has_process_gc_and_build_info_and_no_created() -> None:
