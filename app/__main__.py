@@ -1,4 +1,4 @@
-"""Command line: ``python -m app serve | openapi`` (and the offline tools as they land)."""
+"""Command line: ``python -m app serve | openapi | metrics-reference`` (and the offline tools)."""
 
 from __future__ import annotations
 
@@ -175,6 +175,23 @@ def _version() -> str:
         return "unknown"
 
 
+def _metrics_reference(ns: argparse.Namespace) -> int:
+    from app.metrics import reference, splice_reference
+
+    if ns.write is None:
+        sys.stdout.write(reference())
+        return 0
+    try:
+        with open(ns.write, encoding="utf-8") as f:
+            updated = splice_reference(f.read())
+    except (OSError, ValueError) as exc:
+        print(f"runway: {ns.write}: {exc}", file=sys.stderr)
+        return 2
+    with open(ns.write, "w", encoding="utf-8") as f:
+        f.write(updated)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
@@ -228,6 +245,17 @@ def build_parser() -> argparse.ArgumentParser:
         "config-reference", help="print every config key with its default (docs/configuration.md)"
     )
     ref.set_defaults(func=_config_reference)
+
+    mref = sub.add_parser(
+        "metrics-reference",
+        help="print the metrics table generated from the registry (README.md's Metrics section)",
+    )
+    mref.add_argument(
+        "--write",
+        metavar="FILE",
+        help="replace the table between the metrics-reference markers in FILE (README.md)",
+    )
+    mref.set_defaults(func=_metrics_reference)
 
     openapi = sub.add_parser("openapi", help="print the OpenAPI document generated from the app")
     openapi.add_argument("--output", "-o", help="write to this file instead of stdout")

@@ -1,10 +1,78 @@
-"""Every Prometheus metric runway exports, in one place, on one registry."""
+"""Every Prometheus metric runway exports, in one place, on one registry.
+
+The registry also carries the process (CPU, memory, file descriptors), garbage-collector and
+platform collectors, and no ``*_created`` series. ``reference()`` is the README's metrics table
+(``python -m app metrics-reference``), drift-tested against the README.
+
+Queue labels come from users (a pod's queue label): ``queue_label`` keeps them to the queues the
+tree declares (file or KAI ``Queue`` objects, set by ``app.wiring``) and folds the rest into
+``other``, so a typo'd label cannot grow the series without bound.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+import platform
+from collections.abc import Iterable
+from importlib import metadata
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+# No `*_created` series: they double the series count and no dashboard reads them.
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+# The standard collectors (prometheus_client registers them on its global registry only).
+ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, resident memory, open fds
+GCCollector(registry=REGISTRY)  # python_gc_* per generation
+PlatformCollector(registry=REGISTRY)  # python_info
+STANDARD_SERIES = (
+    "process_cpu_seconds_total",
+    "process_max_fds",
+    "process_open_fds",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_virtual_memory_bytes",
+    "python_gc_collections_total",
+    "python_gc_objects_collected_total",
+    "python_gc_objects_uncollectable_total",
+    "python_info",
+)
+"""What those collectors export on Linux (the process collector reads /proc)."""
+
+OTHER_QUEUE = "other"
+"""The ``queue`` label of a queue the tree does not declare."""
+
+_queue_names: frozenset[str] = frozenset()
+
+
+def set_queue_names(names: Iterable[str]) -> None:
+    """The queues whose names may be label values (the tree's; called again on a rebuild)."""
+    global _queue_names
+    _queue_names = frozenset(names)
+
+
+def queue_label(queue: str) -> str:
+    """``queue`` when the tree declares it, else ``other`` (bounded label values)."""
+    return queue if queue in _queue_names else OTHER_QUEUE
+
+
+def runway_version() -> str:
+    """The installed package's version (``0+unknown`` when run from a bare checkout)."""
+    try:
+        return metadata.version("runway")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
 
 # From 100 µs: a filter on node names takes well under a millisecond.
 LATENCY_BUCKETS = (
@@ -140,12 +208,42 @@ AUTH_DECISIONS = Counter(
     registry=REGISTRY,
 )
 
+BUILD_INFO = Gauge(
+    "runway_build_info",
+    "Always 1; the labels say which runway and which Python run.",
+    ["version", "python"],
+    registry=REGISTRY,
+)
+BUILD_INFO.labels(runway_version(), platform.python_version()).set(1)
+
 # --- Requeue: eviction records, PodsReady evictions, filter rules (SPEC §5) ---
+EVICTED_WORKLOADS = Counter(
+    "runway_evicted_workloads_total",
+    "Workloads evicted, by leaf queue (`other`: not in the tree) and reason: PodsReadyTimeout "
+    "(requeued with backoff), Deactivated (the PodsReady eviction that exceeded the requeue "
+    "limit), Preempted (once per victim workload). Kueue's evicted_workloads_total.",
+    ["queue", "reason"],
+    registry=REGISTRY,
+)
 EVICTIONS = Counter(
     "runway_evictions_total",
-    "Workloads evicted by runway, by reason (PodsReadyTimeout; Preempted is counted by the "
-    "preemption tasks).",
+    "Deprecated, kept for existing dashboards: runway_evicted_workloads_total summed over "
+    "queues, by reason.",
     ["reason"],
+    registry=REGISTRY,
+)
+REQUEUED_WORKLOADS = Counter(
+    "runway_requeued_workloads_total",
+    "Workloads put back in their queue: their requeue backoff ended (woken by the leader), "
+    "by leaf queue.",
+    ["queue"],
+    registry=REGISTRY,
+)
+REACTIVATED_WORKLOADS = Counter(
+    "runway_reactivated_workloads_total",
+    "Workloads reactivated through `POST /v1/workloads/{ns}/{name}:activate`, by leaf queue and "
+    "whether they were deactivated.",
+    ["queue", "deactivated"],
     registry=REGISTRY,
 )
 WORKLOADS_BACKOFF = Gauge(
@@ -182,6 +280,69 @@ REQUEUE_WAKEUPS = Counter(
 )
 
 
+QUEUE_TREE_UPDATES = Counter(
+    "runway_queue_tree_updates_total",
+    "Rebuilds of the queue tree from KAI Queue objects (queueSource: kai/auto), by result: "
+    "applied, or invalid (the last good tree stays; the error is logged and in GET /v1/queues).",
+    ["result"],
+    registry=REGISTRY,
+)
+
+# --- Kubernetes Events (app/kube/events.py) ---
+EVENTS = Counter(
+    "runway_events_total",
+    "Kubernetes Events by reason and result: created, patched (count + 1 on a repeat), "
+    "dropped (spam filter or full queue), error.",
+    ["reason", "result"],
+    registry=REGISTRY,
+)
+
+
+def count_eviction(queue: str, reason: str) -> None:
+    """One workload evicted from ``queue`` for ``reason`` (both eviction counters)."""
+    EVICTED_WORKLOADS.labels(queue_label(queue), reason).inc()
+    EVICTIONS.labels(reason).inc()
+
+
 def exposition() -> bytes:
     """The registry in Prometheus text format."""
     return generate_latest(REGISTRY)
+
+
+# --- the README's table ---------------------------------------------------------------------
+
+REFERENCE_START = (
+    "<!-- metrics-reference:start (python -m app metrics-reference --write README.md) -->"
+)
+REFERENCE_END = "<!-- metrics-reference:end -->"
+
+
+def _runway_metrics() -> list[Counter | Gauge | Histogram]:
+    """runway's own metrics, in declaration order."""
+    return [m for m in globals().values() if isinstance(m, Counter | Gauge | Histogram)]
+
+
+def reference() -> str:
+    """The metrics table of the README, generated from the registry (with the markers)."""
+    lines = [REFERENCE_START, "", "| metric | type | labels | meaning |", "|---|---|---|---|"]
+    for metric in _runway_metrics():
+        kind = metric._type  # prometheus_client keeps these on the wrapper
+        name = metric._name + ("_total" if kind == "counter" else "")
+        labels = ", ".join(f"`{label}`" for label in metric._labelnames)
+        doc = metric._documentation.replace("|", "\\|")
+        lines.append(f"| `{name}` | {kind} | {labels} | {doc} |")
+    lines.append(
+        "| "
+        + ", ".join(f"`{n}`" for n in STANDARD_SERIES)
+        + " | | | the standard process, garbage-collector and platform collectors |"
+    )
+    lines += ["", REFERENCE_END]
+    return "\n".join(lines) + "\n"
+
+
+def splice_reference(text: str) -> str:
+    """``text`` (the README) with the part between the markers replaced by ``reference()``."""
+    start, end = text.find(REFERENCE_START), text.find(REFERENCE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"markers {REFERENCE_START!r} ... {REFERENCE_END!r} not found")
+    return text[:start] + reference() + text[end + len(REFERENCE_END) + 1 :]

@@ -11,20 +11,27 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from app import metrics
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
-from app.kube.dryrun import DryRunPodWriter
+from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
+from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector
 from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
+from app.kube.queues import KaiQueueSource
 from app.kube.records import KubeRecordWriter
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
+from app.model.event import ObjectRef
+from app.model.gate import PodRef
+from app.model.owner import owner_of
 from app.policy.admission import FilterPolicy
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.workload import DEFAULT_QUEUE
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -34,7 +41,7 @@ from app.state.requeue import RequeueIndex, RequeueView
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
-from app.tasks.ports import PodApi
+from app.tasks.ports import EventSink, PodApi
 from app.tasks.preemption import PreemptionExecutor
 from app.tasks.wakeup import RequeueWaker
 
@@ -61,12 +68,16 @@ class Runway:
     waker: RequeueWaker
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
+    events: EventSink
+    """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
     """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
     owners: OwnerWatcher | None = None
     """Owner watches for eviction records (None without a cluster)."""
+    queue_source: KaiQueueSource | None = None
+    """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -103,6 +114,17 @@ class Runway:
         return self.leader.identity if self.leader is not None else None
 
     @property
+    def queue_origin(self) -> str:
+        """Where the queue tree comes from now: ``file`` or ``kai``."""
+        source = self.queue_source
+        return "kai" if source is not None and source.active else "file"
+
+    @property
+    def queue_error(self) -> str | None:
+        """Why the last change of the Queue objects was refused (None: the tree is current)."""
+        return self.queue_source.error if self.queue_source is not None else None
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
         return self.sync.pods.resource_version if self.sync is not None else None
@@ -126,14 +148,24 @@ class Runway:
             decisions=self.decisions,
             executor=self.executor,
             cluster=self,
+            events=self.events,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Start the reflectors, wait (bounded) for the eviction records, start the loops."""
+        if isinstance(self.events, KubeEventRecorder):
+            self.events.start()
         if self.sync is not None:
             self.sync.start()
+        if self.queue_source is not None:
+            self.queue_source.start()
+            if not await self.queue_source.wait_synced(
+                self.config.kubernetes.startup_records_timeout
+            ):
+                log.warning("KAI Queue objects not listed at startup; serving anyway")
+        if self.sync is not None:
             # Serve nothing until the eviction records are read back: a filter answered without
             # them would let a workload out of its backoff early after a restart. Bounded (below
             # the liveness probe's window); past it the records arrive through the watch.
@@ -157,8 +189,12 @@ class Runway:
         await self.executor.drain(self.config.preemption.shutdown_grace)
         if self.owners is not None:
             await self.owners.stop()
+        if self.queue_source is not None:
+            await self.queue_source.stop()
         if self.sync is not None:
             await self.sync.stop()
+        if isinstance(self.events, KubeEventRecorder):
+            await self.events.stop()
 
     async def load_records(self, within: float = 5.0) -> bool:
         """At startup: once the pods are listed, start watching the owners they name and wait
@@ -190,6 +226,22 @@ def build(
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
+    metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
+    queue_source: KaiQueueSource | None = None
+    if kube is not None and config.queue_source != "file":
+
+        def adopt(tree: QueueTree) -> None:
+            queues.adopt(tree)
+            metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
+            index.bump()
+
+        queue_source = KaiQueueSource(
+            kube,
+            adopt,
+            mode=config.queue_source,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+        )
     gate = GateBook(cache)
     owners: OwnerWatcher | None = None
     pods: PodApi
@@ -252,6 +304,19 @@ def build(
     def is_leader() -> bool:
         return leader.is_leader if leader is not None else True
 
+    events: EventSink
+    if kube is not None:
+        events = KubeEventRecorder(
+            kube, clock, instance=leader.identity if leader is not None else ""
+        )
+    else:
+        events = DryRunEventSink()
+
+    def owners_of(pod: PodRef) -> tuple[ObjectRef, ...]:
+        cached = cache.pod(pod.uid)
+        ref = owner_of(cached) if cached is not None else None
+        return (ObjectRef.of_owner(ref),) if ref is not None else ()
+
     executor = PreemptionExecutor(
         pods,
         gate,
@@ -263,6 +328,8 @@ def build(
         identity=leader.identity if leader is not None else "",
         recorder=records,
         takeover=pre.async_,
+        events=events,
+        owners_of=owners_of,
     )
     runway = Runway(
         config=config,
@@ -285,12 +352,15 @@ def build(
             config.wait_for_pods_ready,
             pool_label=config.min_runtime.pool_label,
             is_leader=is_leader,
+            events=events,
         ),
         waker=RequeueWaker(requeue, pods, clock, is_leader=is_leader, dry_run=kube is None),
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        events=events,
         kube=kube,
         sync=sync,
         owners=owners,
+        queue_source=queue_source,
     )
     runway_ref.append(runway)
     return runway

@@ -16,6 +16,7 @@ from app.state.gate import GateBook
 from app.state.preemption import PreemptDecider
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView
+from app.tasks.ports import EventSink
 from app.tasks.preemption import PreemptionExecutor
 
 
@@ -37,6 +38,14 @@ class ClusterInfo(Protocol):
     @property
     def identity(self) -> str | None:
         """This replica's identity in the election."""
+
+    @property
+    def queue_origin(self) -> str:
+        """Where the queue tree comes from now: ``file`` or ``kai``."""
+
+    @property
+    def queue_error(self) -> str | None:
+        """Why the last change of the KAI Queue objects was refused; None when current."""
 
     @property
     def pod_resource_version(self) -> str | None:
@@ -62,6 +71,7 @@ class ApiContext:
     decisions: DecisionLog
     executor: PreemptionExecutor
     cluster: ClusterInfo
+    events: EventSink
 
 
 def context(request: Request) -> ApiContext:

@@ -76,6 +76,17 @@ class QueueView(CamelModel):
         "`queue`; with `lca` the preemptor's queue matters, ask /v1/resolve)."
     )
     effective_reclaim_from: str = Field(description="Queue that set it, or `default`.")
+    source: str = Field(
+        description="Where this queue's own settings come from: `file`, or `Queue/<name>` (a "
+        "KAI Queue object, `queueSource: kai | auto`)."
+    )
+    effective_preempt_source: str = Field(
+        description="Where the effective preempt value comes from: `file` (the queue's entry or "
+        "the file's `minRuntime` default) or `Queue/<name>`."
+    )
+    effective_reclaim_source: str = Field(
+        description="Where the effective reclaim value comes from: `file` or `Queue/<name>`."
+    )
     counts: QueueCounts | None = Field(
         None,
         description="Workloads of this queue in runway's cache by state (None offline).",
@@ -89,6 +100,14 @@ class QueuesResponse(CamelModel):
     default_preempt_min_runtime_seconds: float
     default_reclaim_min_runtime_seconds: float
     reclaim_resolve_method: Literal["lca", "queue"]
+    queue_source: Literal["file", "kai"] = Field(
+        "file", description="Where the tree comes from now (`queueSource`; `auto` resolved)."
+    )
+    queue_source_error: str | None = Field(
+        None,
+        description="Why the last change of the KAI Queue objects was refused (the tree shown "
+        "is the last good one); None when current.",
+    )
     queues: list[QueueView]
 
 
@@ -138,6 +157,9 @@ def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> 
                 effective_preempt_from=pre.resolved_from,
                 effective_reclaim_min_runtime_seconds=rec.min_runtime_s,
                 effective_reclaim_from=rec.resolved_from,
+                source=node.origin,
+                effective_preempt_source=tree.origin_of(pre.resolved_from),
+                effective_reclaim_source=tree.origin_of(rec.resolved_from),
             )
         )
     return QueuesResponse(
@@ -199,6 +221,8 @@ async def queues_endpoint(
     in it gets (preempt; reclaim walking up from the queue) and its workloads by state."""
     ctx = context(request)
     response = queues_response(ctx.config, ctx.queues, pool)
+    response.queue_source = "kai" if ctx.cluster.queue_origin == "kai" else "file"
+    response.queue_source_error = ctx.cluster.queue_error
     counts = ctx.requeue.queue_counts(ctx.clock.now())
     for view in response.queues:
         c = counts.get(view.name)

@@ -18,11 +18,14 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import Field
 
+from app import metrics
 from app.api.auth import Principal, require_auth
 from app.api.context import ApiContext, context
 from app.api.errors import error_response
 from app.api.models import CamelModel
+from app.model.event import REACTIVATED, EventNote, ObjectRef
 from app.model.eviction import EvictionRecord
+from app.model.gate import PodRef
 from app.model.timestamps import format_optional_time, format_time
 from app.policy.lifecycle import Source
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
@@ -307,11 +310,27 @@ async def activate_workload(
     key = ctx.requeue.find_workload(namespace, name)
     if key is None:
         return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
-    await ctx.records.activate(key)
+    before = ctx.records.read(key)
+    if await ctx.records.activate(key) is not None:
+        _reactivated(ctx, key, deactivated=before is not None and before.deactivated)
     found = workload_response(ctx, key)
     if found is None:
         return _not_found(f"workload {namespace}/{name} disappeared while being activated")
     return found
+
+
+def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> None:
+    """Count the reactivation and tell the workload's pods and owners (Events)."""
+    pods = ctx.cache.workload_pods(key)
+    queue = queue_of(pods[0], ctx.cache.queue_labels) if pods else ""
+    metrics.REACTIVATED_WORKLOADS.labels(metrics.queue_label(queue), str(deactivated).lower()).inc()
+    message = "Reactivated through the REST API: requeue count and backoff reset" + (
+        ", deactivation cleared" if deactivated else ""
+    )
+    subjects = [ObjectRef.of_pod(PodRef.of(p)) for p in pods]
+    subjects += [ObjectRef.of_owner(o) for o in ctx.records.targets(key).owners]
+    for subject in subjects:
+        ctx.events.emit(EventNote(subject, REACTIVATED, message, action="Activate"))
 
 
 @router.get(

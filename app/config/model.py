@@ -91,6 +91,14 @@ class RunwayConfig(Section):
         description="The queue tree (SPEC §2): each queue names its parent; min-runtimes are "
         "inherited down the tree. Empty = every queue is top-level with no settings.",
     )
+    queue_source: Literal["file", "kai", "auto"] = Field(
+        "file",
+        description="Where the queue tree comes from: `file` (default) the `queues` list above; "
+        "`kai` KAI-Scheduler's `Queue` objects (`scheduling.run.ai/v2`: `spec.parentQueue`, "
+        "`spec.preemptMinRuntime`, `spec.reclaimMinRuntime`), listed and watched, the tree "
+        "rebuilt on every change (an invalid change keeps the last good tree); `auto` = `kai` "
+        "when the API server serves that kind, else `file`. With `kai`, `queues` must be empty.",
+    )
     min_runtime: MinRuntimeConfig = Field(
         default_factory=MinRuntimeConfig,
         description="Node-pool min-runtime defaults and the reclaim resolution method (SPEC §3).",
@@ -120,6 +128,16 @@ class RunwayConfig(Section):
                     )
                     for loc, msg, value in problems
                 ],
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_queue_source(self) -> RunwayConfig:
+        if self.queue_source == "kai" and self.queues:
+            raise ValueError(
+                "`queues` is set but `queueSource` is `kai`: the tree comes from the cluster's "
+                "Queue objects; remove `queues`, or use `queueSource: auto` to keep them as the "
+                "fallback when the cluster has no KAI Queue kind"
             )
         return self
 

@@ -1,11 +1,13 @@
 """The embedded default's stand-in for the API server: every planned pod write is logged, none
-made (implements ``app.tasks.ports.PodApi`` like ``app.kube.pods.KubePodWriter``)."""
+made (implements ``app.tasks.ports.PodApi`` like ``app.kube.pods.KubePodWriter``); Events are
+logged too (``EventSink``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from app.logs import get_logger
+from app.model.event import EventNote
 from app.model.gate import PodRef
 
 log = get_logger("dry-run")
@@ -40,3 +42,17 @@ class DryRunPodWriter:
         """Log the annotation patch."""
         log.info("dry-run: patch pod annotations", pod=pod.key, annotations=dict(annotations))
         return True
+
+
+class DryRunEventSink:
+    """The embedded default's ``EventSink``: logs each Event as ``dry-run: ...``."""
+
+    def emit(self, note: EventNote) -> None:
+        """Log the Event runway would write."""
+        log.info(
+            "dry-run: event",
+            about=str(note.regarding),
+            type=note.type,
+            reason=note.reason,
+            message=note.message,
+        )

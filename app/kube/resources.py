@@ -37,3 +37,4 @@ class Resource:
 PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+EVENTS = Resource("", "v1", "events")

@@ -7,8 +7,8 @@ it ask :meth:`QueueTree.is_known`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -25,11 +25,16 @@ class QueueNode:
     preempt_min_runtime_s: float | None = None
     reclaim_min_runtime_s: float | None = None
     queueing_strategy: QueueingStrategy = "BestEffortFIFO"
+    origin: str = "file"
+    """Where the settings come from: ``file``, or ``Queue/<name>`` (a KAI Queue object)."""
 
 
 @dataclass(frozen=True)
 class QueueTree:
-    """An immutable queue tree built once from the config.
+    """A queue tree built from the config (or KAI Queue objects); read-only for its users.
+
+    ``adopt`` is the one change: the tree read from the cluster takes a rebuilt tree's place in
+    one synchronous step, so every reader on the event loop sees the old tree or the new one.
 
     Walks are bounded by the number of queues, so even a tree built by hand with a cycle (the
     config rejects those) cannot loop forever.
@@ -49,15 +54,7 @@ class QueueTree:
                 raise ValueError(f"duplicate queue name {node.name!r}")
             # KAI writes "no parent" as "": fold it into None.
             by_name[node.name] = (
-                node
-                if node.parent is None or node.parent
-                else QueueNode(
-                    node.name,
-                    None,
-                    node.preempt_min_runtime_s,
-                    node.reclaim_min_runtime_s,
-                    node.queueing_strategy,
-                )
+                node if node.parent is None or node.parent else replace(node, parent=None)
             )
         children: dict[str, list[str]] = {}
         for node in by_name.values():
@@ -69,8 +66,11 @@ class QueueTree:
         )
 
     @classmethod
-    def from_config(cls, queues: Sequence[QueueConfig]) -> QueueTree:
-        """Build from the config's ``queues`` list (already validated by the config model)."""
+    def from_config(
+        cls, queues: Sequence[QueueConfig], origin: Callable[[str], str] = lambda _name: "file"
+    ) -> QueueTree:
+        """Build from the config's ``queues`` list (already validated by the config model);
+        ``origin`` names where each queue's settings come from."""
         return cls.from_nodes(
             QueueNode(
                 name=q.name,
@@ -78,9 +78,21 @@ class QueueTree:
                 preempt_min_runtime_s=q.preempt_min_runtime,
                 reclaim_min_runtime_s=q.reclaim_min_runtime,
                 queueing_strategy=q.queueing_strategy,
+                origin=origin(q.name),
             )
             for q in queues
         )
+
+    def adopt(self, other: QueueTree) -> None:
+        """Take ``other``'s queues in place (the live tree of KAI Queue objects)."""
+        object.__setattr__(self, "_nodes", other._nodes)
+        object.__setattr__(self, "_children", other._children)
+
+    def origin_of(self, resolved_from: str) -> str:
+        """Where a resolved value comes from: the queue's origin, or ``file`` for the pool
+        default (``resolved_from`` = ``default``: the file's ``minRuntime``)."""
+        node = self._nodes.get(resolved_from)
+        return node.origin if node is not None else "file"
 
     # -- lookup ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from app import metrics
 from app.clock import Clock
 from app.config.requeue import RequeuingStrategyConfig
 from app.logs import get_logger
@@ -28,7 +29,7 @@ from app.model.lifecycle import EMPTY, Life, merge
 from app.model.owner import OwnerEntry, OwnerRef, owner_of
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
 from app.policy.lifecycle import LifeFacts, facts_of
-from app.policy.workload import WorkloadKey, workload_of
+from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 
 log = get_logger("state.records")
@@ -126,6 +127,8 @@ class RecordBook:
         self._life_memo: dict[WorkloadKey, tuple[WorkloadView, Life, float | None, LifeFacts]] = {}
         """The facts last computed per workload, valid while its view (the cache makes a new one
         on any change of its pods), its persisted facts and its eviction time are the same."""
+        self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
+        """(victim workload, preemptor) evictions counted: a gang's pods count once."""
 
     # -- where ----------------------------------------------------------------------------------
 
@@ -315,7 +318,14 @@ class RecordBook:
                 message=message,
             )
 
-        return await self.update(workload_of(victim), change)
+        key = workload_of(victim)
+        written = await self.update(key, change)
+        if (key, preemptor_uid) not in self._preempted:
+            self._preempted[(key, preemptor_uid)] = None
+            while len(self._preempted) > OWNER_MEMO_LIMIT:
+                self._preempted.popitem(last=False)
+            metrics.count_eviction(queue_of(victim, self.cache.queue_labels), PREEMPTED)
+        return written
 
     async def activate(self, key: WorkloadKey) -> EvictionRecord | None:
         """Reset count and requeueAt and clear deactivation; None when there is no record."""

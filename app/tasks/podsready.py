@@ -29,18 +29,19 @@ from app import metrics
 from app.clock import Clock
 from app.config.requeue import WaitForPodsReadyConfig
 from app.logs import get_logger
+from app.model.event import DEACTIVATED, EventNote, ObjectRef
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import PodRef
 from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import is_queued
+from app.policy.workload import WorkloadKey, is_queued, queue_of
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView, live
 from app.tasks.loop import Ticker
-from app.tasks.ports import PodApi
+from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
 
@@ -61,8 +62,10 @@ class PodsReadyEvictor(Ticker):
         debounce: float = 0.05,
         jitter: JitterSource = random.random,
         is_leader: Callable[[], bool] = lambda: True,
+        events: EventSink | None = None,
     ) -> None:
         super().__init__("podsready", tick=tick, debounce=debounce)
+        self.events = events or NoEvents()
         self.view = view
         self.cache = view.cache
         self.records = records
@@ -204,7 +207,9 @@ class PodsReadyEvictor(Ticker):
         record = await self.records.update(key, change)
         if record is not None:
             self.evicted += 1
-            metrics.EVICTIONS.labels(PODS_READY_TIMEOUT).inc()
+            reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
+            queue = queue_of(view.pods[0], self.cache.queue_labels) if view.pods else ""
+            metrics.count_eviction(queue, reason)
             log.info(
                 "workload evicted: PodsReady timeout",
                 workload=str(key),
@@ -225,7 +230,19 @@ class PodsReadyEvictor(Ticker):
             await self.pods.add_condition(ref, DISRUPTION_TARGET, PODS_READY_TIMEOUT, text, now)
         for ref in refs:
             await self.pods.delete(ref)
+        if record is not None:
+            self._emit(key, refs, record, text)
         return record
+
+    def _emit(
+        self, key: WorkloadKey, refs: list[PodRef], record: EvictionRecord, text: str
+    ) -> None:
+        """Events on the evicted pods and the workload's owners (once per recorded eviction)."""
+        reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
+        subjects = [ObjectRef.of_pod(r) for r in refs]
+        subjects += [ObjectRef.of_owner(o) for o in self.records.targets(key).owners]
+        for subject in subjects:
+            self.events.emit(EventNote(subject, reason, text, type="Warning", action="Evict"))
 
     # -- gauges ---------------------------------------------------------------------------------
 
@@ -233,8 +250,12 @@ class PodsReadyEvictor(Ticker):
         counts = self.view.queue_counts(now)
         metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
         metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))
+        pending: dict[str, int] = {}  # by label: undeclared queues add up under `other`
         for queue, c in counts.items():
-            metrics.PENDING_WORKLOADS.labels(queue).set(c.pending)
-        for queue in self._gauged - counts.keys():
-            metrics.PENDING_WORKLOADS.labels(queue).set(0)
-        self._gauged = set(counts)
+            label = metrics.queue_label(queue)
+            pending[label] = pending.get(label, 0) + c.pending
+        for label, n in pending.items():
+            metrics.PENDING_WORKLOADS.labels(label).set(n)
+        for label in self._gauged - pending.keys():
+            metrics.PENDING_WORKLOADS.labels(label).set(0)
+        self._gauged = set(pending)

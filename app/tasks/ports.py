@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from app.model.event import EventNote
 from app.model.gate import PodRef
 
 
@@ -35,3 +36,21 @@ class PreemptionRecorder(Protocol):
         self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
     ) -> object:
         """Read the victim's workload record, apply a ``Preempted`` eviction, write it back."""
+
+
+class EventSink(Protocol):
+    """Records Kubernetes Events (``app.kube.events.KubeEventRecorder``; dry-run: logged).
+
+    ``emit`` returns at once and never raises: Events are written in the background,
+    deduplicated and rate-limited, so they never slow or fail the work they describe."""
+
+    def emit(self, note: EventNote) -> None:
+        """Queue one Event."""
+
+
+class NoEvents:
+    """An ``EventSink`` that drops everything (tests and parts built without one)."""
+
+    def emit(self, note: EventNote) -> None:
+        """Drop ``note``."""
+        del note

@@ -21,17 +21,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict, deque
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
+from app.model.event import PREEMPTING, EventNote, ObjectRef
+from app.model.eviction import PREEMPTED
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, encode_entry
 from app.model.pod import DISRUPTION_TARGET
 from app.state.gate import GateBook
-from app.tasks.ports import PodApi, PreemptionRecorder
+from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
 
 log = get_logger("preemption")
 
@@ -93,11 +95,15 @@ class PreemptionExecutor:
         revert_timeout_s: float = 5.0,
         recorder: PreemptionRecorder | None = None,
         takeover: bool = True,
+        events: EventSink | None = None,
+        owners_of: Callable[[PodRef], Sequence[ObjectRef]] = lambda _pod: (),
     ) -> None:
         self.takeover = takeover
         """Whether runway executes preemptions itself (``preemption.async``)."""
         self.pods = pods
         self._recorder = recorder
+        self._events = events or NoEvents()
+        self._owners_of = owners_of
         # A gang's pods share one record: write it once per (victim, preemptor).
         self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._gate = gate
@@ -260,9 +266,31 @@ class PreemptionExecutor:
                 )
                 await self._record(victim, plan.preemptor, now)
                 await self.pods.delete(victim)
+                self._events.emit(
+                    EventNote(ObjectRef.of_pod(victim), PREEMPTED, victim_message, action="Preempt")
+                )
 
+        victim_message = f"Preempted by {plan.preemptor.key} on node {plan.node}"
+        if plan.rule:
+            victim_message += f": {plan.rule}"
+        owners = {o: None for v in plan.victims for o in self._owners_of(v)}
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
+        self._emit_preemption(plan, victim_message, owners)
+
+    def _emit_preemption(
+        self, plan: PreemptionPlan, victim_message: str, owners: dict[ObjectRef, None]
+    ) -> None:
+        """Events on the victims' owners and on the preemptor (and its owner)."""
+        n = len(plan.victims)
+        pods = "pod" if n == 1 else "pods"
+        for owner in owners:
+            self._events.emit(EventNote(owner, PREEMPTED, victim_message, action="Preempt"))
+        preempting = f"Preempting {n} {pods} on node {plan.node}"
+        if plan.rule:
+            preempting += f": {plan.rule}"
+        for subject in (ObjectRef.of_pod(plan.preemptor), *self._owners_of(plan.preemptor)):
+            self._events.emit(EventNote(subject, PREEMPTING, preempting, action="Preempt"))
 
     async def _record(self, victim: PodRef, preemptor: PodRef, now: float) -> None:
         if self._recorder is None:

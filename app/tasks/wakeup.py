@@ -29,6 +29,7 @@ from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import PodRef
 from app.policy.wakeup import Hold, TokenBucket, WakePlan, WakeSchedule, plan_wakeups
+from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker
 from app.tasks.ports import PodApi
@@ -140,6 +141,7 @@ class RequeueWaker(Ticker):
         current = self.view.pending_holds(now)
         self.pass_seconds = time.perf_counter() - started
         plan = plan_wakeups(self.held, current)
+        self._count_requeues(plan)
         self.held = plan.held
         self._next_check = plan.next_check
         for uid in plan.wake:
@@ -147,6 +149,17 @@ class RequeueWaker(Ticker):
         if plan.wake:
             log.info("requeue holds ended: waking pods", pods=len(plan.wake))
         return plan
+
+    def _count_requeues(self, plan: WakePlan) -> None:
+        """Workloads whose backoff just ended are back in their queue (counted once each)."""
+        cache = self.view.cache
+        back: dict[WorkloadKey, str] = {}
+        for uid in plan.wake:
+            pod = cache.pod(uid) if self.held[uid].rule == "backoff" else None
+            if pod is not None:
+                back.setdefault(workload_of(pod), queue_of(pod, cache.queue_labels))
+        for queue in back.values():
+            metrics.REQUEUED_WORKLOADS.labels(metrics.queue_label(queue)).inc()
 
     def next_wait(self, now: float) -> float:
         """Seconds until the next hold ends, the next touch is due, or ``tick``."""

@@ -9,6 +9,9 @@ Scenario per test, each in its own namespace on its own nodes (a dedicated contr
   DisruptionTarget, the preemptor binds to the nominated node, the gate is empty afterwards;
 * preempt: the same within one queue with preemptMinRuntime;
 * elastic: a protected elastic workload above its minAvailable loses pods only down to it.
+
+After a preemption, runway's Events are on the victim ("Preempted by ns/high on node ...") and the
+preemptor ("Preempting 1 pod on node ..."), read back with ``GET /api/v1/namespaces/ns/events``.
 """
 
 from __future__ import annotations
@@ -232,6 +235,26 @@ def run_protection_scenario(
     poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
     recent = rw.get("/v1/preemptions")["recent"]
     assert any(r["preemptor"] == f"{ns}/high" and r["result"] == "success" for r in recent)
+
+    # runway's Events (kube-scheduler writes its own too, from another source).
+    def runway_event(name: str, reason: str) -> dict[str, Any] | None:
+        r = plane.api.get(
+            f"/api/v1/namespaces/{ns}/events",
+            params={"fieldSelector": f"involvedObject.name={name},reason={reason}"},
+        )
+        for e in r.raise_for_status().json()["items"]:
+            if e.get("source", {}).get("component") == "runway":
+                return dict(e)
+        return None
+
+    victim_event = poll(lambda: runway_event("low", "Preempted"), within=20, what="victim Event")
+    assert victim_event["message"].startswith(f"Preempted by {ns}/high on node {node}")
+    assert victim_event["involvedObject"]["kind"] == "Pod"
+    assert victim_event["count"] == 1
+    preemptor_event = poll(
+        lambda: runway_event("high", "Preempting"), within=20, what="preemptor Event"
+    )
+    assert preemptor_event["message"].startswith(f"Preempting 1 pod on node {node}")
 
 
 def test_reclaim_waits_for_reclaim_min_runtime(stack: tuple[ControlPlane, RunwayHandle]) -> None:

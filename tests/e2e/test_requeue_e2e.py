@@ -311,6 +311,18 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     woken = [p for p in c.pods().values() if WAKE_ANNOTATION in p["metadata"]["annotations"]]
     assert len(woken) == 2, "runway woke the reactivated pods"
 
+    # 5. what `kubectl describe job` shows: runway's Events for each step
+    def job_event_reasons() -> set[str]:
+        r = c.plane.api.get(
+            f"/api/v1/namespaces/{c.ns}/events",
+            params={"fieldSelector": "involvedObject.kind=Job,involvedObject.name=train"},
+        )
+        items = r.raise_for_status().json()["items"]
+        return {e["reason"] for e in items if e.get("source", {}).get("component") == "runway"}
+
+    wanted = {"PodsReadyTimeout", "Deactivated", "Reactivated"}
+    c.until("runway's Events on the Job", lambda: wanted <= job_event_reasons(), within=20)
+
 
 @pytest.fixture
 def preempt_cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[Cluster]:

@@ -319,6 +319,8 @@ class FakeApi:
         if path == "/apis/batch/v1":
             return httpx.Response(200, json=BATCH)
         parts = path.strip("/").split("/")
+        if "events" in parts:  # Events: accepted, kept only in ``requests``
+            return httpx.Response(201 if request.method == "POST" else 200, json=body)
         if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
             if request.url.params.get("watch") == "true":
                 return httpx.Response(200, stream=_Hang(self.stop))

@@ -191,7 +191,8 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected = {("", "pods", v) for v in ("get", "list", "watch", "delete", "patch")}
     expected |= {("", "pods/status", "patch")}
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
-    expected |= {("", "events", "create"), ("events.k8s.io", "events", "create")}
+    expected |= {("", "events", "create"), ("", "events", "patch")}
+    expected |= {("events.k8s.io", "events", "create")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     for owner in merged(values)["rbac"]["ownerKinds"]:
@@ -1112,3 +1113,21 @@ def test_the_bundled_schedulers_preemptors_pass_the_cross_check() -> None:
         )
     )
     assert mine.preemption.scheduler_names == ["runway-scheduler"]
+
+
+@pytest.mark.parametrize(("source", "granted"), [("kai", True), ("auto", True), ("file", False)])
+def test_kai_queue_source_may_read_queue_objects(source: str, granted: bool) -> None:
+    objects = render({"config": {"queueSource": source}})
+    role = one(objects, "ClusterRole", runway_deployment(objects)["metadata"]["name"])
+    rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.run.ai"]]
+    assert rules == (
+        [
+            {
+                "apiGroups": ["scheduling.run.ai"],
+                "resources": ["queues"],
+                "verbs": ["get", "list", "watch"],
+            }
+        ]
+        if granted
+        else []
+    )

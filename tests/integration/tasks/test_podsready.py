@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
+from app import metrics
 from app.api.extender import handle_filter
 from app.clock import ManualClock
 from app.config import parse_config
+from app.kube.events import KubeEventRecorder
 from app.model.timestamps import format_time
 from app.policy.backoff import no_jitter
 from app.server import create_app
@@ -62,6 +64,7 @@ class World:
             rt.config.wait_for_pods_ready,
             pool_label=rt.config.min_runtime.pool_label,
             jitter=no_jitter,
+            events=rt.events,
             **options,
         )
 
@@ -107,7 +110,10 @@ class World:
 @pytest.fixture
 async def world() -> AsyncIterator[World]:
     w = World()
+    assert isinstance(w.runtime.events, KubeEventRecorder)
+    w.runtime.events.start()
     yield w
+    await w.runtime.events.stop()
     await w.evictor.stop()
     w.api.stop.set()
     assert w.runtime.owners is not None
@@ -117,6 +123,12 @@ async def world() -> AsyncIterator[World]:
 
 async def test_timeout_backoff_second_eviction_deactivation_and_activation(world: World) -> None:
     w = world
+    counters = {
+        "timeout": metrics.EVICTED_WORKLOADS.labels("default", "PodsReadyTimeout"),
+        "deactivated": metrics.EVICTED_WORKLOADS.labels("default", "Deactivated"),
+        "reactivated": metrics.REACTIVATED_WORKLOADS.labels("default", "true"),
+    }
+    before = {k: c._value.get() for k, c in counters.items()}
     w.create_pods()
     assert w.filter()["NodeNames"] == ["n1", "n2"]
     w.bind()
@@ -186,6 +198,29 @@ async def test_timeout_backoff_second_eviction_deactivation_and_activation(world
         assert body["evictionRecord"]["deactivated"] is False
         assert body["state"] == "pending"
     assert w.filter()["NodeNames"] == ["n1", "n2"]
+
+    # Events on the pods and the Job: two timeouts, the deactivation, the reactivation
+    assert isinstance(w.runtime.events, KubeEventRecorder)
+    assert await w.runtime.events.flush(5.0)
+    events = [b for _, _, b in w.api.calls("POST", "/api/v1/namespaces/ml/events")]
+    seen = sorted((e["involvedObject"]["kind"], e["reason"], e["count"]) for e in events)
+    assert seen == [
+        ("Job", "Deactivated", 1),
+        *[("Job", "PodsReadyTimeout", 1)] * 2,
+        ("Job", "Reactivated", 1),
+        *[("Pod", "Deactivated", 1)] * 2,
+        *[("Pod", "PodsReadyTimeout", 1)] * 4,
+        *[("Pod", "Reactivated", 1)] * 2,
+    ]
+    after = {k: c._value.get() - before[k] for k, c in counters.items()}
+    assert after == {"timeout": 2, "deactivated": 1, "reactivated": 1}
+    # Each eviction's message differs (its backoff), so each is a new Event (no count PATCH).
+    assert not w.api.calls("PATCH", "/api/v1/namespaces/ml/events")
+    assert all(
+        e["type"] == ("Normal" if e["reason"] == "Reactivated" else "Warning") for e in events
+    )
+    reactivated = next(e for e in events if e["reason"] == "Reactivated")
+    assert "deactivation cleared" in reactivated["message"]
 
 
 async def test_a_half_done_eviction_is_finished_without_counting_twice(world: World) -> None:

@@ -128,9 +128,12 @@ async def test_backoff_end_wakes_the_held_pods_at_requeue_at(world: World) -> No
     await w.run()
     assert w.wakes() == [], "not before requeueAt"
 
+    requeued = metrics.REQUEUED_WORKLOADS.labels("default")
+    before = requeued._value.get()
     w.clock.advance(0.2)
     await w.run()
     assert sorted(w.wakes()) == [("train-0", "uid-train-0"), ("train-1", "uid-train-1")]
+    assert requeued._value.get() == before + 1, "one workload requeued, not one per pod"
     stamp = w.api.pods["ml/train-0"]["metadata"]["annotations"][WAKE_ANNOTATION]
     assert stamp == wake_stamp(T0 + 10.1) and stamp.endswith("Z")
     assert w.waker.woken == 2 and w.waker.held == {}

@@ -1,0 +1,62 @@
+"""KAI-Scheduler ``Queue`` objects (``scheduling.run.ai/v2``) as the queue tree, validated exactly
+as the config file's ``queues`` list: the same durations (Go strings; ``0s`` stops inheritance,
+unset inherits), the same tree checks (unknown parent, cycles), the same error lines, each naming
+the object (``Queue/team-a: preemptMinRuntime: ...``).
+
+Only ``metadata.name``, ``spec.parentQueue``, ``spec.preemptMinRuntime`` and
+``spec.reclaimMinRuntime`` are read; KAI's other fields (resources, priority...) are KAI's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from app.config.loader import ConfigError, format_validation_error
+from app.config.queues import QueueConfig, tree_problems
+
+KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
+KAI_QUEUE_FIELDS = ("parentQueue", "preemptMinRuntime", "reclaimMinRuntime")
+
+
+def origin(name: str) -> str:
+    """Where a queue read from the cluster comes from: ``Queue/<name>``."""
+    return f"Queue/{name}"
+
+
+def queue_from_kai(obj: Mapping[str, Any]) -> QueueConfig:
+    """One Queue object as a queue of the tree; ``ConfigError`` names the object and field."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name") or ""
+    spec = obj.get("spec") or {}
+    data: dict[str, Any] = {"name": name}
+    data |= {k: spec[k] for k in KAI_QUEUE_FIELDS if spec.get(k) is not None}
+    try:
+        return QueueConfig.model_validate(data)
+    except ValidationError as exc:
+        message = format_validation_error(exc, data, origin(name or "<no name>"))
+        raise ConfigError(
+            message.replace("invalid configuration", "invalid Queue object")
+        ) from None
+
+
+def queues_from_kai(objects: Sequence[Mapping[str, Any]]) -> list[QueueConfig]:
+    """The tree of ``objects``, sorted by name (KAI has no order); every problem in one
+    ``ConfigError``, one line per problem, as the file's loader reports them."""
+    lines: list[str] = []
+    queues: list[QueueConfig] = []
+    for obj in sorted(objects, key=lambda o: str((o.get("metadata") or {}).get("name", ""))):
+        try:
+            queues.append(queue_from_kai(obj))
+        except ConfigError as exc:
+            lines += str(exc).splitlines()[1:]
+    for loc, msg, value in tree_problems(queues):
+        index, field = loc[0], loc[1] if len(loc) > 1 else ""
+        name = queues[int(index)].name
+        spelled = "parentQueue" if field == "parent" else field
+        lines.append(f"  {origin(name)}: spec.{spelled}: {msg} (got {value!r})")
+    if lines:
+        raise ConfigError("invalid Queue objects:\n" + "\n".join(line for line in lines))
+    return queues
