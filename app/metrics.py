@@ -173,6 +173,22 @@ REQUEUE_WAKEUPS = Counter(
 )
 
 
+LOOP_RESTARTS = Counter(
+    "runway_loop_restarts_total",
+    "Background loops restarted after an unexpected error or end, by loop (reflector-pods, "
+    "reflector-nodes, owners-<Kind>, leader-election, gate-keeper, podsready, requeue-waker...).",
+    ["loop"],
+    registry=REGISTRY,
+)
+INVALID_OBJECTS = Counter(
+    "runway_invalid_objects_total",
+    "Cluster objects carrying a value runway cannot use, by field (min-available, "
+    "preemption-gate, eviction-<field>, owner-reference); counted once per object version, the "
+    "value is ignored for that object.",
+    ["field"],
+    registry=REGISTRY,
+)
+
 def exposition() -> bytes:
     """The registry in Prometheus text format."""
     return generate_latest(REGISTRY)

@@ -31,6 +31,7 @@ from app.state.gate import GateBook
 from app.state.preemption import PreemptDecider
 from app.state.records import RecordBook
 from app.state.requeue import RequeueIndex, RequeueView
+from app.state.validation import InvalidObjects
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.podsready import PodsReadyEvictor
 from app.tasks.ports import PodApi
@@ -76,8 +77,16 @@ class Runway:
 
     @property
     def ready(self) -> bool:
-        """``/readyz``: the caches are synced (always on the embedded default)."""
-        return self.kube is None or self.synced
+        """``/readyz``: the caches are synced and still being fed (no list/watch failing for
+        longer than ``kubernetes.cacheStaleAfter``), the background loops run. Always true on
+        the embedded default but for the loops."""
+        loops = (self.gatekeeper, self.evictor, self.waker)
+        if any(t.started and not t.alive for t in loops):
+            return False
+        if self.kube is None:
+            return True
+        stale_after = self.config.kubernetes.cache_stale_after
+        return self.synced and (self.sync is None or self.sync.feeding(stale_after))
 
     @property
     def leader(self) -> LeaderElector | None:
@@ -180,7 +189,9 @@ def build(
     config = config or RunwayConfig()
     clock = clock or SystemClock()
     k8s, pre = config.kubernetes, config.preemption
-    cache = ClusterCache()
+    invalid = InvalidObjects()
+    cache = ClusterCache(invalid=invalid)
+    owner_kinds = [(k.api_version, k.kind) for k in k8s.owner_kinds]
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
@@ -194,6 +205,8 @@ def build(
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
             on_change=index.bump,
+            kinds=owner_kinds,
+            on_invalid=invalid.owner_callback("owner"),
         )
         kube_pods = KubePodWriter(kube)
         writer = KubeRecordWriter(kube, kube_pods, owners=owners)
@@ -207,6 +220,7 @@ def build(
         owners=owners,
         writer=writer,
         on_change=index.bump,
+        owner_kinds=owner_kinds,
     )
     requeue = RequeueView(
         cache,

@@ -51,6 +51,29 @@ class LeaderElectionConfig(Section):
         return self
 
 
+class OwnerKind(Section):
+    """A controller kind whose objects may carry a workload's eviction record."""
+
+    api_version: str = Field(..., min_length=1, description="e.g. `batch/v1`.")
+    kind: str = Field(..., min_length=1, description="e.g. `Job`.")
+
+
+DEFAULT_OWNER_KINDS: tuple[tuple[str, str], ...] = (
+    ("batch/v1", "Job"),
+    ("apps/v1", "StatefulSet"),
+    ("apps/v1", "ReplicaSet"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
+    ("kubeflow.org/v1", "PyTorchJob"),
+    ("kubeflow.org/v1", "TFJob"),
+    ("kubeflow.org/v1", "XGBoostJob"),
+    ("kubeflow.org/v1", "PaddleJob"),
+    ("kubeflow.org/v2beta1", "MPIJob"),
+    ("ray.io/v1", "RayJob"),
+    ("ray.io/v1", "RayCluster"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+)
+
+
 class KubernetesConfig(Section):
     """API server access. Without a kubeconfig (flag, this field or ``$KUBECONFIG``) and outside
     a pod, runway runs on the embedded default: no cluster, API calls logged as dry-run."""
@@ -86,6 +109,22 @@ class KubernetesConfig(Section):
         description="At startup, how long runway waits for the workloads' eviction records "
         "(owner watches) before it serves: verbs answered without them could let a workload "
         "out of its backoff early. Keep it below the liveness probe's window.",
+    )
+    owner_kinds: list[OwnerKind] = Field(
+        default_factory=lambda: [OwnerKind(api_version=a, kind=k) for a, k in DEFAULT_OWNER_KINDS],
+        description="Controller kinds (a pod's `controller: true` ownerReference) that hold "
+        "their workload's eviction record; runway lists and watches only these kinds. A pod "
+        "whose controller is of another kind (a Secret, a custom kind not listed here) keeps "
+        "its workload's record on the pods themselves, as a bare pod does. Defaults: batch/v1 "
+        "Job, apps/v1 StatefulSet and ReplicaSet, JobSet, the Kubeflow training jobs "
+        "(PyTorchJob, TFJob, XGBoostJob, PaddleJob, MPIJob), RayJob, RayCluster, "
+        "LeaderWorkerSet.",
+    )
+    cache_stale_after: Duration = Field(
+        60.0,
+        gt=0,
+        description="`/readyz` fails (503) while the pod or node list/watch has been failing "
+        "for longer than this (the cache is not being fed).",
     )
     identity: str | None = Field(
         None, description="This replica's identity in the Lease. Unset: `<hostname>_<random>`."

@@ -29,6 +29,7 @@ from app.policy.workload import (
     workload_of,
 )
 from app.state.compact import Compactor
+from app.state.validation import InvalidObjects
 
 log = get_logger("state.cache")
 
@@ -84,8 +85,16 @@ def _remove(
 class ClusterCache:
     """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
 
-    def __init__(self, queue_labels: Sequence[str] = QUEUE_LABELS, *, compact: bool = True) -> None:
+    def __init__(
+        self,
+        queue_labels: Sequence[str] = QUEUE_LABELS,
+        *,
+        compact: bool = True,
+        invalid: InvalidObjects | None = None,
+    ) -> None:
         self.queue_labels = tuple(queue_labels)
+        self.invalid = invalid or InvalidObjects()
+        """Counts and reports the pods' bad values (once per pod version)."""
         # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
         self._compactor = Compactor() if compact else None
         self._pods: dict[str, Pod] = {}
@@ -217,6 +226,7 @@ class ClusterCache:
             return  # a relist hands back what we have: no event
         if self._compactor is not None and not compacted:
             pod = self._compactor.pod(pod)
+        self.invalid.check_pod(pod, old)
         self._unindex(uid)
         self._pods[uid] = pod
         self._index(uid, pod)

@@ -93,8 +93,12 @@ class RecordBook:
         writer: RecordWriter | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
+        owner_kinds: Iterable[tuple[str, str]] | None = None,
     ) -> None:
         self.cache = cache
+        self.owner_kinds = frozenset(owner_kinds) if owner_kinds is not None else None
+        """``(apiVersion, kind)`` of the controllers that hold records (``kubernetes.ownerKinds``);
+        a pod controlled by another kind keeps the record itself, as a bare pod. None: any."""
         self.config = config
         self.clock = clock
         self.owners = owners
@@ -118,7 +122,7 @@ class RecordBook:
         bare: list[Pod] = []
         for pod in pods:
             ref = owner_of(pod)
-            if ref is None:
+            if ref is None or (self.owner_kinds is not None and ref.kind_key not in self.owner_kinds):
                 bare.append(pod)
             else:
                 owners.setdefault((ref.kind, ref.api_version, ref.name), ref)
