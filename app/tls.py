@@ -10,10 +10,11 @@ retried when the files change again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import ValidationError
@@ -154,7 +155,16 @@ def serve_uvicorn(app: Any, tls: ReloadingTLS | None, **kwargs: Any) -> bool:
     """Run uvicorn in this process until it is stopped; False when it failed to start."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn_config(app, tls, **kwargs))
+    class _Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                yield
+                # uvicorn re-raises the SIGTERM it handled once it has shut down, which kills
+                # the process with 143: the drain finished, so exit cleanly (0) instead.
+                self._captured_signals.clear()
+
+    server = _Server(uvicorn_config(app, tls, **kwargs))
     server.run()
     started: bool = server.started
     return started

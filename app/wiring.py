@@ -233,7 +233,11 @@ def build(
         pool_label=config.min_runtime.pool_label,
         index=index,
     )
-    decisions = DecisionLog(pre.decision_history)
+    decisions = DecisionLog(
+        pre.decision_history,
+        max_bytes=pre.decision_history_bytes,
+        max_nodes=pre.decision_max_nodes,
+    )
     decider = PreemptDecider(cache, queues, config.min_runtime, gate, decisions, clock)
     runway_ref: list[Runway] = []
 

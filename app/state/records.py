@@ -122,7 +122,9 @@ class RecordBook:
         bare: list[Pod] = []
         for pod in pods:
             ref = owner_of(pod)
-            if ref is None or (self.owner_kinds is not None and ref.kind_key not in self.owner_kinds):
+            if ref is None or (
+                self.owner_kinds is not None and ref.kind_key not in self.owner_kinds
+            ):
                 bare.append(pod)
             else:
                 owners.setdefault((ref.kind, ref.api_version, ref.name), ref)

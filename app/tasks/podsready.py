@@ -240,8 +240,19 @@ class PodsReadyEvictor(Ticker):
         counts = self.view.queue_counts(now)
         metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
         metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))
-        for queue, c in counts.items():
-            metrics.PENDING_WORKLOADS.labels(queue).set(c.pending)
-        for queue in self._gauged - counts.keys():
-            metrics.PENDING_WORKLOADS.labels(queue).set(0)
-        self._gauged = set(counts)
+        # Queues named only by pod labels are user input: past USER_LABEL_LIMIT of them, they
+        # are summed under `other`. Series of queues that are gone are removed, not zeroed.
+        pending: dict[str, int] = {}
+        unknown = 0
+        for queue, c in sorted(counts.items()):
+            if not self.view.queues.is_known(queue):
+                unknown += 1
+                if unknown > metrics.USER_LABEL_LIMIT:
+                    queue = metrics.OTHER
+            pending[queue] = pending.get(queue, 0) + c.pending
+        for queue, n in pending.items():
+            metrics.PENDING_WORKLOADS.labels(queue).set(n)
+        for queue in self._gauged - pending.keys():
+            with contextlib.suppress(KeyError):
+                metrics.PENDING_WORKLOADS.remove(queue)
+        self._gauged = set(pending)
