@@ -53,7 +53,8 @@ class DecisionLog:
         data = msgspec.json.encode(decision.to_dict(self.max_nodes))
         self._log.append(_Entry(decision.preemptor.key, uids, data))
         self._bytes += len(data)
-        while self._log and (len(self._log) > self.size or self._bytes > self.max_bytes):
+        # The newest always stays (its size is bounded by ``max_nodes``).
+        while len(self._log) > 1 and (len(self._log) > self.size or self._bytes > self.max_bytes):
             self._bytes -= len(self._log.popleft().data)
 
     def latest(self, limit: int | None = None, preemptor: str | None = None) -> list[Any]:

@@ -125,8 +125,6 @@ def decode_preemption_args(body: bytes) -> PreemptionArgs:
     assert isinstance(decoded, _PreemptionBody)
     if decoded.pod is None:
         raise WireError("invalid request: missing required field `Pod`")
-    if not decoded.pod.metadata.uid:
-        raise WireError("invalid request: the preemptor `Pod` has no `metadata.uid`")
     _check_priority(decoded.pod, "Pod")
     if decoded.victims is not None and decoded.meta is not None:
         raise WireError(
@@ -156,6 +154,8 @@ def decode_preemption_args(body: bytes) -> PreemptionArgs:
                 raise WireError(f"invalid request: victim {i} on node {node!r} has no UID")
             if cand.pod is not None:
                 _check_priority(cand.pod, f"victim {i} on node {node!r}")
+    if not decoded.pod.metadata.uid:  # the gate and the executor key everything by it
+        raise WireError("invalid request: the preemptor `Pod` has no `metadata.uid`")
     return PreemptionArgs(
         pod=decoded.pod, victims=victims, pdb_violations=pdb, meta=decoded.meta is not None
     )
