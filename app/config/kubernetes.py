@@ -58,20 +58,9 @@ class OwnerKind(Section):
     kind: str = Field(..., min_length=1, description="e.g. `Job`.")
 
 
-DEFAULT_OWNER_KINDS: tuple[tuple[str, str], ...] = (
-    ("batch/v1", "Job"),
-    ("apps/v1", "StatefulSet"),
-    ("apps/v1", "ReplicaSet"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    ("kubeflow.org/v1", "PyTorchJob"),
-    ("kubeflow.org/v1", "TFJob"),
-    ("kubeflow.org/v1", "XGBoostJob"),
-    ("kubeflow.org/v1", "PaddleJob"),
-    ("kubeflow.org/v2beta1", "MPIJob"),
-    ("ray.io/v1", "RayJob"),
-    ("ray.io/v1", "RayCluster"),
-    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
-)
+DEFAULT_OWNER_KINDS: tuple[tuple[str, str], ...] = (("batch/v1", "Job"),)
+"""What the chart's RBAC grants by default (``rbac.ownerKinds``: batch jobs). A kind listed here
+but not granted would be refused (403) on every list/watch retry."""
 
 
 class KubernetesConfig(Section):
@@ -113,12 +102,13 @@ class KubernetesConfig(Section):
     owner_kinds: list[OwnerKind] = Field(
         default_factory=lambda: [OwnerKind(api_version=a, kind=k) for a, k in DEFAULT_OWNER_KINDS],
         description="Controller kinds (a pod's `controller: true` ownerReference) that hold "
-        "their workload's eviction record; runway lists and watches only these kinds. A pod "
-        "whose controller is of another kind (a Secret, a custom kind not listed here) keeps "
-        "its workload's record on the pods themselves, as a bare pod does. Defaults: batch/v1 "
-        "Job, apps/v1 StatefulSet and ReplicaSet, JobSet, the Kubeflow training jobs "
-        "(PyTorchJob, TFJob, XGBoostJob, PaddleJob, MPIJob), RayJob, RayCluster, "
-        "LeaderWorkerSet.",
+        "their workload's eviction record; runway lists, watches and patches only these kinds "
+        "(grant each in the chart's `rbac.ownerKinds` too). A pod whose controller is of "
+        "another kind (a ReplicaSet, a Secret, a CRD not listed) keeps its workload's record on "
+        "the pods themselves, as a bare pod does. E.g. add `{apiVersion: "
+        "jobset.x-k8s.io/v1alpha2, kind: JobSet}`, `{apiVersion: kubeflow.org/v1, kind: "
+        "PyTorchJob}`, `{apiVersion: ray.io/v1, kind: RayCluster}`, `{apiVersion: apps/v1, "
+        "kind: StatefulSet}`.",
     )
     cache_stale_after: Duration = Field(
         60.0,

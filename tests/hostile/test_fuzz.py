@@ -137,11 +137,14 @@ ROW5 = ({}, {}, {"apiVersion": "v1", "kind": "Secret", "name": "s", "uid": "u"},
 )
 @example(pods=[ROW1, ROW1], preemptor=ROW1[:3])
 @example(pods=[ROW2, ROW5], preemptor=ROW2[:3])
-@given(pods=PODS, preemptor=st.tuples(
-    st.dictionaries(ANNOTATION_KEYS, VALUES, max_size=4),
-    st.dictionaries(LABEL_KEYS, st.sampled_from(["a", "research", ""]), max_size=3),
-    OWNERS,
-))
+@given(
+    pods=PODS,
+    preemptor=st.tuples(
+        st.dictionaries(ANNOTATION_KEYS, VALUES, max_size=4),
+        st.dictionaries(LABEL_KEYS, st.sampled_from(["a", "research", ""]), max_size=3),
+        OWNERS,
+    ),
+)
 def test_hostile_cluster_values_never_break_a_verb_or_a_pass(
     pods: list[tuple[Any, ...]], preemptor: tuple[Any, ...]
 ) -> None:

@@ -3,6 +3,7 @@ header/body timeouts, the connection cap, and SIGTERM with a slow client (clean 
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import time
@@ -146,10 +147,8 @@ def test_row8_sigterm_with_a_slow_client_exits_cleanly_in_time(runway: RunwayPro
         deadline = started + 25  # the chart's grace is 30 s
         while runway.proc.poll() is None:
             assert time.monotonic() < deadline, "still running 25 s after SIGTERM"
-            try:
+            with contextlib.suppress(OSError):
                 sock.sendall(b" ")
-            except OSError:
-                pass
             time.sleep(0.2)  # the slow client's pace, and the polling interval
         assert runway.proc.returncode == 0, runway.logs()[-2000:]
     finally:
