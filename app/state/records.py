@@ -105,8 +105,9 @@ class RecordBook:
         self.writer = writer
         self.jitter = jitter
         self.on_change = on_change or (lambda: None)
-        self._memory: dict[WorkloadKey, EvictionRecord] = {}
-        """Records written without an API server (dry-run) or for workloads with no target."""
+        self._memory: OrderedDict[WorkloadKey, EvictionRecord] = OrderedDict()
+        """Records written without an API server (dry-run) or for workloads with no target
+        (bounded: ``OWNER_MEMO_LIMIT``, the oldest written forgotten first)."""
         self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
         """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
 
@@ -190,6 +191,9 @@ class RecordBook:
                         workload=str(key),
                     )
                 self._memory[key] = new
+                self._memory.move_to_end(key)
+                while len(self._memory) > OWNER_MEMO_LIMIT:
+                    self._memory.popitem(last=False)
                 self.on_change()
             return new
         written: EvictionRecord | None = None

@@ -196,7 +196,12 @@ class Cluster:
     def until(self, what: str, check: Any, within: float = 60) -> Any:
         def once() -> Any:
             self.step()
-            return check()
+            value = check()
+            if value:
+                # check() may see a bind step() had not seen yet: one more kubelet round
+                # records it (binds, bound_at), so what follows never reads a missing bind.
+                self.step()
+            return value
 
         return poll(once, within=within, what=what, every=0.2)
 
@@ -270,8 +275,11 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
     assert requeue_at is not None
     c.binds.clear()  # before the restart: a bind while the new runway starts must count too
+    # The restart begins during the backoff; on a busy machine the new process may only be
+    # ready after requeueAt, so the check is on when it began, not when it answered.
+    restarted_at = time.time()
     runway = c.start_runway()
-    assert time.time() < requeue_at, "the restart must happen during the backoff"
+    assert restarted_at < requeue_at, "the restart must begin during the backoff"
     view = c.until(
         "the restarted runway sees the workload",
         lambda: runway.client.get("/v1/workloads/requeue-e2e/train").json().get("evictionRecord"),
