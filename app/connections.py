@@ -10,7 +10,9 @@ returns a subclass with, from ``server.*``:
 * ``headerTimeout``: a connection that sends no complete request head this long after it opened
   (or after the first byte of a keep-alive request) is closed;
 * ``bodyTimeout``: a request whose body is not complete this long after its head is closed;
-* ``maxConnections``: connections beyond this many are closed as soon as they are accepted.
+* ``maxConnections``: at the cap, a new connection closes the oldest one that has no request in
+  flight (idle, or still sending its head); when every connection has a request in flight, the
+  new one is closed at once.
 
 Idle keep-alive connections are closed by uvicorn's own ``timeout_keep_alive``.
 """
@@ -44,6 +46,7 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_bytes = 0
         _in_head = True
+        _opened = 0.0
         _timer: asyncio.TimerHandle | None = None
 
         def _arm(self, seconds: float, why: str) -> None:
@@ -63,11 +66,29 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
-            if len(self.connections) > max_connections:
+            self._opened = self.loop.time()
+            if len(self.connections) > max_connections and not self._make_room():
                 log.warning("connection refused: too many open", limit=max_connections)
                 transport.close()
                 return
             self._arm(header_timeout, "no request head in time")
+
+        def _make_room(self) -> bool:
+            """At the cap: close the oldest connection that has no request in flight (idle or
+            still sending its head), so idle sockets cannot lock everyone else out."""
+            waiting = [
+                c
+                for c in self.connections
+                if c is not self
+                and isinstance(c, BoundedHttpToolsProtocol)
+                and c._in_head
+                and not c.transport.is_closing()
+            ]
+            if not waiting:
+                return False
+            oldest = min(waiting, key=lambda c: c._opened)
+            oldest.transport.close()
+            return True
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

@@ -67,8 +67,9 @@ class ServerConfig(Section):
     max_connections: int = Field(
         512,
         ge=1,
-        description="Open connections accepted at once; more are closed as soon as accepted "
-        "(keep it below the process's open-file limit).",
+        description="Open connections at once (keep it below the process's open-file limit). "
+        "At the cap a new connection closes the oldest one with no request in flight (idle or "
+        "still sending its head), else it is closed at once.",
     )
     shutdown_timeout: Duration = Field(
         5.0,
