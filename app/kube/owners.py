@@ -129,7 +129,7 @@ class _KindStore:
     def _key(obj: OwnerObject) -> str:
         return f"{obj.metadata.namespace}/{obj.metadata.name}"
 
-    def _put(self, obj: OwnerObject) -> bool:
+    def _put(self, obj: OwnerObject, before: Mapping[str, OwnerEntry] | None = None) -> bool:
         key = self._key(obj)
         kept = runway_annotations(obj.metadata.annotations)
         old = self.entries.get(key)
@@ -138,7 +138,8 @@ class _KindStore:
         entry = OwnerEntry(obj.metadata.uid, kept)
         if old == entry:
             return False
-        if self.on_invalid is not None:  # counted once per change of the record
+        known = old if before is None else before.get(key)
+        if self.on_invalid is not None and known != entry:  # once per change of the record
             bad = invalid_record_fields(kept)
             if bad:
                 self.on_invalid(key, bad)
@@ -149,7 +150,7 @@ class _KindStore:
         before = self.entries
         self.entries = {}
         for obj in items:
-            self._put(obj)
+            self._put(obj, before)
         if before != self.entries:
             self.on_change()
 

@@ -241,3 +241,19 @@ async def test_row13_preempt_validation(embedded: Embedded, body: Any, what: str
     resp = await embedded.verb("preempt", body)
     assert resp.status_code == 400, resp.text
     assert what in resp.json()["error"]
+
+
+def test_owner_records_with_bad_values_are_reported_once_per_change() -> None:
+    from app.kube.owners import OwnerMeta, OwnerObject, _KindStore
+
+    reported: list[tuple[str, list[str]]] = []
+    store = _KindStore(lambda: None, lambda key, fields: reported.append((key, fields)))
+    bad = {"runway.dev/eviction-count": "9" * 5000, "runway.dev/eviction-reason": "Preempted"}
+    owner = OwnerObject(OwnerMeta("j", "team", "u1", "1", bad))
+    store.upsert(owner)
+    store.replace([owner])  # a relist hands back the same record: not reported again
+    store.upsert(owner)
+    assert reported == [("team/j", ["eviction-count"])]
+    changed = OwnerObject(OwnerMeta("j", "team", "u1", "2", {**bad, "runway.dev/eviction-x": ""}))
+    store.upsert(changed)
+    assert len(reported) == 2
