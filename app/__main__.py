@@ -37,6 +37,7 @@ def _serve(ns: argparse.Namespace) -> int:
     # HTTPS when the scheduler's extender config says enableHTTPS (helm: tls.enabled); the
     # certificate is re-read when its files change (docs/security.md).
     tls = ReloadingTLS(server.tls) if server.tls.enabled else None
+    from app.connections import bounded_protocol
     from app.kube.client import connect
 
     kube = connect(config.kubernetes, kubeconfig=ns.kubeconfig)
@@ -65,8 +66,11 @@ def _serve(ns: argparse.Namespace) -> int:
         log_config=None,
         log_level="error" if config.logging.level == "error" else "warning",
         access_log=False,
-        # Fail the header read quickly but never cut a 50 MB NodeList body short.
-        timeout_keep_alive=30,
+        # Header size, header/body/idle timeouts, connection cap: app/connections.py.
+        http=bounded_protocol(server),
+        h11_max_incomplete_event_size=server.max_header_bytes,
+        timeout_keep_alive=max(int(server.idle_timeout), 1),
+        timeout_graceful_shutdown=max(int(server.shutdown_timeout), 1),
     )
     return 0 if ok else 3
 

@@ -304,6 +304,51 @@ def count_eviction(queue: str, reason: str) -> None:
     EVICTIONS.labels(reason).inc()
 
 
+LOOP_RESTARTS = Counter(
+    "runway_loop_restarts_total",
+    "Background loops restarted after an unexpected error or end, by loop (reflector-pods, "
+    "reflector-nodes, owners-<Kind>, leader-election, gate-keeper, podsready, requeue-waker...).",
+    ["loop"],
+    registry=REGISTRY,
+)
+INVALID_OBJECTS = Counter(
+    "runway_invalid_objects_total",
+    "Cluster objects carrying a value runway cannot use, by field (min-available, "
+    "preemption-gate, eviction-<field>, owner-reference); counted once per object version, the "
+    "value is ignored for that object.",
+    ["field"],
+    registry=REGISTRY,
+)
+
+OTHER = "other"
+"""The label value that stands for every user-supplied value past a metric's cap."""
+
+USER_LABEL_LIMIT = 200
+"""Distinct user-supplied label values (queue names from pod labels) a metric keeps."""
+
+
+class LabelCap:
+    """Maps user-supplied label values onto at most ``limit`` distinct ones (then ``other``),
+    so a pod labelled with a new queue name per minute cannot grow ``/metrics`` without bound.
+    ``known`` values (the configured queues) always keep their own series."""
+
+    def __init__(self, limit: int = USER_LABEL_LIMIT) -> None:
+        self.limit = limit
+        self._seen: set[str] = set()
+
+    def __call__(self, value: str, known: bool = False) -> str:
+        if known or value in self._seen:
+            return value
+        if len(self._seen) >= self.limit:
+            return OTHER
+        self._seen.add(value)
+        return value
+
+
+UNKNOWN_QUEUE_LABELS = LabelCap()
+"""``runway_unknown_queue_total``'s queue label (every value is user-supplied)."""
+
+
 def exposition() -> bytes:
     """The registry in Prometheus text format."""
     return generate_latest(REGISTRY)

@@ -10,10 +10,11 @@ retried when the files change again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from app.config import ConfigError
@@ -161,6 +162,14 @@ def serve_uvicorn(
             if self.started and on_started is not None:
                 listening = [s for server in self.servers for s in server.sockets]
                 on_started(bound_url(listening, tls is not None))
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            with super().capture_signals():
+                yield
+                # uvicorn re-raises the SIGTERM it handled once it has shut down, which kills
+                # the process with 143: the drain finished, so exit cleanly (0) instead.
+                self._captured_signals.clear()
 
     server = _Server(uvicorn_config(app, tls, **kwargs))
     server.run()

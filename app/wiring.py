@@ -38,6 +38,7 @@ from app.state.gate import GateBook
 from app.state.preemption import PreemptDecider
 from app.state.records import RecordBook
 from app.state.requeue import RequeueIndex, RequeueView
+from app.state.validation import InvalidObjects
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
@@ -90,8 +91,16 @@ class Runway:
 
     @property
     def ready(self) -> bool:
-        """``/readyz``: the caches are synced (always on the embedded default)."""
-        return self.kube is None or self.synced
+        """``/readyz``: the caches are synced and still being fed (no list/watch failing for
+        longer than ``kubernetes.cacheStaleAfter``), the background loops run. Always true on
+        the embedded default but for the loops."""
+        loops = (self.gatekeeper, self.evictor, self.waker)
+        if any(t.started and not t.alive for t in loops):
+            return False
+        if self.kube is None:
+            return True
+        stale_after = self.config.kubernetes.cache_stale_after
+        return self.synced and (self.sync is None or self.sync.feeding(stale_after))
 
     @property
     def leader(self) -> LeaderElector | None:
@@ -222,7 +231,9 @@ def build(
     config = config or RunwayConfig()
     clock = clock or SystemClock()
     k8s, pre = config.kubernetes, config.preemption
-    cache = ClusterCache()
+    invalid = InvalidObjects()
+    cache = ClusterCache(invalid=invalid)
+    owner_kinds = [(k.api_version, k.kind) for k in k8s.owner_kinds]
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
@@ -252,6 +263,8 @@ def build(
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
             on_change=index.bump,
+            kinds=owner_kinds,
+            on_invalid=invalid.owner_callback("owner"),
         )
         kube_pods = KubePodWriter(kube)
         writer = KubeRecordWriter(kube, kube_pods, owners=owners)
@@ -265,6 +278,7 @@ def build(
         owners=owners,
         writer=writer,
         on_change=index.bump,
+        owner_kinds=owner_kinds,
     )
     requeue = RequeueView(
         cache,
@@ -277,7 +291,11 @@ def build(
         pool_label=config.min_runtime.pool_label,
         index=index,
     )
-    decisions = DecisionLog(pre.decision_history)
+    decisions = DecisionLog(
+        pre.decision_history,
+        max_bytes=pre.decision_history_bytes,
+        max_nodes=pre.decision_max_nodes,
+    )
     decider = PreemptDecider(
         cache,
         queues,

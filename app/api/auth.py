@@ -41,7 +41,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from app import metrics
 from app.api.errors import error_response
 from app.config import ConfigError
-from app.config.security import AuthConfig
+from app.config.security import MIN_STATIC_TOKEN_LENGTH, AuthConfig
 from app.logs import get_logger
 from app.model.auth import Access, Identity, Permission, ReviewUnavailable
 
@@ -104,28 +104,46 @@ class StaticTokens:
         self.path = path
         self.from_file: list[tuple[bytes, str]] = []
         self._stamp: tuple[int, int, int] | None = None
+        self._failed: tuple[int, int, int] | None = None
+        """The file version that could not be read (not re-read on every request)."""
         if path is not None:
             try:
                 self._reload()
-            except OSError as exc:
+            except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
                 raise ConfigError(f"auth.staticTokenFile: cannot read {path!r}: {exc}") from None
 
     def _reload(self) -> None:
         assert self.path is not None
         st = os.stat(self.path)
         stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if stamp == self._stamp:
+        if stamp == self._stamp or stamp == self._failed:
             return
         entries: list[tuple[bytes, str]] = []
-        with open(self.path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                line = line.strip()
-                if not line or line.startswith("#"):
-                    continue
-                token, _, rest = line.partition(",")
-                user = rest.split(",", 1)[0].strip().strip('"') or f"token-file-line-{lineno}"
-                entries.append((_digest(token.strip()), user))
-        self.from_file, self._stamp = entries, stamp
+        short: list[int] = []
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    line = line.strip()
+                    if not line or line.startswith("#"):
+                        continue
+                    token, _, rest = line.partition(",")
+                    token = token.strip()
+                    if len(token) < MIN_STATIC_TOKEN_LENGTH:  # the rule of inline tokens
+                        short.append(lineno)
+                        continue
+                    user = rest.split(",", 1)[0].strip().strip('"') or f"token-file-line-{lineno}"
+                    entries.append((_digest(token), user))
+        except (OSError, ValueError):
+            self._failed = stamp
+            raise
+        if short:
+            log.warning(
+                "static token file: tokens shorter than the minimum ignored",
+                path=self.path,
+                minimum=MIN_STATIC_TOKEN_LENGTH,
+                lines=short[:20],
+            )
+        self.from_file, self._stamp, self._failed = entries, stamp, None
         log.info("static token file loaded", path=self.path, tokens=len(entries))
 
     def match(self, token: str) -> str | None:
@@ -133,8 +151,12 @@ class StaticTokens:
         if self.path is not None:
             try:
                 self._reload()
-            except OSError as exc:  # keep the last good tokens
-                log.warning("cannot re-read the static token file", path=self.path, error=str(exc))
+            except (OSError, ValueError) as exc:  # keep the last good tokens
+                log.warning(
+                    "cannot re-read the static token file; keeping the last good tokens",
+                    path=self.path,
+                    error=str(exc),
+                )
         probe = _digest(token)
         found: str | None = None
         for digest, user in (*self.inline, *self.from_file):

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its body was read (nobody awaits a reply)."""
 
 
 class BodyTooLarge(Exception):
@@ -26,11 +30,14 @@ async def read_body(request: Request, limit: int) -> bytes:
         raise BodyTooLarge(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(limit)
+            chunks.append(chunk)
+    except ClientDisconnect as exc:
+        raise ClientGone(f"client disconnected after {size} bytes of its body") from exc
     return b"".join(chunks)
 
 

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import metrics
-from app.api.body import BodyTooLarge, BuffersResponse, read_body
+from app.api.body import BodyTooLarge, BuffersResponse, ClientGone, read_body
 from app.api.context import ApiContext, context
 from app.api.errors import error_response
 from app.logs import get_logger
@@ -141,6 +141,10 @@ async def serve_verb(request: Request, verb: str) -> Response:
     except BodyTooLarge as exc:
         outcome = "too_large"
         return error_response(413, str(exc))
+    except ClientGone as exc:  # kube-scheduler timed out or went away: not runway's error
+        outcome = "disconnected"
+        log.info("extender client disconnected", verb=verb, detail=str(exc))
+        return error_response(400, f"{verb}: {exc}")
     except WireError as exc:
         outcome = "bad_request"
         return error_response(400, f"{verb}: {exc}")

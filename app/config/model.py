@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from app.config.durations import Duration
 from app.config.kubernetes import KubernetesConfig
 from app.config.preemption import PreemptionConfig
 from app.config.queues import MinRuntimeConfig, QueueConfig, tree_problems
@@ -41,6 +42,43 @@ class ServerConfig(Section):
         ge=1024,
         description="Largest request body accepted; larger bodies get 413. A 5,000-node "
         "NodeList of production nodes is about 55 MB.",
+    )
+    max_header_bytes: int = Field(
+        64 * 1024,
+        ge=4096,
+        description="Largest request head (request line and headers) accepted; a larger one "
+        "gets 431 and the connection is closed.",
+    )
+    header_timeout: Duration = Field(
+        10.0,
+        gt=0,
+        description="A connection that sends no complete request head within this time (after "
+        "it opened, or after the first byte of its next request) is closed.",
+    )
+    body_timeout: Duration = Field(
+        60.0,
+        gt=0,
+        description="A request whose body is not complete within this time after its head is "
+        "closed (a client sending a byte a second cannot hold a connection).",
+    )
+    idle_timeout: Duration = Field(
+        30.0,
+        gt=0,
+        description="An idle keep-alive connection is closed after this long.",
+    )
+    max_connections: int = Field(
+        512,
+        ge=1,
+        description="Open connections at once (keep it below the process's open-file limit). "
+        "At the cap a new connection closes the oldest one with no request in flight (idle or "
+        "still sending its head), else it is closed at once.",
+    )
+    shutdown_timeout: Duration = Field(
+        5.0,
+        ge=0,
+        description="At SIGTERM, how long requests in flight may finish before they are "
+        "cancelled; then the preemptions drain (`preemption.shutdownGrace`). Their sum must fit "
+        "in the pod's termination grace period (30 s in the chart).",
     )
     tls: TLSConfig = Field(
         default_factory=TLSConfig,

@@ -50,3 +50,15 @@ class PreemptionConfig(Section):
     decision_history: int = Field(
         200, ge=1, description="Preempt decisions kept for `GET /v1/preemptions/decisions`."
     )
+    decision_history_bytes: int = Field(
+        64 << 20,
+        ge=1024,
+        description="Bound on the memory (JSON bytes) of the kept preempt decisions, all "
+        "together: the oldest are forgotten first.",
+    )
+    decision_max_nodes: int = Field(
+        100,
+        ge=1,
+        description="Offered nodes recorded per preempt decision (the chosen node first; the "
+        "reply is unaffected): a preempt offering 20,000 nodes is remembered cheaply.",
+    )

@@ -6,6 +6,7 @@ fails when the two drift apart, so the documented defaults are always the real o
 
 from __future__ import annotations
 
+import json
 import types
 import typing
 from typing import Any, Union, get_args, get_origin
@@ -89,6 +90,9 @@ def _default(info: FieldInfo, type_name: str) -> str:
         value = info.default_factory()  # type: ignore[call-arg]
         if isinstance(value, BaseModel):
             return "(section)"
+        if isinstance(value, list) and value and all(isinstance(v, BaseModel) for v in value):
+            items = [v.model_dump(mode="json", by_alias=True) for v in value]
+            return "`" + json.dumps(items, separators=(", ", ": ")) + "`"
         return f"`{value!r}`" if value not in ({}, []) else f"`{value}`"
     if info.default is PydanticUndefined:
         return "required"

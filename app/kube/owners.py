@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,9 @@ from app.kube.errors import KubeError
 from app.kube.reflector import Reflector
 from app.kube.resources import Resource
 from app.logs import get_logger
+from app.model.eviction import invalid_record_fields
 from app.model.owner import OwnerEntry, OwnerRef, runway_annotations
+from app.supervise import supervise
 
 log = get_logger("kube.owners")
 
@@ -115,15 +117,20 @@ class _KindStore:
     """The reflector store of one owner kind: ``namespace/name`` → entry, only owners that carry
     ``runway.dev/`` annotations (the others cost nothing)."""
 
-    def __init__(self, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        on_change: Callable[[], None],
+        on_invalid: Callable[[str, list[str]], None] | None = None,
+    ) -> None:
         self.entries: dict[str, OwnerEntry] = {}
         self.on_change = on_change
+        self.on_invalid = on_invalid
 
     @staticmethod
     def _key(obj: OwnerObject) -> str:
         return f"{obj.metadata.namespace}/{obj.metadata.name}"
 
-    def _put(self, obj: OwnerObject) -> bool:
+    def _put(self, obj: OwnerObject, before: Mapping[str, OwnerEntry] | None = None) -> bool:
         key = self._key(obj)
         kept = runway_annotations(obj.metadata.annotations)
         old = self.entries.get(key)
@@ -132,6 +139,11 @@ class _KindStore:
         entry = OwnerEntry(obj.metadata.uid, kept)
         if old == entry:
             return False
+        known = old if before is None else before.get(key)
+        if self.on_invalid is not None and known != entry:  # once per change of the record
+            bad = invalid_record_fields(kept)
+            if bad:
+                self.on_invalid(key, bad)
         self.entries[key] = entry
         return True
 
@@ -139,7 +151,7 @@ class _KindStore:
         before = self.entries
         self.entries = {}
         for obj in items:
-            self._put(obj)
+            self._put(obj, before)
         if before != self.entries:
             self.on_change()
 
@@ -178,9 +190,14 @@ class OwnerWatcher:
         page_size: int = 500,
         watch_timeout: int = 300,
         on_change: Callable[[], None] | None = None,
+        kinds: Iterable[tuple[str, str]] | None = None,
+        on_invalid: Callable[[str, list[str]], None] | None = None,
     ) -> None:
         self.client = client
         self.discovery = discovery or Discovery(client)
+        self.allowed = frozenset(kinds) if kinds is not None else None
+        """``(apiVersion, kind)`` that may be watched (``kubernetes.ownerKinds``); None: any."""
+        self.on_invalid = on_invalid
         self.page_size = page_size
         self.watch_timeout = watch_timeout
         self.on_change = on_change or (lambda: None)
@@ -224,17 +241,25 @@ class OwnerWatcher:
 
     def ensure(self, ref: OwnerRef) -> None:
         """Start watching ``ref``'s kind unless already done (no await; safe on the hot path)."""
+        if self.allowed is not None and ref.kind_key not in self.allowed:
+            return  # never list or watch a kind the config does not name (a Secret...)
         kind = self._ensure_entry(ref.kind_key)
         if kind.task is None and not self._closed:
             with contextlib.suppress(RuntimeError):  # no running loop (sync tests): skip
+                name = f"owners-{ref.kind}"
                 kind.task = asyncio.get_running_loop().create_task(
-                    self._run(ref.api_version, ref.kind, kind), name=f"owners-{ref.kind}"
+                    supervise(
+                        name,
+                        lambda: self._run(ref.api_version, ref.kind, kind),
+                        restart_on_return=False,  # discovery failed: reported in kinds()
+                    ),
+                    name=name,
                 )
 
     def _ensure_entry(self, key: tuple[str, str]) -> _Kind:
         kind = self._kinds.get(key)
         if kind is None:
-            kind = _Kind(_KindStore(self.on_change))
+            kind = _Kind(_KindStore(self.on_change, self.on_invalid))
             self._kinds[key] = kind
         return kind
 

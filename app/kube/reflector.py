@@ -100,6 +100,21 @@ class Reflector(Generic[T]):
         self.lists = 0
         self.events = 0
         """Watch events applied so far."""
+        self.failing_since: float | None = None
+        """``time.monotonic()`` of the first failure of the current streak; None while fed."""
+
+    def starving(self, threshold: float, now: float | None = None) -> bool:
+        """Whether list/watch has been failing for longer than ``threshold`` seconds (the cache
+        is not being fed: ``/readyz`` fails)."""
+        since = self.failing_since
+        return since is not None and (now or time.monotonic()) - since > threshold
+
+    def _fed(self) -> None:
+        self.failing_since = None
+
+    def _failed(self) -> None:
+        if self.failing_since is None:
+            self.failing_since = time.monotonic()
 
     async def run(self) -> None:
         """List and watch until cancelled. Never raises (except CancelledError)."""
@@ -111,8 +126,10 @@ class Reflector(Generic[T]):
                 if self.resource_version is None:
                     await self.list_once()
                     failures = 0
+                    self._fed()
                 opened = time.monotonic()
                 events = await self.watch_once(self.resource_version)
+                self._fed()  # the watch ran until the server ended it
                 if events:
                     failures = 0
                 if events or time.monotonic() - opened > 1.0:
@@ -126,6 +143,7 @@ class Reflector(Generic[T]):
                 if not again:
                     continue  # relist at once, unless 410s come back to back
             except KubeError as exc:
+                self._failed()
                 if self.events > seen:
                     failures = 0  # the stream worked for a while: a fresh break, short wait
                 log.warning(
@@ -135,10 +153,11 @@ class Reflector(Generic[T]):
                     error=str(exc),
                 )
             except Exception:  # a decoding bug must not kill the cache forever
+                self._failed()
                 log.exception("reflector error", resource=self.name)
                 self.resource_version = None
             await asyncio.sleep(self.backoff.delay(failures))
-            failures += 1
+            failures = min(failures + 1, 64)  # the delay is capped long before
 
     async def list_once(self) -> None:
         """One complete (paginated) LIST into the store; sets ``resource_version``."""
@@ -209,6 +228,7 @@ class Reflector(Generic[T]):
                     raise _watch_error(_status_decoder.decode(event.object))
                 count += 1
                 self.events += 1
+                self.failing_since = None  # events (bookmarks included) arrive: fed
         finally:
             await stream.aclose()
         return count

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from app.kube.errors import ApiUnavailable, Conflict, KubeError, ServerError, TooManyRequests
 from app.logs import get_logger
+from app.supervise import capped_delay
 
 T = TypeVar("T")
 log = get_logger("kube.retry")
@@ -32,7 +33,7 @@ class Backoff:
 
     def delay(self, attempt: int) -> float:
         """The wait before retry number ``attempt`` (0-based)."""
-        d = min(self.cap, self.base * self.factor**attempt)
+        d = capped_delay(attempt, self.base, self.cap, self.factor)
         return d / 2 + self.rng.random() * d / 2
 
 

@@ -16,6 +16,7 @@ from app.kube.resources import NODES, PODS
 from app.logs import get_logger
 from app.model import Pod
 from app.model.node import Node
+from app.supervise import supervise
 
 log = get_logger("kube.sync")
 
@@ -69,18 +70,30 @@ class ClusterSync:
     def start(self) -> None:
         """Start the reflectors, the readiness watcher and the leader election."""
         self._tasks = [
-            asyncio.create_task(self.pods.run(), name="reflector-pods"),
-            asyncio.create_task(self.nodes.run(), name="reflector-nodes"),
+            asyncio.create_task(supervise("reflector-pods", self.pods.run), name="reflector-pods"),
+            asyncio.create_task(
+                supervise("reflector-nodes", self.nodes.run), name="reflector-nodes"
+            ),
             asyncio.create_task(self._wait_synced(), name="cache-synced"),
         ]
         if self.leader is not None:
-            self._tasks.append(asyncio.create_task(self.leader.run(), name="leader-election"))
+            self._tasks.append(
+                asyncio.create_task(
+                    supervise("leader-election", self.leader.run), name="leader-election"
+                )
+            )
         log.info(
             "watching pods and nodes",
             api_server=self.client.access.host,
             source=self.client.access.source,
             leader_election=self.leader is not None,
         )
+
+    def feeding(self, threshold: float) -> bool:
+        """Whether the pod and node caches are being fed: their reflector tasks run and neither
+        has been failing for longer than ``threshold`` seconds (``/readyz``)."""
+        alive = all(not t.done() for t in self._tasks[:2])
+        return alive and not (self.pods.starving(threshold) or self.nodes.starving(threshold))
 
     async def _wait_synced(self) -> None:
         await self.pods.synced.wait()

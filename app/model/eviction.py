@@ -142,6 +142,13 @@ def _ceil(seconds: float) -> float:
     return float(math.ceil(seconds))
 
 
+MAX_TIME: Final = 2.0**37
+"""Times past this (year ~6325) are not ones runway wrote: ignored (formatting them could fail)."""
+
+MAX_COUNT_DIGITS: Final = 9
+"""A longer count is not one runway wrote (and ``int()`` of 4,300+ digits raises)."""
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -150,13 +157,24 @@ def _time(value: object) -> float | None:
     if not isinstance(value, str):
         return None
     parsed = parse_time(value.strip())
-    return parsed if parsed is not None and math.isfinite(parsed) else None
+    if parsed is None or not math.isfinite(parsed) or not 0 <= parsed <= MAX_TIME:
+        return None
+    return parsed
+
+
+def parse_count(value: object) -> int | None:
+    """A non-negative decimal count of ASCII digits (bounded), else None. The one parser of
+    runway's integer annotations (``eviction-count``, ``min-available``)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text or len(text) > MAX_COUNT_DIGITS or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)
 
 
 def _count(value: object) -> int:
-    if isinstance(value, str) and value.strip().isdecimal():
-        return int(value.strip())
-    return 0
+    return parse_count(value) or 0
 
 
 def _flag(value: object) -> bool:
@@ -167,3 +185,23 @@ def _pools(value: object) -> tuple[str, ...]:
     if not isinstance(value, str):
         return ()
     return tuple(sorted({p.strip() for p in value.split(",") if p.strip()}))
+
+
+def invalid_record_fields(annotations: Mapping[str, str] | None) -> list[str]:
+    """The ``eviction-*`` fields present in ``annotations`` whose value runway cannot use
+    (ignored by ``from_annotations``): ``runway_invalid_objects_total{field}``."""
+    if not annotations:
+        return []
+    bad: list[str] = []
+
+    def check(key: str, ok: bool) -> None:
+        if key in annotations and not ok:
+            bad.append(key.removeprefix("runway.dev/"))
+
+    check(REASON_KEY, is_reason(annotations.get(REASON_KEY)))
+    for key in (TIME_KEY, REQUEUE_AT_KEY, FIRST_TIME_KEY):
+        check(key, _time(annotations.get(key)) is not None)
+    check(COUNT_KEY, parse_count(annotations.get(COUNT_KEY)) is not None)
+    value = annotations.get(DEACTIVATED_KEY, "")
+    check(DEACTIVATED_KEY, value.strip().lower() in ("true", "false"))
+    return bad

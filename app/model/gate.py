@@ -8,6 +8,7 @@ of held preemptors ``app.state.gate``'s.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 from app.model.pod import Pod
@@ -100,16 +101,30 @@ def decode_entry(pod: Pod) -> GateEntry | None:
         return None
     try:
         data = json.loads(raw)
-        victims = tuple(PodRef(str(u), str(ns), str(n)) for u, ns, n in data["victims"])
+        if not isinstance(data, dict) or not isinstance(data.get("victims"), list):
+            return None
+        victims = tuple(PodRef(*_ref(v)) for v in data["victims"])
+        since, deadline = float(data["since"]), float(data["deadline"])
+        if not (math.isfinite(since) and math.isfinite(deadline)):
+            return None  # an infinite deadline would hold the preemptor forever
+        node = data["node"]
+        if not isinstance(node, str):
+            return None
         return GateEntry(
             preemptor=PodRef.of(pod),
-            node=str(data["node"]),
+            node=node,
             victims=victims,
-            since=float(data["since"]),
-            deadline=float(data["deadline"]),
+            since=since,
+            deadline=deadline,
             rule=str(data.get("rule", "")),
             holder=str(data.get("holder", "")),
             priority=int(data.get("priority", 0)),
         )
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         return None
+
+
+def _ref(value: object) -> tuple[str, str, str]:
+    if not (isinstance(value, list) and len(value) == 3 and all(isinstance(x, str) for x in value)):
+        raise ValueError("a victim is [uid, namespace, name]")
+    return value[0], value[1], value[2]

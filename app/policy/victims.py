@@ -325,9 +325,20 @@ class Decision:
                     return rec
         return None
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, for the REST listing and the explain endpoint."""
+    def recorded_nodes(self, max_nodes: int | None = None) -> tuple[NodeRecord, ...]:
+        """The node records worth keeping: the chosen node first, then the others in offer
+        order, at most ``max_nodes`` of them (None: all)."""
+        if max_nodes is None or len(self.nodes) <= max_nodes:
+            return self.nodes
+        chosen = [n for n in self.nodes if n.node == self.chosen]
+        others = [n for n in self.nodes if n.node != self.chosen]
+        return tuple(chosen + others)[:max_nodes]
+
+    def to_dict(self, max_nodes: int | None = None) -> dict[str, Any]:
+        """JSON-ready, for the REST listing and the explain endpoint; at most ``max_nodes`` node
+        records (the chosen node's first; ``nodesOmitted`` counts the rest)."""
         p = self.preemptor
+        nodes = self.recorded_nodes(max_nodes)
         return {
             "preemptor": {
                 "uid": p.uid,
@@ -343,7 +354,8 @@ class Decision:
             "victims": list(self.victims),
             "offNodeVictims": [{"uid": u, "node": n} for u, n in self.off_node],
             "numPDBViolations": self.pdb_violations,
-            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes": [n.to_dict() for n in nodes],
+            "nodesOmitted": len(self.nodes) - len(nodes),
             "counts": self.counts.to_dict(),
         }
 

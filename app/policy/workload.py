@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from app.model import Pod
+from app.model.eviction import parse_count
 from app.model.timestamps import parse_time
 
 QUEUE_LABELS: tuple[str, ...] = (
@@ -76,12 +77,19 @@ def is_queued(pods: Iterable[Pod]) -> bool:
     return True
 
 
+def parse_min_available(raw: str | None) -> int | None:
+    """The one parser of ``runway.dev/min-available``: a positive count, else None (a bad
+    value, ``"²"`` or ``"-1"`` or 5,000 digits, is ignored for that pod; never raises)."""
+    value = parse_count(raw)
+    return value if value else None
+
+
 def declared_min_available(pods: Iterable[Pod]) -> int | None:
     """The ``runway.dev/min-available`` annotation of the first pod that has a valid one."""
     for pod in pods:
-        raw = pod.annotation(MIN_AVAILABLE_ANNOTATION)
-        if raw is not None and raw.strip().isdigit() and int(raw) > 0:
-            return int(raw)
+        value = parse_min_available(pod.annotation(MIN_AVAILABLE_ANNOTATION))
+        if value is not None:
+            return value
     return None
 
 

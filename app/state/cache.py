@@ -30,6 +30,7 @@ from app.policy.workload import (
     workload_of,
 )
 from app.state.compact import Compactor
+from app.state.validation import InvalidObjects
 
 log = get_logger("state.cache")
 
@@ -93,8 +94,16 @@ def _remove(
 class ClusterCache:
     """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
 
-    def __init__(self, queue_labels: Sequence[str] = QUEUE_LABELS, *, compact: bool = True) -> None:
+    def __init__(
+        self,
+        queue_labels: Sequence[str] = QUEUE_LABELS,
+        *,
+        compact: bool = True,
+        invalid: InvalidObjects | None = None,
+    ) -> None:
         self.queue_labels = tuple(queue_labels)
+        self.invalid = invalid or InvalidObjects()
+        """Counts and reports the pods' bad values (once per pod version)."""
         # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
         self._compactor = Compactor() if compact else None
         self._pods: dict[str, Pod] = {}
@@ -226,6 +235,7 @@ class ClusterCache:
             return  # a relist hands back what we have: no event
         if self._compactor is not None and not compacted:
             pod = self._compactor.pod(pod, old)
+        self.invalid.check_pod(pod, old)
         self._pods[uid] = pod
         if old is not None and _same_index_keys(old, pod):
             # A status or annotation change: the indexes hold; only the workload view is stale.

@@ -28,14 +28,34 @@ class _Entry:
 class DecisionLog:
     """A bounded, newest-last log of preempt decisions."""
 
-    def __init__(self, size: int = 200) -> None:
-        self._log: deque[_Entry] = deque(maxlen=size)
+    def __init__(self, size: int = 200, *, max_bytes: int = 64 << 20, max_nodes: int = 100) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        """Bound on the JSON kept for all decisions together: the oldest fall off first."""
+        self.max_nodes = max_nodes
+        """Node records kept per decision (the chosen node's first): a preempt offering 20,000
+        nodes is remembered in bounded time and memory."""
+        self._log: deque[_Entry] = deque()
+        self._bytes = 0
+
+    @property
+    def bytes(self) -> int:
+        """JSON bytes held."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._log)
 
     def add(self, decision: Decision) -> None:
-        """Remember a decision (the oldest falls off)."""
-        uids = frozenset(rec.uid for node in decision.nodes for rec in node.records)
-        data = msgspec.json.encode(decision.to_dict())
+        """Remember a decision (the oldest fall off, by count and by size)."""
+        nodes = decision.recorded_nodes(self.max_nodes)
+        uids = frozenset(rec.uid for node in nodes for rec in node.records)
+        data = msgspec.json.encode(decision.to_dict(self.max_nodes))
         self._log.append(_Entry(decision.preemptor.key, uids, data))
+        self._bytes += len(data)
+        # The newest always stays (its size is bounded by ``max_nodes``).
+        while len(self._log) > 1 and (len(self._log) > self.size or self._bytes > self.max_bytes):
+            self._bytes -= len(self._log.popleft().data)
 
     def latest(self, limit: int | None = None, preemptor: str | None = None) -> list[Any]:
         """Decisions as JSON-ready dicts, newest first (only ``preemptor``'s when given)."""

@@ -100,7 +100,7 @@ class _Builder:
         if res is None:
             for queue in (victim_queue, self.preemptor.queue):
                 if not self.queues.is_known(queue):
-                    metrics.UNKNOWN_QUEUE.labels(queue).inc()
+                    metrics.UNKNOWN_QUEUE.labels(metrics.UNKNOWN_QUEUE_LABELS(queue)).inc()
             defaults = minruntime.defaults_for_pool(self.min_runtime, labels)
             res = minruntime.resolve(self.queues, defaults, self.preemptor.queue, victim_queue)
             self.resolutions[key] = res

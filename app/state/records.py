@@ -110,16 +110,21 @@ class RecordBook:
         writer: RecordWriter | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
+        owner_kinds: Iterable[tuple[str, str]] | None = None,
     ) -> None:
         self.cache = cache
+        self.owner_kinds = frozenset(owner_kinds) if owner_kinds is not None else None
+        """``(apiVersion, kind)`` of the controllers that hold records (``kubernetes.ownerKinds``);
+        a pod controlled by another kind keeps the record itself, as a bare pod. None: any."""
         self.config = config
         self.clock = clock
         self.owners = owners
         self.writer = writer
         self.jitter = jitter
         self.on_change = on_change or (lambda: None)
-        self._memory: dict[WorkloadKey, EvictionRecord] = {}
-        """Records written without an API server (dry-run) or for workloads with no target."""
+        self._memory: OrderedDict[WorkloadKey, EvictionRecord] = OrderedDict()
+        """Records written without an API server (dry-run) or for workloads with no target
+        (bounded: ``OWNER_MEMO_LIMIT``, the oldest written forgotten first)."""
         self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
         """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
         self._life_memory: dict[WorkloadKey, Life] = {}
@@ -142,7 +147,9 @@ class RecordBook:
         bare: list[Pod] = []
         for pod in pods:
             ref = owner_of(pod)
-            if ref is None:
+            if ref is None or (
+                self.owner_kinds is not None and ref.kind_key not in self.owner_kinds
+            ):
                 bare.append(pod)
             else:
                 owners.setdefault((ref.kind, ref.api_version, ref.name), ref)
@@ -277,6 +284,9 @@ class RecordBook:
                         workload=str(key),
                     )
                 self._memory[key] = new
+                self._memory.move_to_end(key)
+                while len(self._memory) > OWNER_MEMO_LIMIT:
+                    self._memory.popitem(last=False)
                 self.on_change()
             return new
         written: EvictionRecord | None = None

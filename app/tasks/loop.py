@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 
 from app.logs import get_logger
+from app.supervise import supervise
 
 log = get_logger("tasks")
 
@@ -37,7 +38,19 @@ class Ticker:
 
     def start(self) -> None:
         """Start the loop (the first pass runs at once)."""
-        self._task = asyncio.get_running_loop().create_task(self._loop(), name=self.name)
+        self._task = asyncio.get_running_loop().create_task(
+            supervise(self.name, self._loop), name=self.name
+        )
+
+    @property
+    def started(self) -> bool:
+        """Whether ``start`` was called (and ``stop`` not yet)."""
+        return self._task is not None
+
+    @property
+    def alive(self) -> bool:
+        """Whether the loop's task runs (started and not ended)."""
+        return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:
         """End the loop and wait until it has."""

@@ -256,6 +256,8 @@ class PodsReadyEvictor(Ticker):
             pending[label] = pending.get(label, 0) + c.pending
         for label, n in pending.items():
             metrics.PENDING_WORKLOADS.labels(label).set(n)
+        # Series of queues that are gone are removed, not zeroed.
         for label in self._gauged - pending.keys():
-            metrics.PENDING_WORKLOADS.labels(label).set(0)
+            with contextlib.suppress(KeyError):
+                metrics.PENDING_WORKLOADS.remove(label)
         self._gauged = set(pending)

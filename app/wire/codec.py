@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated
 
 import msgspec
 
@@ -29,14 +30,25 @@ class _MetaPod(msgspec.Struct, rename={"uid": "UID"}):
     uid: str = ""
 
 
+INT64_MAX = 2**63 - 1
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+PdbCount = Annotated[int, msgspec.Meta(ge=0, le=INT64_MAX)]
+"""``NumPDBViolations``: kube-scheduler's field is an int64; a count is never negative."""
+
+UNDECODABLE = (RecursionError, UnicodeError, OverflowError, ValueError, MemoryError)
+"""What decoding hostile bytes can raise besides msgspec's own errors (nesting too deep, bytes
+that are not UTF-8, numbers out of range): all mean a 400, never a 500."""
+
+
 class _MetaVictims(msgspec.Struct, rename={"pods": "Pods", "pdb": "NumPDBViolations"}):
     pods: list[_MetaPod] | None = None
-    pdb: int = 0
+    pdb: PdbCount = 0
 
 
 class _Victims(msgspec.Struct, rename={"pods": "Pods", "pdb": "NumPDBViolations"}):
     pods: list[Pod] | None = None
-    pdb: int = 0
+    pdb: PdbCount = 0
 
 
 class _PreemptionBody(
@@ -62,6 +74,20 @@ def _decode(
         raise WireError(f"invalid request: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise WireError(f"request body is not valid JSON: {exc}") from exc
+    except UNDECODABLE as exc:
+        raise undecodable(exc) from exc
+
+
+def undecodable(exc: BaseException) -> WireError:
+    """The 400 for a body msgspec could not even report on (too deep, not UTF-8...)."""
+    what = "nested too deeply" if isinstance(exc, RecursionError) else type(exc).__name__
+    return WireError(f"request body cannot be decoded ({what})")
+
+
+def _check_priority(pod: Pod, where: str) -> None:
+    priority = pod.spec.priority
+    if priority is not None and not INT32_MIN <= priority <= INT32_MAX:
+        raise WireError(f"invalid request: {where}.spec.priority {priority} is not an int32")
 
 
 def decode_extender_args(body: bytes) -> ExtenderArgs:
@@ -80,8 +106,11 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
         raise WireError(f"invalid request: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise WireError(f"request body is not valid JSON: {exc}") from exc
+    except UNDECODABLE as exc:
+        raise undecodable(exc) from exc
     if decoded.pod is None:
         raise WireError("invalid request: missing required field `Pod`")
+    _check_priority(decoded.pod, "Pod")
     if decoded.nodes is not None and decoded.node_names is not None:
         raise WireError("invalid request: send either `Nodes` or `NodeNames`, not both")
     if decoded.nodes is None and decoded.node_names is None:
@@ -96,6 +125,7 @@ def decode_preemption_args(body: bytes) -> PreemptionArgs:
     assert isinstance(decoded, _PreemptionBody)
     if decoded.pod is None:
         raise WireError("invalid request: missing required field `Pod`")
+    _check_priority(decoded.pod, "Pod")
     if decoded.victims is not None and decoded.meta is not None:
         raise WireError(
             "invalid request: send either `NodeNameToVictims` or `NodeNameToMetaVictims`, not both"
@@ -122,6 +152,10 @@ def decode_preemption_args(body: bytes) -> PreemptionArgs:
         for i, cand in enumerate(cands):
             if not cand.uid:
                 raise WireError(f"invalid request: victim {i} on node {node!r} has no UID")
+            if cand.pod is not None:
+                _check_priority(cand.pod, f"victim {i} on node {node!r}")
+    if not decoded.pod.metadata.uid:  # the gate and the executor key everything by it
+        raise WireError("invalid request: the preemptor `Pod` has no `metadata.uid`")
     return PreemptionArgs(
         pod=decoded.pod, victims=victims, pdb_violations=pdb, meta=decoded.meta is not None
     )

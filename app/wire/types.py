@@ -42,6 +42,8 @@ class NodeItems:
             raise WireError(
                 f"invalid request: `Nodes` must be a NodeList object with `items`: {exc}"
             ) from exc
+        except (msgspec.DecodeError, RecursionError, UnicodeError) as exc:
+            raise WireError(f"invalid request: `Nodes` cannot be decoded: {exc!r}") from exc
         return cls.of(decoded)
 
     @classmethod
@@ -72,6 +74,8 @@ class NodeItems:
         decode = _node_decoder.decode
         try:
             nodes = [decode(item) for item in self.items]
+        except (RecursionError, UnicodeError, OverflowError, MemoryError) as exc:
+            raise WireError(f"invalid request: a `Nodes` item cannot be decoded ({exc!r})") from exc
         except msgspec.ValidationError:
             for i, item in enumerate(self.items):  # the error path only: find which item
                 try:

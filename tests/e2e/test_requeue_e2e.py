@@ -199,7 +199,12 @@ class Cluster:
     def until(self, what: str, check: Any, within: float = 60) -> Any:
         def once() -> Any:
             self.step()
-            return check()
+            value = check()
+            if value:
+                # check() may see a bind step() had not seen yet: one more kubelet round
+                # records it (binds, bound_at), so what follows never reads a missing bind.
+                self.step()
+            return value
 
         return poll(once, within=within, what=what, every=0.2)
 
@@ -273,8 +278,11 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
     assert requeue_at is not None
     c.binds.clear()  # before the restart: a bind while the new runway starts must count too
+    # The restart begins during the backoff; on a busy machine the new process may only be
+    # ready after requeueAt, so the check is on when it began, not when it answered.
+    restarted_at = time.time()
     runway = c.start_runway()
-    assert time.time() < requeue_at, "the restart must happen during the backoff"
+    assert restarted_at < requeue_at, "the restart must begin during the backoff"
     view = c.until(
         "the restarted runway sees the workload",
         lambda: runway.client.get("/v1/workloads/requeue-e2e/train").json().get("evictionRecord"),
@@ -392,5 +400,8 @@ def test_replacement_of_preempted_pod_waits_for_its_preemptor(preempt_cluster: C
 
     # The preemptor finishes: the replacement takes the node.
     c.plane.delete_pod("boss", c.ns)
-    c.until("the replacement runs", lambda: c.pods()["victim-0"]["spec"].get("nodeName"))
-    assert c.bound_at[replacement["metadata"]["uid"]] > c.bound_at[boss_uid]
+    # step() records a bind it sees; check() may see the nodeName a round earlier: wait for
+    # the bind to be recorded, not just for the nodeName.
+    replacement_uid = replacement["metadata"]["uid"]
+    c.until("the replacement runs", lambda: replacement_uid in c.bound_at)
+    assert c.bound_at[replacement_uid] > c.bound_at[boss_uid]

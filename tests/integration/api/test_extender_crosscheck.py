@@ -86,11 +86,6 @@ def runway() -> Runway:
         (as_payload(OTHER), {"n1": ["uid-batch-low"]}, "preemptor-scheduler"),
         (as_payload(PREEMPTOR), {"n2": ["uid-batch-low"]}, "victim-elsewhere"),
         (as_payload(PREEMPTOR), {"n1": ["uid-nobody"]}, "victim-unknown"),
-        (
-            {"metadata": {"name": "x", "namespace": "prod"}},
-            {"n1": ["uid-batch-low"]},
-            "preemptor-unknown",
-        ),
     ],
 )
 def test_a_forged_preemption_is_refused_without_an_api_call(

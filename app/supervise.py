@@ -1,0 +1,55 @@
+"""Supervision of runway's background loops: an unexpected error (or an unexpected return) is
+logged, counted (``runway_loop_restarts_total{loop}``) and the loop started again after a capped
+exponential backoff. Used by the kube loops (reflectors, owner watches, leader election) and the
+tasks' ``Ticker`` alike, so no loop ends silently and freezes what it feeds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from app import metrics
+from app.logs import get_logger
+
+log = get_logger("supervise")
+
+MAX_EXPONENT = 64
+"""Backoff exponents stop growing here (``2.0 ** 1024`` overflows a float)."""
+
+
+def capped_delay(attempt: int, base: float, cap: float, factor: float = 2.0) -> float:
+    """``base * factor ** attempt`` bounded by ``cap``, for any ``attempt`` (never overflows)."""
+    return min(cap, base * factor ** min(max(attempt, 0), MAX_EXPONENT))
+
+
+async def supervise(
+    name: str,
+    run: Callable[[], Awaitable[None]],
+    *,
+    base: float = 0.5,
+    cap: float = 30.0,
+    restart_on_return: bool = True,
+    healthy_after: float = 60.0,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Run ``run()`` until cancelled, restarting it after an error (or after it returned, when
+    ``restart_on_return``). The backoff resets once a run lasted ``healthy_after`` seconds."""
+    attempt = 0
+    while True:
+        started = time.monotonic()
+        try:
+            await run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("background loop failed; restarting it", loop=name, error=repr(exc))
+        else:
+            if not restart_on_return:
+                return
+            log.warning("background loop ended; restarting it", loop=name)
+        metrics.LOOP_RESTARTS.labels(name).inc()
+        if time.monotonic() - started >= healthy_after:
+            attempt = 0
+        await sleep(capped_delay(attempt, base, cap))
+        attempt += 1

@@ -1,0 +1,162 @@
+"""Issue 14 rows 6, 7, 8 against a real ``python -m app serve`` on 127.0.0.1: header size,
+header/body timeouts, the connection cap, and SIGTERM with a slow client (clean exit, in time)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.runway_process import RunwayProcess, run_runway
+
+CONFIG = """
+server:
+  maxHeaderBytes: 65536
+  headerTimeout: 1s
+  bodyTimeout: 2s
+  idleTimeout: 2s
+  maxConnections: 40
+  shutdownTimeout: 2s
+preemption:
+  shutdownGrace: 1s
+"""
+
+
+@pytest.fixture
+def runway(tmp_path: Path) -> Iterator[RunwayProcess]:
+    config = tmp_path / "runway.yaml"
+    config.write_text(CONFIG)
+    with run_runway(tmp_path, ["--config", str(config)]) as proc:
+        yield proc
+
+
+@pytest.fixture
+def capped_runway(tmp_path: Path) -> Iterator[RunwayProcess]:
+    """Only the connection cap can close an idle connection here (header timeout 5 min)."""
+    config = tmp_path / "runway.yaml"
+    config.write_text("server:\n  maxConnections: 40\n  headerTimeout: 5m\n")
+    with run_runway(tmp_path, ["--config", str(config)]) as proc:
+        yield proc
+
+
+def connect(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    return sock
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bytes | None:
+    """What the server sent before closing ``sock`` within ``within`` s; None if still open."""
+    deadline = time.monotonic() + within
+    got = b""
+    while time.monotonic() < deadline:
+        sock.settimeout(max(deadline - time.monotonic(), 0.01))
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            return None
+        except ConnectionResetError:
+            return got
+        if not chunk:
+            return got
+        got += chunk
+    return None
+
+
+def healthy(proc: RunwayProcess) -> bool:
+    return httpx.get(f"{proc.url}/healthz", timeout=2).status_code == 200
+
+
+def test_row6_oversized_header_is_431_and_closed(runway: RunwayProcess) -> None:
+    sock = connect(runway.port)
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ")
+        sent = 0
+        try:
+            while sent < 20 * 1024 * 1024:  # the server must stop us long before 20 MB
+                sock.sendall(b"a" * 65536)
+                sent += 65536
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert sent < 20 * 1024 * 1024
+        reply = closed_by_server(sock, within=5)
+        assert reply is not None and (reply == b"" or reply.startswith(b"HTTP/1.1 431"))
+    finally:
+        sock.close()
+    assert healthy(runway)
+
+
+def test_row7_idle_and_half_sent_connections_are_closed(runway: RunwayProcess) -> None:
+    idle = [connect(runway.port) for _ in range(10)]
+    half = [connect(runway.port) for _ in range(10)]
+    try:
+        for s in half:
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # never finished
+        for s in idle + half:
+            assert closed_by_server(s, within=5) is not None  # headerTimeout 1s
+        assert healthy(runway)
+    finally:
+        for s in idle + half:
+            s.close()
+
+
+def test_row7_idle_connections_at_the_cap_cannot_lock_others_out(
+    capped_runway: RunwayProcess,
+) -> None:
+    socks = [connect(capped_runway.port) for _ in range(60)]
+    try:
+        # The cap is 40: a health check gets through (it closes the oldest idle connection)
+        # instead of being refused until the idle ones time out.
+        assert healthy(capped_runway)
+        # The newest sockets closed older idle ones to make room (20, + 1 for the check).
+        assert sum(1 for s in socks if closed_by_server(s, within=0.05) is not None) >= 20
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_row7_slow_body_is_cut_by_the_body_timeout(runway: RunwayProcess) -> None:
+    sock = connect(runway.port)
+    try:
+        sock.sendall(
+            b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n{"
+        )
+        deadline = time.monotonic() + 6
+        closed = False
+        while time.monotonic() < deadline and not closed:
+            try:
+                sock.sendall(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+                break
+            closed = closed_by_server(sock, within=0.5) is not None
+        assert closed, "a body at 2 bytes/s held its connection past bodyTimeout"
+    finally:
+        sock.close()
+
+
+def test_row8_sigterm_with_a_slow_client_exits_cleanly_in_time(runway: RunwayProcess) -> None:
+    sock = connect(runway.port)
+    try:
+        sock.sendall(
+            b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100000\r\n\r\n{"
+        )
+        sock.sendall(b" ")
+        runway.proc.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        deadline = started + 25  # the chart's grace is 30 s
+        while runway.proc.poll() is None:
+            assert time.monotonic() < deadline, "still running 25 s after SIGTERM"
+            with contextlib.suppress(OSError):
+                sock.sendall(b" ")
+            time.sleep(0.2)  # the slow client's pace, and the polling interval
+        assert runway.proc.returncode == 0, runway.logs()[-2000:]
+    finally:
+        sock.close()
