@@ -22,6 +22,7 @@ from app.policy.minruntime import (
     resolve_reclaim,
 )
 from app.policy.queues import QueueTree
+from app.state.requeue import QueueCounts
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["tooling"])
@@ -41,15 +42,6 @@ class ResolveResponse(CamelModel):
         description="The queues consulted, in walk order, ending at `resolvedFrom` (or at the "
         "top-level queue when the pool default applied)."
     )
-
-
-class QueueCounts(CamelModel):
-    """Workloads of a leaf queue by state (from the cache and the eviction records)."""
-
-    pending: int = 0
-    admitted: int = 0
-    backoff: int = Field(0, description="In requeue backoff (now < requeueAt).")
-    deactivated: int = Field(0, description="Held until reactivated.")
 
 
 class QueueView(CamelModel):
@@ -226,5 +218,5 @@ async def queues_endpoint(
     counts = ctx.requeue.queue_counts(ctx.clock.now())
     for view in response.queues:
         c = counts.get(view.name)
-        view.counts = QueueCounts(**vars(c)) if c is not None else QueueCounts()
+        view.counts = c if c is not None else QueueCounts()
     return response

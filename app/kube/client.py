@@ -31,7 +31,7 @@ from app.kube.errors import (
     error_from_status,
 )
 from app.kube.objects import RawWatchEvent
-from app.kube.ratelimit import TokenBucket
+from app.kube.ratelimit import RateLimiter
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
 from app.kube.watch import decode_events, watch_params
@@ -73,7 +73,7 @@ class KubeClient:
     qps: float | None = None
     burst: int = 10
     http: httpx.AsyncClient = field(init=False)
-    _limiter: TokenBucket | None = field(init=False, default=None)
+    _limiter: RateLimiter | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.http = httpx.AsyncClient(
@@ -87,7 +87,7 @@ class KubeClient:
             trust_env=False,
         )
         if self.qps:
-            self._limiter = TokenBucket(self.qps, self.burst)
+            self._limiter = RateLimiter(self.qps, self.burst)
 
     async def aclose(self) -> None:
         """Close the shared connection pool."""

@@ -1,4 +1,5 @@
-"""Client-side rate limit of API calls."""
+"""Client-side rate limit of API calls (client-go's ``qps``/``burst``): waits for a token of the
+policy's ``TokenBucket``."""
 
 from __future__ import annotations
 
@@ -6,27 +7,22 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from app.policy.rate import TokenBucket
 
-class TokenBucket:
-    """Client-side QPS limit (as client-go's ``--kube-api-qps``/``burst``)."""
+
+class RateLimiter:
+    """Client-side QPS limit: ``acquire`` waits until a token is there."""
 
     def __init__(self, qps: float, burst: int, monotonic: Callable[[], float] = time.monotonic):
-        self.qps = qps
-        self.burst = max(1, burst)
-        self.tokens = float(self.burst)
+        self.bucket = TokenBucket(rate=qps, burst=max(1, burst))
         self.monotonic = monotonic
-        self.stamp = monotonic()
         self.lock = asyncio.Lock()
 
     async def acquire(self) -> None:
-        """Wait for a token."""
+        """Wait for a token (callers queue on the lock, in order)."""
         async with self.lock:
-            now = self.monotonic()
-            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.qps)
-            self.stamp = now
-            if self.tokens < 1:
-                await asyncio.sleep((1 - self.tokens) / self.qps)
-                self.stamp = self.monotonic()
-                self.tokens = 0.0
-            else:
-                self.tokens -= 1
+            if self.bucket.take(self.monotonic(), 1):
+                return
+            # One wait is enough: the lock keeps everyone else out until the token is there.
+            await asyncio.sleep(self.bucket.next_token_in(self.monotonic()))
+            self.bucket.take(self.monotonic(), 1)

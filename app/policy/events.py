@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from app.model.event import EventNote, ObjectRef
-from app.policy.wakeup import TokenBucket
+from app.policy.rate import TokenBucket
 
 SPAM_BURST = 25
 """Events one object may get at once (client-go's ``defaultSpamBurst``)."""

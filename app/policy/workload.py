@@ -126,6 +126,11 @@ def is_active(pod: Pod) -> bool:
     )
 
 
+def live_pods(pods: Iterable[Pod]) -> list[Pod]:
+    """The pods not being deleted (finished ones included: they are still the owner's)."""
+    return [p for p in pods if p.metadata.deletionTimestamp is None]
+
+
 def active_pods(pods: Iterable[Pod]) -> list[Pod]:
     """The workload's pods that count for its elastic floor (:func:`is_active`)."""
     return [p for p in pods if is_active(p)]

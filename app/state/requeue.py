@@ -11,7 +11,7 @@ simply has no data.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from app.config.requeue import WaitForPodsReadyConfig
@@ -39,7 +39,7 @@ from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
-from app.policy.workload import WorkloadKey, bind_time, is_ready, queue_of, workload_of
+from app.policy.workload import WorkloadKey, bind_time, is_ready, live_pods, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
@@ -66,11 +66,6 @@ class RequeueIndex:
         self.generation += 1
         for listener in self.listeners:
             listener()
-
-
-def live(pods: Iterable[Pod]) -> list[Pod]:
-    """The pods not being deleted."""
-    return [p for p in pods if p.metadata.deletionTimestamp is None]
 
 
 def not_ready_since(
@@ -124,12 +119,15 @@ def not_ready_since(
 
 @dataclass
 class QueueCounts:
-    """Workloads of one leaf queue by state."""
+    """Workloads of one leaf queue by state (from the cache and the eviction records); also the
+    ``counts`` of ``GET /v1/queues``."""
 
     pending: int = 0
     admitted: int = 0
     backoff: int = 0
+    """In requeue backoff (now < requeueAt)."""
     deactivated: int = 0
+    """Held until reactivated."""
 
 
 def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:
@@ -236,7 +234,7 @@ class RequeueView:
             life = self.records.life(view).life
             if life.admitted is not None:
                 continue  # admitted: a replacement pod is not a pending workload
-            pods = live(view.pods)
+            pods = live_pods(view.pods)
             found.append(
                 PendingWorkload(
                     name=str(key),
@@ -331,7 +329,7 @@ class RequeueView:
         key = workload_of(pod)
         record = self.records.read(key, pod)
         nodes = frozenset(
-            p.spec.nodeName for p in live(self.cache.workload_pods(key)) if p.spec.nodeName
+            p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
         )
         return ScoringInput(
             failed_pools=record.failed_pools if record is not None else (),

@@ -36,10 +36,10 @@ from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import WorkloadKey, is_queued, queue_of
+from app.policy.workload import WorkloadKey, is_queued, live_pods, queue_of
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
-from app.state.requeue import RequeueView, live
+from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
@@ -174,7 +174,7 @@ class PodsReadyEvictor(Ticker):
         cfg = self.config
         now = self.clock.now()
         key = view.key
-        pods = live(view.pods)
+        pods = live_pods(view.pods)
         message = timeout_message(str(key), check, cfg)
         label = self.pool_label
         pools = sorted(

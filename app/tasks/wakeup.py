@@ -28,7 +28,8 @@ from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import PodRef
-from app.policy.wakeup import Hold, TokenBucket, WakePlan, WakeSchedule, plan_wakeups
+from app.policy.rate import TokenBucket
+from app.policy.wakeup import Hold, WakePlan, WakeSchedule, plan_wakeups
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.policy.admission import ADMIT, Admission
-from app.policy.wakeup import WAKE_SLACK_S, Hold, TokenBucket, WakeSchedule, hold_of, plan_wakeups
+from app.policy.rate import TokenBucket
+from app.policy.wakeup import WAKE_SLACK_S, Hold, WakeSchedule, hold_of, plan_wakeups
 
 BACKOFF = Hold("backoff", 100.0)
 DEACTIVATED = Hold("deactivated", None)
