@@ -45,15 +45,13 @@ def target() -> tuple[str, int, bool, bool]:
     args, env = serve_process()
     if "RUNWAY_CONFIG" in env:
         os.environ["RUNWAY_CONFIG"] = env["RUNWAY_CONFIG"]
-    from app.__main__ import build_parser
-    from app.config import load_config
-    from app.tls import tls_with_flags
+    from app.__main__ import build_parser, serve_overrides
+    from app.config import load_config, with_overrides
 
+    # The same resolution as `serve`: the file, then the flags through the same model.
     ns = build_parser().parse_args(["serve", *args])
-    server = load_config(ns.config).server
-    host = ns.host if ns.host is not None else server.host
-    port = ns.port if ns.port is not None else server.port
-    tls = tls_with_flags(server.tls, ns.tls_cert_file, ns.tls_key_file)
+    server = with_overrides(load_config(ns.config), serve_overrides(ns)).server
+    host, port, tls = server.host, server.port, server.tls
     if host in ("", "0.0.0.0"):
         host = "127.0.0.1"
     elif host == "::":

@@ -227,14 +227,16 @@ def test_health_readiness_and_extender_verbs_on_golden_payloads(serving: Contain
         preempt_request = CASES["nodecache-preempt"]["request"]
         reply = client.post("/scheduler/preempt", json=preempt_request)
         assert reply.status_code == 200, reply.text
-        victims = reply.json()["NodeNameToMetaVictims"]
+        # Takeover (the default): kube-scheduler is told to delete nothing; runway decided a node
+        # among the offered ones and executes it itself (dry-run here: no cluster).
+        assert reply.json()["NodeNameToMetaVictims"] == {}
         offered = {
             node: {p["UID"] for p in meta["Pods"]}
             for node, meta in preempt_request["NodeNameToMetaVictims"].items()
         }
-        assert victims and set(victims) <= set(offered)
-        for node, meta in victims.items():
-            assert {p["UID"] for p in meta["Pods"]} <= offered[node]
+        (decision,) = client.get("/v1/preemptions/decisions").json()["decisions"]
+        assert decision["chosenNode"] in offered
+        assert decision["victims"] and set(decision["victims"]) <= offered[decision["chosenNode"]]
 
 
 def test_version_inside_the_image(serving: Container) -> None:
