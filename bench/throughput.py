@@ -237,11 +237,15 @@ def _healthy(url: str) -> bool:
 
 
 @contextmanager
-def start_extender(name: str, plane: ControlPlane, tmp: Path) -> Iterator[tuple[str, int]]:
-    """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid."""
+def start_extender(
+    name: str, plane: ControlPlane, tmp: Path, runway_config: dict[str, Any] | None = None
+) -> Iterator[tuple[str, int]]:
+    """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid.
+    runway reads ``runway_config`` (default: leader election off)."""
     if name == "runway":
         config = tmp / "runway.yaml"
-        config.write_text(yaml.safe_dump({"kubernetes": {"leaderElection": {"enable": False}}}))
+        default = {"kubernetes": {"leaderElection": {"enable": False}}}
+        config.write_text(yaml.safe_dump(runway_config or default))
         args = ["--kubeconfig", str(plane.kubeconfig), "--config", str(config)]
         with run_runway(tmp, args) as proc:
             poll(lambda: _healthy(proc.url), within=60, what="runway ready")

@@ -8,7 +8,10 @@ Scenario per test, each in its own namespace on its own nodes (a dedicated contr
   fits a high-priority pod of queue B: not preempted before D, preempted after; the victim carries
   DisruptionTarget, the preemptor binds to the nominated node, the gate is empty afterwards;
 * preempt: the same within one queue with preemptMinRuntime;
-* elastic: a protected elastic workload above its minAvailable loses pods only down to it.
+* elastic: a protected elastic workload above its minAvailable loses pods only down to it;
+* takeover (a DELETE webhook counts the calls): each victim deleted once, by runway, the
+  preemptor nominated by runway and bound; a refused victim DELETE clears the nomination, opens
+  the gate and the preemptor is retried; a forged ``preempt`` makes no API call.
 
 After a preemption, runway's Events are on the victim ("Preempted by ns/high on node ...") and the
 preemptor ("Preempting 1 pod on node ..."), read back with ``GET /api/v1/namespaces/ns/events``.
@@ -22,6 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import (
     ControlPlane,
@@ -30,6 +34,7 @@ from tests.e2e.conftest import (
     poll,
     write_scheduler_config,
 )
+from tests.e2e.webhook import UNDELETABLE, DeleteWebhook
 
 pytestmark = pytest.mark.e2e
 
@@ -321,3 +326,218 @@ def test_elastic_workload_loses_pods_only_down_to_min_available(
     ]
     assert len(left) == 2
     assert get_pod(plane, ns, "big-1")["spec"].get("nodeName") is None  # type: ignore[index]
+
+
+# --- takeover: each victim deleted once, failure paths, forged requests ----------------------
+# A validating webhook on pod DELETE (tests/e2e/webhook.py) counts every DELETE and who sent it;
+# it refuses pods labelled e2e/undeletable. No delay: these tests are not timed.
+
+
+@pytest.fixture(scope="module")
+def hook(stack: tuple[ControlPlane, RunwayHandle]) -> Iterator[DeleteWebhook]:
+    plane, _ = stack
+    with DeleteWebhook(delay_s=0.0) as webhook:
+        webhook.register(plane)
+        yield webhook
+
+
+def uid_of(plane: ControlPlane, ns: str, name: str) -> str:
+    p = get_pod(plane, ns, name)
+    assert p is not None, f"{ns}/{name} is gone"
+    return str(p["metadata"]["uid"])
+
+
+def running_victims(plane: ControlPlane, ns: str, count: int, *, labels: dict[str, str]) -> None:
+    """``count`` low-priority pods of 1 CPU in queue team-b (no protection), bound and Running."""
+    for i in range(count):
+        pod(plane, ns, f"low-{i}", queue="team-b", cpu="1", priority="low")
+        if labels:
+            plane.api.patch(
+                f"/api/v1/namespaces/{ns}/pods/low-{i}",
+                json={"metadata": {"labels": labels}},
+                headers={"Content-Type": "application/merge-patch+json"},
+            ).raise_for_status()
+    for i in range(count):
+        poll(lambda i=i: bound_and_running(plane, ns, f"low-{i}"), within=60, what=f"low-{i}")
+
+
+def status_manager(p: dict[str, Any], field_name: str) -> set[str]:
+    """Field managers that own ``status.<field_name>`` (server-side field tracking)."""
+    return {
+        m["manager"]
+        for m in p["metadata"].get("managedFields", [])
+        if f"f:{field_name}" in (m.get("fieldsV1") or {}).get("f:status", {})
+    }
+
+
+def runway_samples(rw: RunwayHandle, name: str) -> list[tuple[dict[str, str], float]]:
+    text = rw.client.get("/metrics").raise_for_status().text
+    return [
+        (s.labels, s.value)
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == name
+    ]
+
+
+def refused_counts(rw: RunwayHandle) -> dict[str, float]:
+    return {
+        labels["reason"]: value
+        for labels, value in runway_samples(rw, "runway_preemptions_refused_total")
+    }
+
+
+def pod_deletes(rw: RunwayHandle) -> float:
+    """DELETE requests runway made for pods (every answer code)."""
+    return sum(
+        value
+        for labels, value in runway_samples(rw, "runway_kube_api_requests_total")
+        if labels["verb"] == "delete" and labels["resource"] == "pods"
+    )
+
+
+def test_takeover_deletes_each_victim_once_and_the_preemptor_binds(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    running_victims(plane, ns, 2, labels={})
+    victims = {uid_of(plane, ns, f"low-{i}") for i in range(2)}
+    deletes_before = pod_deletes(rw)
+    pod(plane, ns, "high", queue="team-b", cpu="2", priority="high")
+
+    # runway nominates first, then deletes: the victims stay Terminating (no kubelet yet), so
+    # the nomination is seen before the preemptor can bind; it was written by runway.
+    def nominated() -> dict[str, Any] | None:
+        high = get_pod(plane, ns, "high")
+        return high if high and high["status"].get("nominatedNodeName") == node else None
+
+    high = poll(nominated, within=60, what="the preemptor nominated")
+    managers = status_manager(high, "nominatedNodeName")
+    assert managers and "kube-scheduler" not in managers, managers
+
+    def high_bound() -> bool:
+        kubelet_reap(plane, ns)
+        return bound_and_running(plane, ns, "high") == node
+
+    poll(high_bound, within=60, every=0.5, what="the preemptor binds to its node")
+    assert hook.deletes(ns, "scheduler") == {}, "kube-scheduler deleted a victim"
+    # Each victim was DELETEd by runway (the webhook) with one request each (runway's own count;
+    # the API server may validate one request twice when it retries its storage update).
+    assert set(hook.deletes(ns, "runway")) == victims
+    assert pod_deletes(rw) - deletes_before == len(victims)
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
+    recent = rw.get("/v1/preemptions")["recent"]
+    mine = [r for r in recent if r["preemptor"] == f"{ns}/high"]
+    assert [r["result"] for r in mine] == ["success"], mine
+
+
+def test_a_refused_victim_delete_clears_the_nomination_and_the_preemptor_is_retried(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    running_victims(plane, ns, 1, labels={UNDELETABLE: "true"})
+    pod(plane, ns, "low-1", queue="team-b", cpu="1", priority="low")
+    poll(lambda: bound_and_running(plane, ns, "low-1"), within=60, what="low-1")
+    pod(plane, ns, "high", queue="team-b", cpu="2", priority="high")
+
+    def failed() -> list[dict[str, Any]]:
+        return [
+            r
+            for r in rw.get("/v1/preemptions")["recent"]
+            if r["preemptor"] == f"{ns}/high" and r["result"] == "error"
+        ]
+
+    first = poll(failed, within=60, what="the preemption fails on the refused DELETE")[-1]
+    assert "nomination cleared, gate opened" in first["steps"], first
+
+    # The gate opens and the nomination is gone (until kube-scheduler retries the preemptor).
+    def released() -> bool:
+        high = get_pod(plane, ns, "high")
+        gated = any(e.get("preemptor") == f"{ns}/high" for e in rw.get("/v1/gate"))
+        return high is not None and not high["status"].get("nominatedNodeName") and not gated
+
+    poll(released, within=30, every=0.05, what="the nomination cleared and the gate open")
+    # kube-scheduler retries it: runway decides again (and fails again while refused).
+    poll(lambda: len(failed()) >= 2, within=60, what="the preemptor retried")
+    assert all(not c.allowed for c in hook.calls_in(ns) if c.name == "low-0")
+
+    # Once the victim may go, a retry succeeds and the preemptor binds.
+    plane.api.patch(
+        f"/api/v1/namespaces/{ns}/pods/low-0",
+        json={"metadata": {"labels": {UNDELETABLE: None}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    ).raise_for_status()
+
+    def high_bound() -> bool:
+        kubelet_reap(plane, ns)
+        nudge(plane, node)
+        return bound_and_running(plane, ns, "high") == node
+
+    poll(high_bound, within=90, every=0.5, what="the retried preemptor binds")
+    assert hook.deletes(ns, "scheduler") == {}
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
+
+
+def test_a_forged_preempt_request_makes_no_api_call(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    pod(plane, ns, "vip", queue="team-b", cpu="2", priority="high")
+    poll(lambda: bound_and_running(plane, ns, "vip"), within=60, what="vip bound")
+    vip = get_pod(plane, ns, "vip")
+    assert vip is not None
+    # A real pending pod of low priority (it cannot preempt vip) and a made-up one.
+    pod(plane, ns, "lowly", queue="team-b", cpu="2", priority="low")
+    lowly = get_pod(plane, ns, "lowly")
+    assert lowly is not None
+    ghost = {
+        "metadata": {"name": "ghost", "namespace": ns, "uid": str(uuid.uuid4())},
+        "spec": {"priority": 2147483647, "schedulerName": SCHEDULER},
+    }
+
+    def forged(p: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        p = {"metadata": p["metadata"], "spec": {**p["spec"], **spec}}
+        return {
+            "Pod": p,
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": vip["metadata"]["uid"]}], "NumPDBViolations": 0}
+            },
+        }
+
+    # A victim of higher priority than the (cached) preemptor: the policy, which reads the
+    # priority from the cache, never chooses it; no plan, so nothing to refuse or call.
+    def not_chosen() -> bool:
+        r = rw.client.post("/scheduler/preempt", json=forged(lowly, priority=2147483647))
+        assert r.status_code == 200, r.text
+        assert not (r.json().get("NodeNameToMetaVictims") or {}), r.text
+        decided = decisions_for(rw, f"{ns}/lowly")
+        return bool(decided) and all(d["chosenNode"] is None for d in decided)
+
+    poll(not_chosen, within=20, what="the higher-priority victim is not chosen")
+    cases = {
+        "preemptor-unknown": forged(ghost),
+        "preemptor-bound": forged(vip, priority=2147483647),
+    }
+    for reason, payload in cases.items():
+        before = refused_counts(rw).get(reason, 0.0)
+
+        def refused(
+            payload: dict[str, Any] = payload, reason: str = reason, before: float = before
+        ) -> bool:
+            # Until runway's watch has seen a just-created pod it is refused as unknown.
+            r = rw.client.post("/scheduler/preempt", json=payload)
+            assert r.status_code == 200, r.text
+            assert not (r.json().get("NodeNameToMetaVictims") or {}), (reason, r.text)
+            return refused_counts(rw).get(reason, 0.0) > before
+
+        poll(refused, within=20, what=f"a forged preempt refused as {reason}")
+
+    # No API call was made for the victim: no DELETE, no condition, no nomination of anyone.
+    assert hook.calls_in(ns) == []
+    after = get_pod(plane, ns, "vip")
+    assert after is not None and not after["metadata"].get("deletionTimestamp")
+    assert "DisruptionTarget" not in {c["type"] for c in after["status"].get("conditions", [])}
+    assert not (get_pod(plane, ns, "lowly") or {}).get("status", {}).get("nominatedNodeName")
