@@ -5,7 +5,6 @@ resumes (leader) or releases the gates mirrored on pods by a previous run or ano
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 
 from app.clock import Clock
@@ -13,7 +12,7 @@ from app.logs import get_logger
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, decode_entry
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.gate import GateBook
-from app.tasks.loop import Ticker
+from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi
 from app.tasks.preemption import PreemptionExecutor
 
@@ -44,15 +43,12 @@ class GateKeeper(Ticker):
         self.is_leader = is_leader
         self._resumed = False
         self._releases: set[asyncio.Task[None]] = set()
-        self._unsubscribe = cache.subscribe(self._on_change)
-        gate.listeners.append(self.poke)
+        self.follow(lambda: cache.subscribe(self._on_change))
+        self.follow(lambda: listen(gate.listeners, self.poke))
 
     async def stop(self, grace_s: float = 5.0) -> None:
         """Stop the sweep and the subscriptions; let the annotation removals in flight finish
         within ``grace_s``, then cancel them."""
-        self._unsubscribe()
-        with contextlib.suppress(ValueError):
-            self.gate.listeners.remove(self.poke)
         await super().stop()
         pending = [t for t in self._releases if not t.done()]
         if pending:

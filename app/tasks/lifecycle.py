@@ -47,21 +47,13 @@ class LifeRecorder(Ticker):
         self.is_leader = is_leader
         self._dirty: set[WorkloadKey] = set()
         self._sweep = True
-        self._unsubscribe: Callable[[], None] | None = None
         self.written = 0
         """Workloads whose facts this process wrote (for tests and the log)."""
 
     def start(self) -> None:
         """Subscribe to the cache and start the loop."""
-        self._unsubscribe = self.cache.subscribe(self._on_event)
+        self.follow(lambda: self.cache.subscribe(self._on_event))
         super().start()
-
-    async def stop(self) -> None:
-        """Unsubscribe and stop the loop."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
-        await super().stop()
 
     def _on_event(self, event: CacheEvent[Pod] | CacheEvent[Node]) -> None:
         if event.kind != "pod":

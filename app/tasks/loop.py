@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 
 from app.logs import get_logger
 from app.supervise import supervise
@@ -23,6 +24,12 @@ class Ticker:
         """Rest after a pass, so a burst of watch events makes one pass, not hundreds."""
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._unsubscribers: list[Callable[[], None]] = []
+
+    def follow(self, subscribe: Callable[[], Callable[[], None]]) -> None:
+        """Subscribe now (``subscribe`` returns the function that unsubscribes) and unsubscribe
+        at ``stop``: the cache, record and gate-book subscriptions every task holds."""
+        self._unsubscribers.append(subscribe())
 
     async def run_once(self) -> float:
         """One pass; returns the seconds until the next one is needed."""
@@ -53,7 +60,9 @@ class Ticker:
         return self._task is not None and not self._task.done()
 
     async def stop(self) -> None:
-        """End the loop and wait until it has."""
+        """Drop the subscriptions, end the loop and wait until it has."""
+        while self._unsubscribers:
+            self._unsubscribers.pop()()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -72,3 +81,14 @@ class Ticker:
                     await self._poke.wait()
             self._poke.clear()
             await asyncio.sleep(self.rest())  # the debounce, not a wait for a condition
+
+
+def listen(listeners: list[Callable[[], None]], callback: Callable[[], None]) -> Callable[[], None]:
+    """Add ``callback`` to a plain listener list; returns the function that removes it."""
+    listeners.append(callback)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            listeners.remove(callback)
+
+    return remove

@@ -77,7 +77,6 @@ class PodsReadyEvictor(Ticker):
         self.is_leader = is_leader
         self._evictions: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
-        self._unsubscribe: Callable[[], None] | None = None
         self._gauged: set[str] = set()
         self._gauged_at = float("-inf")
         self.evicted = 0
@@ -87,14 +86,11 @@ class PodsReadyEvictor(Ticker):
 
     def start(self) -> None:
         """Subscribe to the cache and start the loop."""
-        self._unsubscribe = self.cache.subscribe(lambda _event: self.poke())
+        self.follow(lambda: self.cache.subscribe(lambda _event: self.poke()))
         super().start()
 
     async def stop(self) -> None:
         """Stop the loop and every eviction in flight; returns when none is left."""
-        if self._unsubscribe is not None:
-            self._unsubscribe()
-            self._unsubscribe = None
         await super().stop()
         for task in list(self._evictions):
             task.cancel()

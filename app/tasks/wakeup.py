@@ -19,7 +19,6 @@ dry-run. Followers keep no state: a new leader's first pass only learns the hold
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -32,7 +31,7 @@ from app.policy.rate import TokenBucket
 from app.policy.wakeup import Hold, WakePlan, WakeSchedule, plan_wakeups
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.requeue import RequeueView
-from app.tasks.loop import Ticker
+from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi
 
 log = get_logger("tasks.wakeup")
@@ -88,23 +87,13 @@ class RequeueWaker(Ticker):
         self._generation = -1
         self._next_check: float | None = None
         self._retries: dict[str, int] = {}
-        self._listener: Callable[[], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Listen to cache and record changes and start the loop."""
-        self._listener = self.poke
-        self.view.index.listeners.append(self._listener)
+        self.follow(lambda: listen(self.view.index.listeners, self.poke))
         super().start()
-
-    async def stop(self) -> None:
-        """Stop listening and end the loop (a patch in flight is cancelled)."""
-        if self._listener is not None:
-            with contextlib.suppress(ValueError):
-                self.view.index.listeners.remove(self._listener)
-            self._listener = None
-        await super().stop()
 
     def rest(self) -> float:
         """The debounce (1 s: a hold ends seconds to hours after it began, so waking a second
