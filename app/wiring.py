@@ -91,16 +91,20 @@ class Runway:
 
     @property
     def ready(self) -> bool:
-        """``/readyz``: the caches are synced and still being fed (no list/watch failing for
-        longer than ``kubernetes.cacheStaleAfter``), the background loops run. Always true on
-        the embedded default but for the loops."""
+        """``/readyz``: the caches (pods, nodes, and the owners' eviction records) are synced and
+        still being fed (no list/watch failing for longer than ``kubernetes.cacheStaleAfter``),
+        the background loops run. Always true on the embedded default but for the loops."""
         loops = (self.gatekeeper, self.evictor, self.waker)
         if any(t.started and not t.alive for t in loops):
             return False
         if self.kube is None:
             return True
         stale_after = self.config.kubernetes.cache_stale_after
-        return self.synced and (self.sync is None or self.sync.feeding(stale_after))
+        return (
+            self.synced
+            and (self.sync is None or self.sync.feeding(stale_after))
+            and (self.owners is None or self.owners.feeding(stale_after))
+        )
 
     @property
     def leader(self) -> LeaderElector | None:

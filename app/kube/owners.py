@@ -222,6 +222,19 @@ class OwnerWatcher:
         found = self._kinds.get((api_version, kind))
         return found is not None and found.synced
 
+    def feeding(self, threshold: float, now: float | None = None) -> bool:
+        """Whether every owner kind being watched is still fed: its task runs and its list/watch
+        has not been failing for longer than ``threshold`` seconds (``/readyz``). A kind whose
+        discovery failed is not watched at all (reported in ``kinds``), so it does not count."""
+        for kind in self._kinds.values():
+            if kind.failed or kind.reflector is None:
+                continue
+            if (kind.task is not None and kind.task.done()) or kind.reflector.starving(
+                threshold, now
+            ):
+                return False
+        return True
+
     def kinds(self) -> dict[str, str]:
         """``Kind apiVersion`` → ``synced``, ``syncing`` or why it is not watched (REST API)."""
         out: dict[str, str] = {}
