@@ -113,6 +113,20 @@ class OwnerObject(msgspec.Struct, frozen=True, omit_defaults=True):
     metadata: OwnerMeta = OwnerMeta()
 
 
+def _older(new: OwnerEntry, old: OwnerEntry) -> bool:
+    """Whether ``new`` was read at an older resourceVersion than ``old`` (same object; opaque or
+    missing versions are never called older)."""
+    a, b = new.resource_version, old.resource_version
+    return (
+        new.uid == old.uid
+        and a.isdigit()
+        and b.isdigit()
+        and len(a) <= 20
+        and len(b) <= 20
+        and int(a) < int(b)
+    )
+
+
 class _KindStore:
     """The reflector store of one owner kind: ``namespace/name`` → entry, only owners that carry
     ``runway.dev/`` annotations (the others cost nothing)."""
@@ -136,8 +150,10 @@ class _KindStore:
         old = self.entries.get(key)
         if not kept:
             return self.entries.pop(key, None) is not None
-        entry = OwnerEntry(obj.metadata.uid, kept)
-        if old == entry:
+        entry = OwnerEntry(obj.metadata.uid, kept, obj.metadata.resourceVersion)
+        if old == entry or (old is not None and _older(entry, old)):
+            # Unchanged; or our own PATCH's answer (read after write) arriving after the watch
+            # brought a newer version: keep the newer one.
             return False
         known = old if before is None else before.get(key)
         if self.on_invalid is not None and known != entry:  # once per change of the record
@@ -244,11 +260,19 @@ class OwnerWatcher:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def put(self, ref: OwnerRef, uid: str, annotations: Mapping[str, str] | None) -> None:
+    def put(
+        self,
+        ref: OwnerRef,
+        uid: str,
+        annotations: Mapping[str, str] | None,
+        resource_version: str = "",
+    ) -> None:
         """Fold an object we just read or patched into the cache (read after write)."""
         kind = self._ensure_entry(ref.kind_key)
         obj = OwnerObject(
-            OwnerMeta(ref.name, ref.namespace, uid, "", annotations=dict(annotations or {}))
+            OwnerMeta(
+                ref.name, ref.namespace, uid, resource_version, annotations=dict(annotations or {})
+            )
         )
         kind.store.upsert(obj)
 

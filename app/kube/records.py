@@ -78,7 +78,12 @@ class KubeRecordWriter:
                 resource_version=meta.resourceVersion or None,
             )
             if self.owners is not None:
-                self.owners.put(ref, patched.metadata.uid, patched.metadata.annotations)
+                self.owners.put(
+                    ref,
+                    patched.metadata.uid,
+                    patched.metadata.annotations,
+                    patched.metadata.resourceVersion,
+                )
             log.info("eviction record written", owner=str(ref), **_fields(new))
             return new
 
@@ -136,7 +141,12 @@ class KubeRecordWriter:
                 resource_version=meta.resourceVersion or None,
             )
             if self.owners is not None:
-                self.owners.put(ref, patched.metadata.uid, patched.metadata.annotations)
+                self.owners.put(
+                    ref,
+                    patched.metadata.uid,
+                    patched.metadata.annotations,
+                    patched.metadata.resourceVersion,
+                )
             log.info("workload facts written", owner=str(ref), annotations=dict(new))
             return True
 

@@ -4,7 +4,7 @@ what runway keeps of an owner: its UID and its ``runway.dev/`` annotations."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.model.pod import Pod
 
@@ -37,6 +37,8 @@ class OwnerEntry:
 
     uid: str
     annotations: Mapping[str, str]
+    resource_version: str = field(default="", compare=False)
+    """The version these annotations were read at (to never fold an older one over a newer)."""
 
 
 def owner_of(pod: Pod) -> OwnerRef | None:

@@ -67,6 +67,13 @@ class WorkloadView:
         return sum(1 for p in self.pods if p.spec.nodeName)
 
 
+def _older(new: Pod, old: Pod) -> bool:
+    """Whether ``new`` is an older version of the pod than ``old``. resourceVersions are opaque
+    by contract but etcd revisions in practice; anything unparsable is never called older."""
+    a, b = new.metadata.resourceVersion, old.metadata.resourceVersion
+    return a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20 and int(a) < int(b)
+
+
 def _same_index_keys(old: Pod, new: Pod) -> bool:
     """Whether ``new`` is indexed exactly as ``old`` (node, workload and queue come from these
     fields only: namespace and name never change for a UID)."""
@@ -231,8 +238,10 @@ class ClusterCache:
         parts by ``compact_pod`` (skips doing it twice)."""
         uid = pod.metadata.uid
         old = self._pods.get(uid)
-        if old is not None and old == pod:
-            return  # a relist hands back what we have: no event
+        if old is not None and (old == pod or _older(pod, old)):
+            # A relist hands back what we have; or our own PATCH's answer (read after write)
+            # arrives after the watch already brought a newer version: keep the newer one.
+            return
         if self._compactor is not None and not compacted:
             pod = self._compactor.pod(pod, old)
         self.invalid.check_pod(pod, old)

@@ -26,3 +26,17 @@ def test_owner_watches_feed_the_readiness_like_the_pod_cache() -> None:
     assert not watcher.feeding(60)
     kind.failed = "cannot discover Job batch/v1: not served"
     assert watcher.feeding(60)  # a kind that cannot be watched is reported, not a cache
+
+
+def test_an_older_owner_version_never_replaces_a_newer_one() -> None:
+    from app.kube.owners import OwnerMeta
+
+    store = _KindStore(lambda: None)
+    newer = {"runway.dev/eviction-deactivated": "true", "runway.dev/eviction-count": "3"}
+    older = {"runway.dev/eviction-count": "2"}
+    store.upsert(OwnerObject(OwnerMeta("j", "team", "u1", "12", annotations=newer)))
+    # a PATCH answer read at version 11, folded in after the watch brought version 12
+    store.upsert(OwnerObject(OwnerMeta("j", "team", "u1", "11", annotations=older)))
+    assert store.entries["team/j"].annotations == newer
+    store.upsert(OwnerObject(OwnerMeta("j", "team", "u1", "13", annotations=older)))
+    assert store.entries["team/j"].annotations == older

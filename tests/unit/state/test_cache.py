@@ -186,3 +186,18 @@ def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts()
     cache.upsert_pod(pod("a", node="n1", rv="3", labels={"runway.dev/workload": "w"}))
     assert cache.workload(key) is None
     assert cache.workload(WorkloadKey("ns", "w", "label")) is not None
+
+
+def test_an_older_version_never_replaces_a_newer_one() -> None:
+    # Our own PATCH's answer (read after write) may arrive after the watch brought a newer
+    # version; the cache keeps the newer one, or it would stay stale until the next change.
+    cache = ClusterCache()
+    cache.upsert_pod(pod("a", rv="10", node="n1"))
+    cache.upsert_pod(pod("a", rv="12", node="n1", labels={"x": "1"}))
+    cache.upsert_pod(pod("a", rv="11", node="n1"))
+    kept = cache.pod("u-a")
+    assert kept is not None and kept.metadata.resourceVersion == "12"
+    assert kept.metadata.labels == {"x": "1"}
+    cache.upsert_pod(pod("a", rv="not-a-number", node="n1"))  # opaque: taken as it comes
+    kept = cache.pod("u-a")
+    assert kept is not None and kept.metadata.resourceVersion == "not-a-number"
