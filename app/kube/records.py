@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from app.kube.client import KubeClient
 from app.kube.errors import Conflict, NotFound
-from app.kube.owners import Discovery, OwnerWatcher, get_owner, patch_annotations
+from app.kube.owners import Discovery, OwnerMeta, OwnerWatcher, get_owner, patch_annotations
 from app.kube.pods import KubePodWriter
+from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
 from app.logs import get_logger
 from app.model import Pod
@@ -68,22 +69,7 @@ class KubeRecordWriter:
             new = change(current if current is not None else fallback)
             if new is None:
                 return None
-            patched = await patch_annotations(
-                self.client,
-                resource,
-                ref.name,
-                ref.namespace,
-                new.to_annotations(),
-                uid=meta.uid or None,
-                resource_version=meta.resourceVersion or None,
-            )
-            if self.owners is not None:
-                self.owners.put(
-                    ref,
-                    patched.metadata.uid,
-                    patched.metadata.annotations,
-                    patched.metadata.resourceVersion,
-                )
+            await self._patch_owner(ref, resource, meta, new.to_annotations())
             log.info("eviction record written", owner=str(ref), **_fields(new))
             return new
 
@@ -94,6 +80,32 @@ class KubeRecordWriter:
             on_conflict=True,
             what=f"eviction record of {ref}",
         )
+
+    async def _patch_owner(
+        self,
+        ref: OwnerRef,
+        resource: Resource,
+        meta: OwnerMeta,
+        annotations: Mapping[str, str | None],
+    ) -> None:
+        """Patch the owner's annotations with UID and resourceVersion preconditions (409 when it
+        changed since ``meta`` was read) and fold the answer into the owner cache."""
+        patched = await patch_annotations(
+            self.client,
+            resource,
+            ref.name,
+            ref.namespace,
+            annotations,
+            uid=meta.uid or None,
+            resource_version=meta.resourceVersion or None,
+        )
+        if self.owners is not None:
+            self.owners.put(
+                ref,
+                patched.metadata.uid,
+                patched.metadata.annotations,
+                patched.metadata.resourceVersion,
+            )
 
     async def write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> list[Pod]:
         """The record on each bare pod; returns the pods as patched."""
@@ -131,22 +143,7 @@ class KubeRecordWriter:
             new = change(meta.annotations or {}, parse_time(meta.creationTimestamp))
             if new is None:
                 return False
-            patched = await patch_annotations(
-                self.client,
-                resource,
-                ref.name,
-                ref.namespace,
-                new,
-                uid=meta.uid or None,
-                resource_version=meta.resourceVersion or None,
-            )
-            if self.owners is not None:
-                self.owners.put(
-                    ref,
-                    patched.metadata.uid,
-                    patched.metadata.annotations,
-                    patched.metadata.resourceVersion,
-                )
+            await self._patch_owner(ref, resource, meta, new)
             log.info("workload facts written", owner=str(ref), annotations=dict(new))
             return True
 
