@@ -66,6 +66,9 @@ def _serve(ns: argparse.Namespace) -> int:
         log_config=None,
         log_level="error" if config.logging.level == "error" else "warning",
         access_log=False,
+        # Nothing runway does depends on the client address: X-Forwarded-* is not trusted
+        # (and not parsed on every verb call).
+        proxy_headers=False,
         # Header size, header/body/idle timeouts, connection cap: app/connections.py.
         http=bounded_protocol(server),
         h11_max_incomplete_event_size=server.max_header_bytes,

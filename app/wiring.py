@@ -248,7 +248,7 @@ def build(
         def adopt(tree: QueueTree) -> None:
             queues.adopt(tree)
             metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
-            index.bump()
+            index.bump_facts()
 
         queue_source = KaiQueueSource(
             kube,
@@ -266,7 +266,7 @@ def build(
             kube,
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
-            on_change=index.bump,
+            on_change=index.bump_facts,
             kinds=owner_kinds,
             on_invalid=invalid.owner_callback("owner"),
         )
@@ -281,7 +281,7 @@ def build(
         clock,
         owners=owners,
         writer=writer,
-        on_change=index.bump,
+        on_change=index.bump_facts,
         owner_kinds=owner_kinds,
     )
     requeue = RequeueView(
