@@ -267,6 +267,7 @@ def build(
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
             on_change=index.bump_facts,
+            on_life_change=index.bump,
             kinds=owner_kinds,
             on_invalid=invalid.owner_callback("owner"),
         )

@@ -5,9 +5,11 @@ the measured window of each runway run (its own rounds, not the timed ones: samp
 target some CPU) and this module turns the collapsed stacks into a table: the share of samples
 per subsystem, scaled to CPU-µs per scheduled pod with the process's measured CPU time.
 
-A sample belongs to the first rule that matches one of its frames, scanning the rules in order
-(so a metrics call inside a verb counts as the verb's metrics, and the watch's decode as the
-watch). ``python -m bench.profile FILE.txt [--cpu-s S --pods N]`` prints the table of one file.
+A sample belongs to the subsystem of the first frame the event loop called (a verb request,
+an HTTP protocol callback, the pod watch, a background loop), refined by its leaf-most frame
+(a verb's time in msgspec is its decode, in policy its decision). Only samples holding the GIL
+are taken (``--gil``), so a thread waiting in epoll is not counted as busy.
+``python -m bench.profile FILE.txt [--cpu-s S --pods N]`` prints the table of one file.
 """
 
 from __future__ import annotations
@@ -19,57 +21,84 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-# (category, regex over one frame "function (path:line)"); a sample takes the first category
-# whose regex matches any of its frames, scanning categories in this order.
-VERB = r"app/api/(fastpath|extender)\.py"
-RULES: tuple[tuple[str, str, str], ...] = (
-    # (category, must match some frame, and then the leaf-side frame that decides the sub-part)
-    ("verb: decode/encode (msgspec)", VERB, r"app/wire/|msgspec"),
-    ("verb: decision (policy, state)", VERB, r"app/(policy|state)/"),
-    ("verb: metrics + logging", VERB, r"app/(metrics|logs)\.py|prometheus_client|structlog"),
-    ("verb: glue (fast path, handler)", VERB, r""),
-    (
-        "HTTP server (uvicorn, httptools, connections)",
-        r"uvicorn|httptools|app/connections\.py",
-        r"",
-    ),
-    ("pod/node watch: decode", r"app/kube/(watch|reflector)\.py", r"app/wire/|msgspec|json"),
-    ("pod/node watch: cache + indexes", r"app/kube/(watch|reflector)\.py", r""),
-    ("background loops (tasks)", r"app/tasks/", r""),
-    ("Kubernetes client (httpx, h11, ssl)", r"httpx|httpcore|h11|h2|ssl\.py|anyio", r""),
-    ("asyncio / event loop", r"asyncio|uvloop|selectors", r""),
+_ROOT = re.compile(r"Runner\.run \(asyncio/runners\.py|run_until_complete|run_forever")
+_VERB = re.compile(r"app/api/(fastpath|extender)\.py")
+_VERB_PARTS = (
+    ("verb: HTTP send (uvicorn)", re.compile(r"uvicorn/")),
+    ("verb: metrics + logging", re.compile(r"app/(metrics|logs)\.py|prometheus_client|structlog")),
+    ("verb: decode/encode (msgspec)", re.compile(r"app/wire/|msgspec")),
+    ("verb: decision (policy, state)", re.compile(r"app/(policy|state)/")),
 )
+_WATCH_PARTS = (
+    ("watch: network (httpx, TLS)", re.compile(r"httpx|httpcore|anyio|ssl\.py|h11")),
+    ("watch: decode", re.compile(r"app/wire/|msgspec|json")),
+)
+_LOOP = re.compile(r"^(\w+)\.(run_once|tick_once|_loop|run)\b")
+CATEGORIES = (
+    "verb: decision (policy, state)",
+    "verb: decode/encode (msgspec)",
+    "verb: metrics + logging",
+    "verb: HTTP send (uvicorn)",
+    "verb: glue (fast path, handler)",
+    "HTTP server (uvicorn, httptools)",
+    "REST API and /metrics (FastAPI)",
+    "watch: network (httpx, TLS)",
+    "watch: decode",
+    "watch: cache + indexes",
+    "event loop (uvloop, C)",
+    "other",
+)
+"""Categories in table order; background loops add ``background: <class>`` rows."""
 _FRAME_COUNT = re.compile(r"^(?P<stack>.*) (?P<count>\d+)$")
+
+
+def _leafmost(frames: list[str], parts: tuple[tuple[str, re.Pattern[str]], ...]) -> str | None:
+    """The part whose pattern matches the frame nearest the leaf (None: no frame matches)."""
+    for frame in reversed(frames):
+        for name, pattern in parts:
+            if pattern.search(frame):
+                return name
+    return None
+
+
+def category(frames: list[str]) -> str:
+    """The subsystem a sample belongs to: decided by the first frame the event loop called
+    (a request, a protocol callback, a supervised loop), refined by the leaf-most frame."""
+    roots = [i for i, f in enumerate(frames) if _ROOT.search(f)]
+    below = frames[roots[-1] + 1 :] if roots else frames
+    if not below:
+        return "event loop (uvloop, C)"
+    top = below[0]
+    if "run_asgi" in top:
+        if any(_VERB.search(f) for f in below):
+            return _leafmost(below, _VERB_PARTS) or "verb: glue (fast path, handler)"
+        return "REST API and /metrics (FastAPI)"
+    if "uvicorn/" in top or "app/connections.py" in top or "httptools" in top:
+        return "HTTP server (uvicorn, httptools)"
+    if any("app/kube/reflector.py" in f or "app/kube/watch.py" in f for f in below):
+        return _leafmost(below, _WATCH_PARTS) or "watch: cache + indexes"
+    loops = [m.group(1) for f in below if (m := _LOOP.match(f)) and "app/tasks/" in f]
+    named = [name for name in loops if name != "Ticker"]  # the subclass, not the base loop
+    if named or loops:
+        return f"background: {(named or loops)[0]}"
+    return "other"
 
 
 def categorize(lines: Iterable[str]) -> Counter[str]:
     """Samples per category from py-spy's raw (collapsed) output: ``f1;f2;...;leaf COUNT``."""
     out: Counter[str] = Counter()
-    compiled = [(name, re.compile(owner), re.compile(part)) for name, owner, part in RULES]
     for line in lines:
         m = _FRAME_COUNT.match(line.strip())
-        if not m:
-            continue
-        frames = m["stack"].split(";")
-        count = int(m["count"])
-        for name, owner, part in compiled:
-            idx = next((i for i, f in enumerate(frames) if owner.search(f)), None)
-            if idx is None:
-                continue
-            below = frames[idx:]
-            if part.pattern and not any(part.search(f) for f in below):
-                continue
-            out[name] += count
-            break
-        else:
-            out["other (GC, interpreter, startup)"] += count
+        if m:
+            out[category(m["stack"].split(";"))] += int(m["count"])
     return out
 
 
 def table(samples: Counter[str], cpu_s: float | None, pods: int | None) -> list[tuple[str, ...]]:
     """Rows ``(category, share %, CPU-µs per pod)`` in rule order, then a total row."""
     total = sum(samples.values()) or 1
-    names = [name for name, _, _ in RULES] + ["other (GC, interpreter, startup)"]
+    loops = sorted(k for k in samples if k.startswith("background: "))
+    names = [*CATEGORIES[:-1], *loops, CATEGORIES[-1]]
     rows = []
     for name in names:
         share = samples.get(name, 0) / total

@@ -103,6 +103,7 @@ def sampling(pid: int, out: Path | None) -> Iterator[None]:
             "--rate",
             "200",
             "--nonblocking",
+            "--gil",
             "--output",
             str(out),
         ],

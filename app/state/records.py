@@ -256,8 +256,10 @@ class RecordBook:
                     self.cache.upsert_pod(pod)
             written = written or bool(patched)
         if written:
+            # No ``on_change``: the patched pods (upserted above) and the owner cache (read
+            # after write) tell their own subscribers; the facts only confirm what the pods
+            # show, so the memos of every other workload stay valid.
             self._life_memory.pop(key, None)
-            self.on_change()
         return written
 
     # -- write (async) --------------------------------------------------------------------------
