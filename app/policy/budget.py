@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from app.config.durations import format_duration
-from app.config.queues import HISTORY_LIMIT, PreemptionBudgetConfig
+from app.config.queues import HISTORY_LIMIT, MinRuntimeConfig, PreemptionBudgetConfig
 from app.model.timestamps import format_time
 
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = [
     "PreemptionBudget",
     "budget_protected_until",
     "budget_status",
+    "default_budget",
     "from_config",
     "record_preemption",
     "resolve_budget",
@@ -79,6 +80,11 @@ def from_config(config: PreemptionBudgetConfig | None) -> PreemptionBudget | Non
     if config.max_preemptions == 0:
         return NO_BUDGET
     return PreemptionBudget(config.max_preemptions, config.window)
+
+
+def default_budget(min_runtime: MinRuntimeConfig) -> PreemptionBudget:
+    """``minRuntime.defaultPreemptionBudget``: where no queue sets a budget."""
+    return from_config(min_runtime.default_preemption_budget) or NO_BUDGET
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,4 +208,3 @@ def budget_status(
         budget_protected_until(history, budget, now),
         tuple(history),
     )
-
