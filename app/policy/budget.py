@@ -121,7 +121,9 @@ def resolve_budget(
 
 
 def _in_window(history: Sequence[float], window_s: float, now: float) -> list[float]:
-    return sorted(t for t in history if now - window_s < t <= now)
+    # ``t + W > now`` rather than ``t > now - W``: the same float as the protection's end, so
+    # "protected" and "until > now" never disagree by a rounding.
+    return sorted(t for t in history if t <= now < t + window_s)
 
 
 def budget_protected_until(

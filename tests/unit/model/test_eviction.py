@@ -109,9 +109,7 @@ PREEMPTED = {REASON_KEY: "Preempted", TIME_KEY: "2027-01-15T08:00:00Z"}
 def test_history_round_trips_oldest_first() -> None:
     record = EvictionRecord("Preempted", NOW, preemption_history=(NOW - 120, NOW - 60, NOW))
     ann = record.to_annotations()
-    assert ann[HISTORY_KEY] == (
-        "2027-01-15T07:58:00Z,2027-01-15T07:59:00Z,2027-01-15T08:00:00Z"
-    )
+    assert ann[HISTORY_KEY] == ("2027-01-15T07:58:00Z,2027-01-15T07:59:00Z,2027-01-15T08:00:00Z")
     assert EvictionRecord.from_annotations(present(ann)) == record
     assert EvictionRecord("Preempted", NOW).to_annotations()[HISTORY_KEY] is None
     assert parse_history("2027-01-15T08:00:00Z, 2027-01-15T07:59:00Z,") == (NOW - 60, NOW)

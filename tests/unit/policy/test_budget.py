@@ -28,6 +28,7 @@ from app.policy.victims import NodeOffer, PodFacts, Preemptor, Rule, decide, pro
 HOUR = 3600.0
 NOW = 1_800_000_000.0
 B3 = PreemptionBudget(3, HOUR)
+B2 = PreemptionBudget(2, 60)
 
 
 def tree() -> QueueTree:
@@ -36,7 +37,9 @@ def tree() -> QueueTree:
             QueueConfig(name="root", preemption_budget={"maxPreemptions": 3, "window": "1h"}),
             QueueConfig(name="team-a", parent="root"),
             QueueConfig(
-                name="team-b", parent="root", preemption_budget={"maxPreemptions": 5, "window": "2h"}
+                name="team-b",
+                parent="root",
+                preemption_budget={"maxPreemptions": 5, "window": "2h"},
             ),
             QueueConfig(name="free", parent="root", preemption_budget={"maxPreemptions": 0}),
             QueueConfig(name="free-leaf", parent="free"),
@@ -54,7 +57,7 @@ def tree() -> QueueTree:
         # maxPreemptions 0 is "no budget" and stops inheritance (the default is not reached).
         ("free-leaf", B3, NO_BUDGET, "free", ("free-leaf", "free"), False),
         ("other", NO_BUDGET, NO_BUDGET, GLOBAL_DEFAULT, ("other",), True),
-        ("other", PreemptionBudget(2, 60), PreemptionBudget(2, 60), GLOBAL_DEFAULT, ("other",), True),
+        ("other", B2, B2, GLOBAL_DEFAULT, ("other",), True),
         ("unknown", B3, B3, GLOBAL_DEFAULT, ("unknown",), True),
     ],
 )
@@ -163,9 +166,7 @@ def test_obeying_the_rule_never_exceeds_the_budget_in_any_window(
     n=st.integers(min_value=1, max_value=10),
     now=st.floats(min_value=0.0, max_value=1e6),
 )
-def test_protected_until_is_in_the_future_or_none(
-    history: list[float], n: int, now: float
-) -> None:
+def test_protected_until_is_in_the_future_or_none(history: list[float], n: int, now: float) -> None:
     until = budget_protected_until(history, PreemptionBudget(n, 100.0), now)
     assert until is None or now < until <= now + 100.0
 
@@ -266,8 +267,7 @@ def test_status_text_when_not_exhausted() -> None:
     status = budget_status((NOW - 60,), TEAM_A, NOW)
     assert not status.protected
     assert status.describe() == (
-        "preempted 1 time in the last 1h (budget of queue team-a: 3 per 1h); "
-        "budget not exhausted"
+        "preempted 1 time in the last 1h (budget of queue team-a: 3 per 1h); budget not exhausted"
     )
     none = budget_status((), BudgetResolution(NO_BUDGET, GLOBAL_DEFAULT, (), True), NOW)
     assert none.describe() == "no preemption budget (default budget: none)"
