@@ -108,9 +108,8 @@ def test_exhausted_budget_protects_then_the_history_grows(
     poll(refused_by_budget, within=30, what="runway refuses: low's budget is exhausted")
     why = rw.get(f"/v1/explain?preemptor={ns}/high&victim={ns}/low")
     assert why["protectedBy"] == "budget" and not why["eligible"]
-    assert "preempted 1 time in the last 1h (budget of queue team-a: 1 per 1h)" in (
-        why["explanation"]
-    )
+    text = "preempted 1 time in the last 1h (budget of queue team-a: 1 per 1h)"
+    assert text in why["explanation"]
     low = get_pod(plane, ns, "low")
     assert low is not None and not low["metadata"].get("deletionTimestamp")
 
