@@ -139,7 +139,8 @@ PREEMPTION_IN_FLIGHT = Gauge(
 VICTIMS = Counter(
     "runway_victims_total",
     "Offered victims by kind (preempt: same queue, reclaim: other queue) and decision: kept, "
-    "protected (dropped by min-runtime) or reselected (chosen instead of a protected one).",
+    "protected (dropped by min-runtime), budget (dropped by its workload's exhausted "
+    "preemption budget alone) or reselected (chosen instead of a protected one).",
     ["kind", "decision"],
     registry=REGISTRY,
 )

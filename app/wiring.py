@@ -29,6 +29,7 @@ from app.model.event import ObjectRef
 from app.model.gate import PodRef
 from app.model.owner import owner_of
 from app.policy.admission import FilterPolicy
+from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.workload import DEFAULT_QUEUE
@@ -284,6 +285,8 @@ def build(
         writer=writer,
         on_change=index.bump_facts,
         owner_kinds=owner_kinds,
+        queues=queues,
+        default_budget=default_budget(config.min_runtime),
     )
     requeue = RequeueView(
         cache,
