@@ -92,20 +92,40 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
         _in_head = True
         _opened = 0.0
         _timer: asyncio.TimerHandle | None = None
+        _deadline: float | None = None
+        _why = ""
+
+        # A deadline per phase, one timer per connection: arming only moves the deadline, and
+        # the timer (when it fires early) re-schedules itself for the current one. A keep-alive
+        # connection of kube-scheduler's then costs no timer creation or cancellation per call.
+        _timer_at = 0.0
 
         def _arm(self, seconds: float, why: str) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(seconds, self._expire, why)
+            deadline = self.loop.time() + seconds
+            self._deadline, self._why = deadline, why
+            if self._timer is not None and deadline < self._timer_at:
+                self._timer.cancel()  # a shorter bound than the one the timer waits for
+                self._timer = None
+            if self._timer is None:
+                self._timer = self.loop.call_later(seconds, self._check)
+                self._timer_at = deadline
 
         def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._deadline = None
 
-        def _expire(self, why: str) -> None:
+        def _check(self) -> None:
             self._timer = None
+            deadline = self._deadline
+            if deadline is None:
+                return
+            left = deadline - self.loop.time()
+            if left > 0:
+                self._timer = self.loop.call_later(left, self._check)
+                self._timer_at = deadline
+                return
+            self._deadline = None
             if not self.transport.is_closing():
-                log.info("closing a slow connection", client=_peer(self.client), reason=why)
+                log.info("closing a slow connection", client=_peer(self.client), reason=self._why)
                 self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -136,13 +156,16 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if not self._in_head:
                 super().data_received(data)
                 return
-            if self._timer is None:  # the first byte of a keep-alive request
+            if self._deadline is None:  # the first byte of a keep-alive request
                 self._arm(header_timeout, "no request head in time")
             self._head_bytes += len(data)
             super().data_received(data)
