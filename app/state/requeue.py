@@ -378,9 +378,22 @@ class RequeueView:
                 found[uid] = None
                 free[uid] = known
                 continue
+            in_strict = bool(strict) and queue_of(pod, cache.queue_labels) in strict
+            if (
+                not in_strict
+                and not stamp[2]  # no blockers
+                and key is not None
+                and self.gate.lookup(pod) is None
+                and not self.records.may_have_record(key, pod)
+            ):
+                # Nothing could hold it (no record, gate, blocker or FIFO head): free, without
+                # asking the rule chain (the first pass over a burst of new pods).
+                found[uid] = None
+                free[uid] = (pod, view)
+                continue
             hold = hold_of(self.admit(pod, now))
             found[uid] = hold
-            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
+            if hold is None and not in_strict:
                 free[uid] = (pod, view)
         self._free, self._stamp = free, stamp
         return found
