@@ -54,7 +54,7 @@ def create_app(
     clock: Clock | None = None,
     *,
     kube: KubeClient | None = None,
-) -> FastAPI:
+) -> fastpath.RunwayApp:
     """Build the service for ``config`` (the embedded default when None); with ``kube``, pods
     and nodes are watched into the cache and ``/readyz`` waits for their first LIST."""
     config = config or RunwayConfig()

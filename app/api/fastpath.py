@@ -17,7 +17,9 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from app.api.extender import VERBS, serve_verb
+from app.api.context import ApiContext
+from app.api.extender import VERBS, answer_verb, serve_verb
+from app.connections import DirectVerbs
 
 
 class RunwayApp(FastAPI):
@@ -31,6 +33,20 @@ class RunwayApp(FastAPI):
     def serve_verbs(self, prefix: str) -> None:
         """Answer ``POST <prefix>/{filter,prioritize,preempt}`` on the fast path."""
         self.verb_paths = {f"{prefix}/{verb}": verb for verb in VERBS}
+
+    def direct_verbs(self) -> DirectVerbs:
+        """The verbs for the HTTP protocol to answer itself (``app.connections``), with the
+        same handler as the routes."""
+        ctx: ApiContext = self.state.context
+
+        def answer(verb: str, body: bytes | None) -> tuple[int, list[bytes | memoryview]]:
+            return answer_verb(ctx, verb, body)
+
+        return DirectVerbs(
+            paths={p.encode(): v for p, v in self.verb_paths.items()},
+            answer=answer,
+            max_body_bytes=ctx.config.server.max_body_bytes,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
