@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 
 from app.policy.admission import ADMIT, Admission
 from app.policy.rate import TokenBucket
-from app.policy.wakeup import WAKE_SLACK_S, Hold, WakeSchedule, hold_of, plan_wakeups
+from app.policy.wakeup import (
+    VICTIMS_RULE,
+    WAKE_SLACK_S,
+    Hold,
+    WakeSchedule,
+    awaiting_victims,
+    hold_of,
+    plan_wakeups,
+)
+from tests.builders import pod, raw_pod
 
 BACKOFF = Hold("backoff", 100.0)
 DEACTIVATED = Hold("deactivated", None)
@@ -135,3 +144,32 @@ def test_schedule_forgets_old_touches() -> None:
     assert len(s.pop_due(0.0, 1000)) == 200
     s.pop_due(5.0, 10)
     assert len(s._touched) == 0  # nothing younger than min_interval
+
+
+def on_node(name: str, priority: int, *, terminating: bool) -> dict[str, object]:
+    obj = raw_pod(name, node="n1", priority=priority, phase="Running")
+    if terminating:
+        obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("others", "held"),
+    [
+        ([], False),
+        ([on_node("low", 100, terminating=False)], False),  # running: nothing to wait for
+        ([on_node("low", 100, terminating=True)], True),  # the victim still holds its room
+        ([on_node("peer", 1000, terminating=True)], False),  # equal priority: not a victim
+        ([on_node("vip", 2000, terminating=True)], False),
+        (
+            [on_node("low", 100, terminating=False), on_node("low2", 50, terminating=True)],
+            True,
+        ),
+    ],
+)
+def test_a_nominated_pod_awaits_its_terminating_lower_priority_victims(
+    others: list[dict[str, object]], held: bool
+) -> None:
+    preemptor = pod(raw_pod("high", priority=1000))
+    hold = awaiting_victims(preemptor, [pod(o) for o in others])
+    assert hold == (Hold(VICTIMS_RULE, None) if held else None)
