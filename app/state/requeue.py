@@ -38,7 +38,7 @@ from app.policy.podsready import (
 from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
-from app.policy.wakeup import Hold, awaiting_victims, hold_of
+from app.policy.wakeup import Hold, hold_of
 from app.policy.workload import WorkloadKey, bind_time, is_ready, live_pods, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.gate import GateBook
@@ -359,8 +359,7 @@ class RequeueView:
         the queue tree (``RequeueIndex.facts``), the gate entries, the blockers. Time alone
         never holds a free pod (it only ends holds), so during a scheduling burst a pass
         costs a few identity checks per pending pod. Pods of StrictFIFO queues are always
-        asked (the head moves with other workloads), and so are nominated pods: they stay held
-        while lower-priority pods on their node are terminating (``awaiting_victims``).
+        asked (the head moves with other workloads).
         """
         cache = self.cache
         strict = self._strict_queues()
@@ -380,16 +379,8 @@ class RequeueView:
                 free[uid] = known
                 continue
             hold = hold_of(self.admit(pod, now))
-            nominated = pod.status.nominatedNodeName
-            if hold is None and nominated:
-                hold = awaiting_victims(pod, cache.pods_on_node(nominated))
             found[uid] = hold
-            # Nominated pods are always asked: their victims' going changes no pod of theirs.
-            if (
-                hold is None
-                and not nominated
-                and not (strict and queue_of(pod, cache.queue_labels) in strict)
-            ):
+            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
                 free[uid] = (pod, view)
         self._free, self._stamp = free, stamp
         return found

@@ -27,9 +27,11 @@ from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import PodRef
+from app.model.pod import Pod
 from app.policy.rate import TokenBucket
-from app.policy.wakeup import Hold, WakePlan, WakeSchedule, plan_wakeups
+from app.policy.wakeup import Hold, WakePlan, WakeSchedule, freed_by, plan_wakeups
 from app.policy.workload import WorkloadKey, queue_of, workload_of
+from app.state.cache import CacheEvent
 from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi
@@ -87,6 +89,11 @@ class RequeueWaker(Ticker):
         self._generation = -1
         self._next_check: float | None = None
         self._retries: dict[str, int] = {}
+        self._nominated: dict[str, set[str]] = {}
+        """Pending pods nominated to each node (kept from pod events: O(1) per event)."""
+        for pod in view.cache.pending_pods():
+            self._track(None, pod)
+        self.follow(lambda: view.cache.subscribe(self._on_change))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -109,6 +116,47 @@ class RequeueWaker(Ticker):
         self.evaluate(clock.now())
         await self.touch_due(clock.now())
         return self.next_wait(clock.now())
+
+    # -- nominated pods: woken when their victims are gone ----------------------------------------
+
+    def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
+        if event.kind != "pod":
+            return
+        old: Pod | None = event.old
+        new: Pod | None = event.new
+        self._track(old, new)
+        if old is None or new is not None:
+            return
+        node = old.spec.nodeName  # a bound pod gone: its room is free in kube-scheduler's cache
+        if node and node in self._nominated and self.is_leader():
+            self.wake_freed(old, node)
+
+    def _track(self, old: Pod | None, new: Pod | None) -> None:
+        before, after = _nomination(old), _nomination(new)
+        if before == after:
+            return
+        if before is not None and old is not None:
+            uids = self._nominated.get(before)
+            if uids is not None:
+                uids.discard(old.uid)
+                if not uids:
+                    del self._nominated[before]
+        if after is not None and new is not None:
+            self._nominated.setdefault(after, set()).add(new.uid)
+
+    def wake_freed(self, gone: Pod, node: str) -> list[str]:
+        """``gone`` left ``node``: schedule a touch of the pods nominated there that it kept out
+        (``policy.wakeup.freed_by``) and poke the loop. Returns their UIDs."""
+        cache = self.view.cache
+        nominated = [p for uid in self._nominated.get(node, ()) if (p := cache.pod(uid))]
+        uids = freed_by(gone, nominated, cache.pods_on_node(node))
+        now = self.clock.now()
+        for uid in uids:
+            self.schedule.push(uid, now)
+        if uids:
+            log.info("victims gone: waking nominated pods", node=node, pods=len(uids))
+            self.poke()
+        return uids
 
     # -- deciding -------------------------------------------------------------------------------
 
@@ -210,3 +258,10 @@ class RequeueWaker(Ticker):
         self.woken += 1
         log.debug("pod woken", pod=pod.key)
         return True
+
+
+def _nomination(pod: Pod | None) -> str | None:
+    """The node ``pod`` is nominated to while it is pending (None otherwise)."""
+    if pod is None or pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
+        return None
+    return pod.status.nominatedNodeName or None

@@ -5,8 +5,8 @@ With ``preemption.async: true`` runway answers ``{}`` to ``preempt`` and writes
 node for the preemptor. The gate keeper releases the gate (and so the claim) once every victim is
 terminating or gone (``app/policy/gate.py``); the terminating victims still count in
 kube-scheduler's cache, but from the moment they are gone until the preemptor binds only
-kube-scheduler's nominator protects the node. What 1.20
-does (source in ``~/.cache/runway-k8s/src/pkg-scheduler``):
+kube-scheduler's nominator protects the node. What 1.20 does (source in
+``~/.cache/runway-k8s/src/pkg-scheduler``):
 
 * the nominator is fed from the pod informer, not only from kube-scheduler's own preemptions:
   ``internal/queue/scheduling_queue.go: PriorityQueue.Add`` / ``AddUnschedulableIfNotPresent``
@@ -23,19 +23,26 @@ does (source in ``~/.cache/runway-k8s/src/pkg-scheduler``):
   both must pass. A lower-priority pod that would fit the node alone but not beside the nominated
   preemptor fails ``NodeResourcesFit`` ("Insufficient cpu");
 * an entry leaves the nominator only when the pod is deleted from the queue (bound: the informer's
-  ``Delete``), when its nomination changes, or when a higher-priority preemption on that node
-  clears it (``defaultpreemption: PrepareCandidate``).
+  ``Delete``) or its nomination changes in the API: cleared by a higher-priority preemption on
+  that node (``defaultpreemption: PrepareCandidate``), or by the pod's own failed attempt when
+  no node is worth a preemption (``defaultpreemption: FindCandidates``: every node
+  ``UnschedulableAndUnresolvable`` → ``util.ClearNominatedNodeName``).
 
 How long that window lasts depends on kube-scheduler's backoff (the victim's deletion moves the
 preemptor to the backoff queue while it backs off: ``MoveAllToActiveOrBackoffQueue``) and on
 runway's touch (a pod update: 1.20's ``PriorityQueue.Update`` moves an updated pod from the
 unschedulable or the backoff queue straight to the active queue). To hold the window open
-deterministically, the test taints the node (``NoSchedule``) before the victim goes: the
-preemptor does not tolerate the taint (``TaintToleration``: unresolvable, so no new preemption
-either: ``FindCandidates`` skips the node), the filler does. The preemptor stays pending with
-its nomination after the gate opened and the victim is gone; the filler is then tried against
-the empty node and must fail on cpu: only the nominated preemptor takes that room. Then the
-taint goes and the preemptor binds to its node; the filler never did.
+deterministically, the preemptor also asks for one ``example.com/widget`` (an extended
+resource the node offers), and the test sets the node's widget capacity to 0 before the victim
+goes: the preemptor fails ``NodeResourcesFit`` on widgets, a resolvable failure, so 1.20 keeps
+its nomination (``FindCandidates`` clears the preemptor's own nomination only when *no* node is
+worth a preemption, e.g. a taint it does not tolerate: an earlier version of this test saw
+that) and finds no candidate (removing lower-priority pods frees no widget), so runway's
+``preempt`` is not called either. The preemptor stays pending with its nomination after the gate
+opened and the victim is gone, and runway touches it then (the requeue waker wakes a nominated
+pod when the last lower-priority pod on its node is gone). A filler of lower priority is then
+tried against the empty node and must fail on cpu: only the nominated preemptor takes that room.
+Then the widget comes back and the preemptor binds to its node; the filler never did.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from typing import Any
 import pytest
 
 from app.model.gate import GATE_ANNOTATION
+from app.tasks.wakeup import WAKE_ANNOTATION
 from tests.e2e.conftest import (
     ControlPlane,
     RunwayFactory,
@@ -64,7 +72,7 @@ from tests.e2e.test_preemption_e2e import (
 
 pytestmark = pytest.mark.e2e
 
-HOLD_TAINT = {"key": "e2e/hold", "value": "true", "effect": "NoSchedule"}
+WIDGET = "example.com/widget"
 
 
 @pytest.fixture(scope="module")
@@ -101,17 +109,22 @@ def stack(
         factory.close()
 
 
-def set_taints(plane: ControlPlane, node: str, taints: list[dict[str, str]]) -> None:
+def set_widgets(plane: ControlPlane, node: str, count: int) -> None:
+    """The node's capacity and allocatable of ``WIDGET`` (status subresource, as a device
+    plugin's kubelet would report)."""
+    capacity = {"cpu": "2", "memory": "8Gi", "pods": "20", WIDGET: str(count)}
     r = plane.api.patch(
-        f"/api/v1/nodes/{node}",
-        json={"spec": {"taints": taints}},
-        headers={"Content-Type": "application/merge-patch+json"},
+        f"/api/v1/nodes/{node}/status",
+        json={"status": {"capacity": capacity, "allocatable": capacity}},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
     )
     assert r.status_code == 200, r.text
 
 
-def filler(plane: ControlPlane, ns: str, name: str, *, cpu: str) -> None:
-    """A low-priority pod of another queue that tolerates the hold taint."""
+def create(
+    plane: ControlPlane, ns: str, name: str, *, queue: str, priority: str, requests: dict[str, str]
+) -> None:
+    """A pod with any resource requests (``test_preemption_e2e.pod`` asks for cpu only)."""
     r = plane.api.post(
         f"/api/v1/namespaces/{ns}/pods",
         json={
@@ -119,23 +132,27 @@ def filler(plane: ControlPlane, ns: str, name: str, *, cpu: str) -> None:
             "kind": "Pod",
             "metadata": {
                 "name": name,
-                "labels": {"runway.dev/queue": "team-f", "runway.dev/workload": name},
+                "labels": {"runway.dev/queue": queue, "runway.dev/workload": name},
             },
             "spec": {
                 "schedulerName": SCHEDULER,
-                "priorityClassName": "low",
-                "tolerations": [{**HOLD_TAINT, "operator": "Equal"}],
+                "priorityClassName": priority,
                 "containers": [
                     {
                         "name": "c",
                         "image": "registry.k8s.io/pause:3.9",
-                        "resources": {"requests": {"cpu": cpu}},
+                        "resources": {"requests": requests, "limits": requests},
                     }
                 ],
             },
         },
     )
     assert r.status_code == 201, r.text
+
+
+def wake_stamp_of(p: dict[str, Any] | None) -> str | None:
+    """The requeue waker's last touch of ``p`` (its annotation), if any."""
+    return None if p is None else (p["metadata"].get("annotations") or {}).get(WAKE_ANNOTATION)
 
 
 def pod_scheduled(p: dict[str, Any]) -> dict[str, Any] | None:
@@ -152,12 +169,13 @@ def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_op
     ns = f"nom-{uuid.uuid4().hex[:6]}"
     plane.ensure_namespace(ns)
     node = f"{ns}-n0"
-    plane.create_node(node, capacity={"cpu": "2", "memory": "8Gi", "pods": "20"})
+    plane.create_node(node, capacity={"cpu": "2", "memory": "8Gi", "pods": "20", WIDGET: "1"})
 
     # A low-priority victim takes most of the node; the preemptor needs that room.
     pod(plane, ns, "low", queue="team-b", cpu="1500m", priority="low")
     assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low bound") == node
-    pod(plane, ns, "high", queue="team-b", cpu="1500m", priority="high")
+    high_requests = {"cpu": "1500m", WIDGET: "1"}
+    create(plane, ns, "high", queue="team-b", priority="high", requests=high_requests)
 
     # runway takes over: nominates the preemptor, then deletes the victim (Terminating: no
     # kubelet yet). The gate opens as soon as the victim is terminating (app/policy/gate.py), so
@@ -179,11 +197,19 @@ def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_op
     recent = rw.get("/v1/preemptions")["recent"]
     assert [r["result"] for r in recent if r["preemptor"] == f"{ns}/high"] == ["success"]
 
-    # Hold the window open: the preemptor cannot bind while the node carries the taint.
-    set_taints(plane, node, [HOLD_TAINT])
+    # Hold the window open: the preemptor cannot bind while the node has no widget.
+    set_widgets(plane, node, 0)
     # The kubelet lets the victim go: the node is free but for the nomination.
+    woken_before = wake_stamp_of(get_pod(plane, ns, "high"))
     assert kubelet_reap(plane, ns) == ["low"]
     poll(lambda: get_pod(plane, ns, "low") is None, within=30, what="the victim gone")
+    # runway's waker touches the preemptor once the victim is gone (not when the gate opened):
+    # kube-scheduler moves it to the active queue whatever its backoff.
+    poll(
+        lambda: wake_stamp_of(get_pod(plane, ns, "high")) not in (None, woken_before),
+        within=30,
+        what="runway touches the preemptor after its victim is gone",
+    )
     high = get_pod(plane, ns, "high")
     assert high is not None and not high["spec"].get("nodeName")
     assert high["status"].get("nominatedNodeName") == node
@@ -191,7 +217,7 @@ def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_op
 
     # Only the nominator protects the node now. A filler of lower priority fits the empty node
     # alone (1 of 2 CPUs) but not beside the nominated preemptor (1.5 CPUs).
-    filler(plane, ns, "filler", cpu="1")
+    create(plane, ns, "filler", queue="team-f", priority="low", requests={"cpu": "1"})
 
     def filler_refused_for_cpu() -> dict[str, Any] | None:
         f = get_pod(plane, ns, "filler")
@@ -207,9 +233,9 @@ def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_op
     high = get_pod(plane, ns, "high")
     assert high is not None and high["status"].get("nominatedNodeName") == node
 
-    # The taint goes (a node update: both pods are retried); the preemptor binds to its node and
-    # the filler is never bound before it.
-    set_taints(plane, node, [])
+    # The widget comes back (a node update: both pods are retried); the preemptor binds to its
+    # node and the filler is never bound before it.
+    set_widgets(plane, node, 1)
 
     def high_bound() -> bool:
         f = get_pod(plane, ns, "filler")

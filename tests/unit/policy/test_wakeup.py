@@ -10,11 +10,11 @@ from hypothesis import strategies as st
 from app.policy.admission import ADMIT, Admission
 from app.policy.rate import TokenBucket
 from app.policy.wakeup import (
-    VICTIMS_RULE,
     WAKE_SLACK_S,
     Hold,
     WakeSchedule,
-    awaiting_victims,
+    awaits_victims,
+    freed_by,
     hold_of,
     plan_wakeups,
 )
@@ -154,7 +154,7 @@ def on_node(name: str, priority: int, *, terminating: bool) -> dict[str, object]
 
 
 @pytest.mark.parametrize(
-    ("others", "held"),
+    ("others", "waits"),
     [
         ([], False),
         ([on_node("low", 100, terminating=False)], False),  # running: nothing to wait for
@@ -168,8 +168,25 @@ def on_node(name: str, priority: int, *, terminating: bool) -> dict[str, object]
     ],
 )
 def test_a_nominated_pod_awaits_its_terminating_lower_priority_victims(
-    others: list[dict[str, object]], held: bool
+    others: list[dict[str, object]], waits: bool
 ) -> None:
     preemptor = pod(raw_pod("high", priority=1000))
-    hold = awaiting_victims(preemptor, [pod(o) for o in others])
-    assert hold == (Hold(VICTIMS_RULE, None) if held else None)
+    assert awaits_victims(preemptor, [pod(o) for o in others]) is waits
+
+
+@pytest.mark.parametrize(
+    ("gone_priority", "left", "woken"),
+    [
+        (100, [], ["uid-high"]),  # the last victim: the preemptor is woken
+        (100, [on_node("low2", 100, terminating=True)], []),  # another victim still going
+        (100, [on_node("low2", 100, terminating=False)], ["uid-high"]),  # not a victim
+        (1000, [], []),  # a peer of equal priority was never in its way
+        (2000, [], []),
+    ],
+)
+def test_the_last_lower_priority_pod_gone_frees_the_nominated_pod(
+    gone_priority: int, left: list[dict[str, object]], woken: list[str]
+) -> None:
+    gone = pod(on_node("gone", gone_priority, terminating=True))
+    nominated = [pod(raw_pod("high", priority=1000))]
+    assert freed_by(gone, nominated, [pod(o) for o in left]) == woken
