@@ -6,8 +6,11 @@ when the pod changed outside its status), so when a hold ends — requeueAt pass
 was reactivated, the preemptor it waited for is bound or gone, a blocking workload became
 PodsReady, the StrictFIFO head moved — the leader sets the annotation
 ``runway.dev/requeue-wake: <RFC 3339 time>`` on each of the workload's pending pods (a JSON merge
-patch with a UID precondition). What to wake and when is decided in ``app.policy.wakeup`` and
-``app.state.wakeup``; this module only runs the loop and the patches.
+patch with a UID precondition). The same touch wakes a pending pod nominated to a node (a
+preemptor) when the last lower-priority pod there is gone, seen as the cache's delete event: the
+victims' deletion sends it to kube-scheduler's backoff queue (up to 10 s), the touch to the
+active queue (``policy.wakeup.freed_by``). What to wake and when is decided in
+``app.policy.wakeup`` and ``app.state.wakeup``; this module only runs the loop and the patches.
 
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
 changed (debounced: at least 0.2 s and twice the last pass apart), when the
