@@ -17,6 +17,7 @@ from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.timestamps import format_time
+from app.policy import admission
 from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey
 from app.state.requeue import not_ready_since
@@ -217,12 +218,14 @@ def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
         elif op == "tick":
             clock.advance(3)
         now = clock.now()
-        expected = {
-            p.uid: hold_of(rt.requeue.admit(p, now))
-            for p in rt.cache.pending_pods()
-            if p.metadata.deletionTimestamp is None
+        pending = [p for p in rt.cache.pending_pods() if p.metadata.deletionTimestamp is None]
+        # The whole rule chain, asked about every pod: what the shortcuts must agree with.
+        chain = {
+            p.uid: admission.admit(rt.requeue.filter_input(p, now), now, rt.requeue.policy)
+            for p in pending
         }
-        assert rt.requeue.pending_holds(now) == expected
+        assert rt.requeue.pending_holds(now) == {u: hold_of(v) for u, v in chain.items()}
+        assert {p.uid: rt.requeue.admit(p, now) for p in pending} == chain
 
 
 def test_pending_holds_asks_the_rule_chain_only_about_pods_something_could_hold() -> None:
@@ -232,13 +235,13 @@ def test_pending_holds_asks_the_rule_chain_only_about_pods_something_could_hold(
     in_backoff = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 30)
     asyncio.run(rt.records.write(WorkloadKey("ns", "w1", "label"), in_backoff))
     asked: list[str] = []
-    admit = rt.requeue.admit
+    admit = rt.requeue._admit_by_rules
 
     def counting(p: Pod, now: float) -> Any:
         asked.append(p.metadata.name)
         return admit(p, now)
 
-    rt.requeue.admit = counting  # type: ignore[method-assign]
+    rt.requeue._admit_by_rules = counting  # type: ignore[method-assign]
     holds = rt.requeue.pending_holds(T0)
     assert asked == ["p1"]  # no record, gate, blocker or FIFO head could hold p0 or p2
     assert holds["uid-p1"] is not None and holds["uid-p0"] is None
