@@ -355,7 +355,7 @@ class RequeueView:
     def scoring_input(self, pod: Pod) -> ScoringInput:
         """Failed pools (from the record) and the nodes running the workload's pods."""
         key = workload_of(pod)
-        record = self.records.read(key, pod)
+        record = self.records.read(key, pod) if self.records.may_have_record(key, pod) else None
         nodes = frozenset(
             p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
         )
