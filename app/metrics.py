@@ -250,7 +250,7 @@ REACTIVATED_WORKLOADS = Counter(
 )
 WORKLOADS_BACKOFF = Gauge(
     "runway_workloads_backoff",
-    "Workloads in requeue backoff (now < requeueAt), as of the evictor's last tick.",
+    "Workloads in requeue backoff (now < requeueAt), counted at each scrape.",
     registry=REGISTRY,
 )
 WORKLOADS_DEACTIVATED = Gauge(
@@ -267,7 +267,7 @@ FILTER_REJECTIONS = Counter(
 )
 PENDING_WORKLOADS = Gauge(
     "runway_pending_workloads",
-    "Pending (not admitted) workloads per leaf queue, as of the evictor's last tick.",
+    "Pending (not admitted) workloads per leaf queue, counted at each scrape.",
     ["queue"],
     registry=REGISTRY,
 )
