@@ -1,0 +1,172 @@
+"""The cluster model: nodes with allocatable resources, pods bound to them, and where
+kube-scheduler would put a pod (docs/simulator.md, "The cluster model").
+
+What it models of kube-scheduler 1.20 (``pkg/scheduler/core/generic_scheduler.go``):
+
+- **feasibility**: a pod fits a node when every requested resource fits in what the node has
+  left (NodeResourcesFit); nothing else filters (no taints, affinity, ports or volumes).
+- **which node**: nodes are searched from a rotating start index (``nextStartNodeIndex``) until
+  ``feasible_to_find`` feasible nodes are found (``numFeasibleNodesToFind``: 100 nodes, or all of
+  a smaller cluster); among those the least allocated wins (NodeResourcesLeastAllocated: the mean
+  of each resource's free fraction after the pod), ties to the first found. Other score plugins
+  (balanced allocation, image locality, runway's ``prioritize``) are left out.
+
+Amounts are integers as ``app.policy.quantity`` counts them (``cpu`` in millicores).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.policy.quantity import Resources
+from app.simulator.trace import NodeGroup
+
+DEFAULT_FEASIBLE_TO_FIND = 100
+"""kube-scheduler's ``minFeasibleNodesToFind``."""
+
+
+@dataclass(slots=True)
+class SimNode:
+    """One node: what it has, what is left, and the pods bound to it (UID → requests)."""
+
+    name: str
+    allocatable: Mapping[str, int]
+    pool: str | None = None
+    free: Resources = field(default_factory=dict)
+    pods: dict[str, Mapping[str, int]] = field(default_factory=dict)
+
+    def fits(self, requests: Mapping[str, int]) -> bool:
+        """Every requested resource fits in what is left."""
+        free = self.free
+        return all(free.get(k, 0) >= v for k, v in requests.items())
+
+    def fits_without(self, requests: Mapping[str, int], removed: Iterable[str]) -> bool:
+        """The pod would fit once the pods ``removed`` (UIDs bound here) are gone."""
+        freed = dict(self.free)
+        for uid in removed:
+            for k, v in self.pods[uid].items():
+                freed[k] = freed.get(k, 0) + v
+        return all(freed.get(k, 0) >= v for k, v in requests.items())
+
+    def score(self, requests: Mapping[str, int]) -> float:
+        """Least allocated: the mean over allocatable resources of the free fraction after the
+        pod would be placed (higher is better)."""
+        total = 0.0
+        count = 0
+        for k, cap in self.allocatable.items():
+            if cap > 0:
+                total += (self.free.get(k, 0) - requests.get(k, 0)) / cap
+                count += 1
+        return total / count if count else 0.0
+
+
+class Cluster:
+    """The nodes and their bound pods; binds and unbinds keep ``free`` exact."""
+
+    def __init__(
+        self, groups: Sequence[NodeGroup], feasible_to_find: int = DEFAULT_FEASIBLE_TO_FIND
+    ) -> None:
+        self.nodes: list[SimNode] = []
+        for g in groups:
+            width = len(str(g.count - 1))
+            for i in range(g.count):
+                self.nodes.append(
+                    SimNode(
+                        name=f"{g.name}-{i:0{width}d}",
+                        allocatable=dict(g.allocatable),
+                        pool=g.pool,
+                        free=dict(g.allocatable),
+                    )
+                )
+        self.by_name = {n.name: n for n in self.nodes}
+        if len(self.by_name) != len(self.nodes):
+            raise ValueError("two nodes have the same name")
+        self.capacity: Resources = {}
+        for n in self.nodes:
+            for k, v in n.allocatable.items():
+                self.capacity[k] = self.capacity.get(k, 0) + v
+        self.allocated: Resources = dict.fromkeys(self.capacity, 0)
+        self.feasible_to_find = max(1, feasible_to_find)
+        self._start = 0
+        # An upper bound of any node's free amount per resource: binds only lower the truth,
+        # unbinds raise the bound, a failed full search makes it exact again.
+        self._max_free: Resources = {}
+        for n in self.nodes:
+            for k, v in n.free.items():
+                self._max_free[k] = max(self._max_free.get(k, 0), v)
+        self.node_of: dict[str, str] = {}
+
+    def __iter__(self) -> Iterator[SimNode]:
+        return iter(self.nodes)
+
+    def surely_unfit(self, requests: Mapping[str, int]) -> bool:
+        """No node can have room for ``requests`` (a cheap, safe test)."""
+        mf = self._max_free
+        return any(mf.get(k, 0) < v for k, v in requests.items())
+
+    def place(self, requests: Mapping[str, int]) -> SimNode | None:
+        """The node kube-scheduler would bind a pod with ``requests`` to, or None."""
+        if self.surely_unfit(requests):
+            return None
+        nodes = self.nodes
+        count = len(nodes)
+        best: SimNode | None = None
+        best_score = 0.0
+        found = 0
+        seen_max: Resources = {}
+        start = self._start
+        for i in range(count):
+            node = nodes[(start + i) % count]
+            if node.fits(requests):
+                score = node.score(requests)
+                if best is None or score > best_score:
+                    best, best_score = node, score
+                found += 1
+                if found >= self.feasible_to_find:
+                    self._start = (start + i + 1) % count
+                    return best
+            else:
+                for k, v in node.free.items():
+                    if v > seen_max.get(k, 0):
+                        seen_max[k] = v
+        if best is None:
+            self._max_free = seen_max
+        self._start = (start + count) % count if count else 0
+        return best
+
+    def bind(self, uid: str, node: SimNode, requests: Mapping[str, int]) -> None:
+        """Bind pod ``uid`` to ``node``; its requests must fit (raises ``ValueError``)."""
+        if not node.fits(requests):
+            raise ValueError(f"pod {uid} does not fit on {node.name}")
+        for k, v in requests.items():
+            node.free[k] = node.free.get(k, 0) - v
+            self.allocated[k] = self.allocated.get(k, 0) + v
+        node.pods[uid] = requests
+        self.node_of[uid] = node.name
+
+    def unbind(self, uid: str) -> SimNode:
+        """Remove pod ``uid`` from its node; returns the node."""
+        node = self.by_name[self.node_of.pop(uid)]
+        requests = node.pods.pop(uid)
+        mf = self._max_free
+        for k, v in requests.items():
+            node.free[k] = node.free.get(k, 0) + v
+            self.allocated[k] -= v
+            if node.free[k] > mf.get(k, 0):
+                mf[k] = node.free[k]
+        return node
+
+    def over_capacity(self) -> list[str]:
+        """Nodes whose bound pods request more than they have (the model's invariant: none)."""
+        bad = []
+        for n in self.nodes:
+            for k, cap in n.allocatable.items():
+                used = sum(r.get(k, 0) for r in n.pods.values())
+                if used > cap or n.free.get(k, 0) != cap - used:
+                    bad.append(n.name)
+                    break
+            else:
+                if any(k not in n.allocatable and v for r in n.pods.values() for k, v in r.items()):
+                    bad.append(n.name)
+        return bad
