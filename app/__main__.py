@@ -66,6 +66,9 @@ def _serve(ns: argparse.Namespace) -> int:
         log_config=None,
         log_level="error" if config.logging.level == "error" else "warning",
         access_log=False,
+        # Nothing runway does depends on the client address: X-Forwarded-* is not trusted
+        # (and not parsed on every verb call).
+        proxy_headers=False,
         # Header size, header/body/idle timeouts, connection cap: app/connections.py.
         http=bounded_protocol(server),
         h11_max_incomplete_event_size=server.max_header_bytes,
@@ -115,7 +118,7 @@ def _openapi(ns: argparse.Namespace) -> int:
 
 
 def _resolve(ns: argparse.Namespace) -> int:
-    from app.api.tooling import resolution_response, resolve_pair
+    from app.api.tooling import resolution_response, resolve_pair, victim_budget
     from app.policy.queues import QueueTree
 
     config = load_config(ns.config)
@@ -128,7 +131,9 @@ def _resolve(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     res = resolve_pair(config, tree, ns.preemptor_queue, ns.victim_queue, ns.pool)
-    sys.stdout.write(resolution_response(res).model_dump_json(by_alias=True) + "\n")
+    answer = resolution_response(res)
+    answer.victim_budget = victim_budget(config, tree, ns.victim_queue)
+    sys.stdout.write(answer.model_dump_json(by_alias=True) + "\n")
     return 0
 
 
@@ -266,7 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     openapi.set_defaults(func=_openapi)
 
     resolve = sub.add_parser(
-        "resolve", help="print the min-runtime protecting a victim from a preemptor (JSON)"
+        "resolve",
+        help="print the min-runtime protecting a victim from a preemptor, and the victim's "
+        "preemption budget (JSON)",
     )
     resolve.add_argument(
         "--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)"

@@ -11,8 +11,9 @@ tree declares (file or KAI ``Queue`` objects, set by ``app.wiring``) and folds t
 
 from __future__ import annotations
 
+import contextlib
 import platform
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 
 from prometheus_client import (
@@ -138,7 +139,8 @@ PREEMPTION_IN_FLIGHT = Gauge(
 VICTIMS = Counter(
     "runway_victims_total",
     "Offered victims by kind (preempt: same queue, reclaim: other queue) and decision: kept, "
-    "protected (dropped by min-runtime) or reselected (chosen instead of a protected one).",
+    "protected (dropped by min-runtime), budget (dropped by its workload's exhausted "
+    "preemption budget alone) or reselected (chosen instead of a protected one).",
     ["kind", "decision"],
     registry=REGISTRY,
 )
@@ -349,8 +351,26 @@ UNKNOWN_QUEUE_LABELS = LabelCap()
 """``runway_unknown_queue_total``'s queue label (every value is user-supplied)."""
 
 
+_SCRAPE_HOOKS: list[Callable[[], None]] = []
+
+
+def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
+    """Call ``hook`` before every exposition (gauges that are costly to keep current, e.g. a
+    count over every workload, are computed when Prometheus asks, not in a background loop);
+    returns the function that removes it. Hooks must not raise."""
+    _SCRAPE_HOOKS.append(hook)
+
+    def remove() -> None:
+        with contextlib.suppress(ValueError):
+            _SCRAPE_HOOKS.remove(hook)
+
+    return remove
+
+
 def exposition() -> bytes:
-    """The registry in Prometheus text format."""
+    """The registry in Prometheus text format (scrape hooks run first)."""
+    for hook in list(_SCRAPE_HOOKS):
+        hook()
     return generate_latest(REGISTRY)
 
 

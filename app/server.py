@@ -13,10 +13,18 @@ from pydantic.json_schema import models_json_schema
 
 import app as package
 from app import wiring
-from app.api import cache_debug, config_view, extender, ops, preemptions, tooling, workloads
+from app.api import (
+    cache_debug,
+    config_view,
+    extender,
+    fastpath,
+    ops,
+    preemptions,
+    tooling,
+    workloads,
+)
 from app.api.auth import install_auth
 from app.api.errors import document_errors, install_error_handlers
-from app.api.fastpath import VerbFastPath
 from app.clock import Clock
 from app.config import RunwayConfig
 from app.kube.client import KubeClient
@@ -85,8 +93,8 @@ def create_app(
 
     # Every REST error is {"error": message}; invalid requests are 400 (not FastAPI's 422).
     install_error_handlers(app)
-    # Added last, so it is the outermost middleware: the verbs skip routing and the rest.
-    app.add_middleware(VerbFastPath, prefix=config.server.url_prefix)
+    # In front of the whole middleware stack: the verbs skip routing and the rest.
+    fastpath.install(app, config.server.url_prefix)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

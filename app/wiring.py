@@ -29,6 +29,7 @@ from app.model.event import ObjectRef
 from app.model.gate import PodRef
 from app.model.owner import owner_of
 from app.policy.admission import FilterPolicy
+from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.workload import DEFAULT_QUEUE
@@ -248,7 +249,7 @@ def build(
         def adopt(tree: QueueTree) -> None:
             queues.adopt(tree)
             metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
-            index.bump()
+            index.bump_facts()
 
         queue_source = KaiQueueSource(
             kube,
@@ -266,7 +267,8 @@ def build(
             kube,
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
-            on_change=index.bump,
+            on_change=index.bump_facts,
+            on_life_change=index.bump,
             kinds=owner_kinds,
             on_invalid=invalid.owner_callback("owner"),
         )
@@ -281,8 +283,10 @@ def build(
         clock,
         owners=owners,
         writer=writer,
-        on_change=index.bump,
+        on_change=index.bump_facts,
         owner_kinds=owner_kinds,
+        queues=queues,
+        default_budget=default_budget(config.min_runtime),
     )
     requeue = RequeueView(
         cache,

@@ -92,6 +92,7 @@ def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
         for decision_label, by_kind in (
             ("kept", counts.kept),
             ("protected", counts.protected),
+            ("budget", counts.budget),
             ("reselected", counts.reselected),
         ):
             for kind, n in by_kind.items():

@@ -1,14 +1,19 @@
 """The extender verbs' fast path: kube-scheduler calls them on every scheduling cycle, so they
-skip FastAPI's routing, dependency solving and exception middleware.
+skip FastAPI's middleware stack, routing, dependency solving and exception handling.
 
-A raw ASGI middleware in front of the app answers ``POST <urlPrefix>/{filter,prioritize,preempt}``
-with the very handler the routes use (``extender.serve_verb``: same body cap, error mapping,
-metrics and logs); every other request goes on to FastAPI, which keeps the REST API and the
+A raw ASGI app in front of that stack (``install``: the outermost layer FastAPI calls, before
+its error, telemetry and body-limit middlewares and runway's auth middleware) answers
+``POST <urlPrefix>/{filter,prioritize,preempt}`` with the very handler the routes use
+(``extender.serve_verb``: same body cap, error mapping — it catches every exception itself —
+metrics and logs); every other request goes on to the stack, which keeps the REST API and the
 OpenAPI document (the verb routes stay registered there, and answer if this path is bypassed).
+The verbs are unauthenticated by protocol (kube-scheduler sends no credentials), so no guard
+is skipped: ``preempt`` never acts on a request's word (``policy.crosscheck``).
 """
 
 from __future__ import annotations
 
+from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -30,3 +35,14 @@ class VerbFastPath:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+def install(app: FastAPI, prefix: str) -> None:
+    """Put the verbs' fast path in front of ``app``'s whole middleware stack (built lazily by
+    Starlette on the first request, after every middleware was added)."""
+    build = app.build_middleware_stack
+
+    def stack() -> ASGIApp:
+        return VerbFastPath(build(), prefix)
+
+    app.build_middleware_stack = stack  # type: ignore[method-assign]

@@ -110,6 +110,16 @@ class ExplainView(BaseModel):
     start: str | None = Field(description="the victim workload's start (RFC 3339), if known")
     protectedUntil: str | None
     protected: bool
+    protectedBy: str | None = Field(
+        None,
+        description="min-runtime, budget (the workload's exhausted preemption budget alone) or "
+        "null when not protected",
+    )
+    budget: dict[str, Any] | None = Field(
+        None,
+        description="the victim workload's preemption budget now: maxPreemptions, "
+        "windowSeconds, resolvedFrom, path, preemptionsInWindow, protected, protectedUntil",
+    )
     eligible: bool = Field(description="lower priority than the preemptor and not protected")
     workload: dict[str, Any]
     explanation: str
@@ -139,7 +149,8 @@ async def explain(
     preemptor: str = Query(description="`namespace/name` of the preempting pod"),
     victim: str = Query(description="`namespace/name` of the candidate victim"),
 ) -> dict[str, Any]:
-    """Resolve min-runtime for the pair now and say whether the victim is protected."""
+    """Resolve min-runtime for the pair and the victim's preemption budget now, and say whether
+    the victim is protected (and by which)."""
     ctx = context(request)
     p_ns, p_name = _split(preemptor, "preemptor")
     v_ns, v_name = _split(victim, "victim")

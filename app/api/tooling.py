@@ -1,4 +1,5 @@
-"""``/v1/...`` REST for people and tools: min-runtime resolution and the queue tree.
+"""``/v1/...`` REST for people and tools: min-runtime and preemption-budget resolution and the
+queue tree.
 
 The same functions back the offline CLI (``python -m app resolve``), so the answer for a queue
 pair is the same whether asked of a running runway or of a config file.
@@ -14,6 +15,7 @@ from pydantic import Field
 from app.api.context import context
 from app.api.models import CamelModel
 from app.config import RunwayConfig
+from app.policy.budget import GLOBAL_DEFAULT, BudgetResolution, default_budget, resolve_budget
 from app.policy.minruntime import (
     Resolution,
     defaults_for_pool,
@@ -26,6 +28,44 @@ from app.state.requeue import QueueCounts
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["tooling"])
+
+
+class BudgetView(CamelModel):
+    """A victim queue's resolved preemption budget (``preemptionBudget``)."""
+
+    max_preemptions: int = Field(
+        description="A workload preempted this many times within the window is protected; "
+        "0 = no budget."
+    )
+    window_seconds: float = Field(description="The sliding window (0 with no budget).")
+    resolved_from: str = Field(
+        description="The queue whose `preemptionBudget` applied, or `default` "
+        "(`minRuntime.defaultPreemptionBudget`)."
+    )
+    path: list[str] = Field(
+        description="The queues consulted walking up from the victim's leaf queue, ending at "
+        "`resolvedFrom` (or at the top-level queue when the default applied)."
+    )
+    source: str = Field(
+        description="Where the value comes from: `file` (a queue's entry or the default) or "
+        "`Queue/<name>`."
+    )
+
+
+def budget_view(tree: QueueTree, res: BudgetResolution) -> BudgetView:
+    """The JSON shape of a resolved preemption budget (REST and CLI)."""
+    return BudgetView(
+        max_preemptions=res.budget.max_preemptions,
+        window_seconds=res.budget.window_s,
+        resolved_from=res.resolved_from,
+        path=list(res.path),
+        source="file" if res.is_default else tree.origin_of(res.resolved_from),
+    )
+
+
+def victim_budget(config: RunwayConfig, tree: QueueTree, victim_queue: str) -> BudgetView:
+    """The preemption budget protecting a workload of ``victim_queue``."""
+    return budget_view(tree, resolve_budget(tree, victim_queue, default_budget(config.min_runtime)))
 
 
 class ResolveResponse(CamelModel):
@@ -41,6 +81,11 @@ class ResolveResponse(CamelModel):
     path: list[str] = Field(
         description="The queues consulted, in walk order, ending at `resolvedFrom` (or at the "
         "top-level queue when the pool default applied)."
+    )
+    victim_budget: BudgetView | None = Field(
+        None,
+        description="The preemption budget of the victim's workload (its leaf queue's, "
+        "whoever the preemptor): exhausted, it protects like a min-runtime.",
     )
 
 
@@ -79,6 +124,11 @@ class QueueView(CamelModel):
     effective_reclaim_source: str = Field(
         description="Where the effective reclaim value comes from: `file` or `Queue/<name>`."
     )
+    preemption_budget: BudgetView | None = Field(
+        None,
+        description="The preemption budget of a workload in this queue (inheritance and the "
+        "default applied).",
+    )
     counts: QueueCounts | None = Field(
         None,
         description="Workloads of this queue in runway's cache by state (None offline).",
@@ -91,6 +141,9 @@ class QueuesResponse(CamelModel):
     pool: str | None = Field(description="The pool whose defaults were applied (None = global).")
     default_preempt_min_runtime_seconds: float
     default_reclaim_min_runtime_seconds: float
+    default_preemption_budget: BudgetView = Field(
+        description="`minRuntime.defaultPreemptionBudget`: where no queue sets one."
+    )
     reclaim_resolve_method: Literal["lca", "queue"]
     queue_source: Literal["file", "kai"] = Field(
         "file", description="Where the tree comes from now (`queueSource`; `auto` resolved)."
@@ -132,6 +185,7 @@ def resolution_response(res: Resolution) -> ResolveResponse:
 def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> QueuesResponse:
     """Every configured queue with its own and its effective settings."""
     defaults = defaults_for_pool(config.min_runtime, _pool_labels(config, pool))
+    fallback = default_budget(config.min_runtime)
     views = []
     for node in tree:
         pre = resolve_preempt(tree, defaults, node.name)
@@ -152,12 +206,16 @@ def queues_response(config: RunwayConfig, tree: QueueTree, pool: str | None) -> 
                 source=node.origin,
                 effective_preempt_source=tree.origin_of(pre.resolved_from),
                 effective_reclaim_source=tree.origin_of(rec.resolved_from),
+                preemption_budget=budget_view(tree, resolve_budget(tree, node.name, fallback)),
             )
         )
     return QueuesResponse(
         pool=defaults.pool,
         default_preempt_min_runtime_seconds=defaults.preempt_min_runtime_s,
         default_reclaim_min_runtime_seconds=defaults.reclaim_min_runtime_s,
+        default_preemption_budget=budget_view(
+            tree, BudgetResolution(fallback, GLOBAL_DEFAULT, (), is_default=True)
+        ),
         reclaim_resolve_method=defaults.reclaim_resolve_method,
         queues=views,
     )
@@ -193,11 +251,13 @@ async def resolve_endpoint(
     pool: Annotated[str | None, _POOL] = None,
 ) -> ResolveResponse:
     """Same leaf queue → `preempt`, else `reclaim`; the rule path says which queue (or the
-    pool default) set the value. Queues the config does not declare count as top-level queues
-    with no settings."""
+    pool default) set the value; `victimBudget` is the victim's preemption budget. Queues the
+    config does not declare count as top-level queues with no settings."""
     ctx = context(request)
     res = resolve_pair(ctx.config, ctx.queues, preemptor_queue, victim_queue, pool)
-    return resolution_response(res)
+    answer = resolution_response(res)
+    answer.victim_budget = victim_budget(ctx.config, ctx.queues, victim_queue)
+    return answer
 
 
 @router.get(

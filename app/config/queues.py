@@ -8,8 +8,10 @@ queues:
     parent: research          # KAI's `parentQueue` is accepted too
     preemptMinRuntime: 5m     # unset = inherit; "0s" = no protection, stops inheritance
     queueingStrategy: StrictFIFO
+    preemptionBudget: {maxPreemptions: 3, window: 1h}  # maxPreemptions 0 = none, stops inheritance
 minRuntime:
   defaultPreemptMinRuntime: 0s
+  defaultPreemptionBudget: {maxPreemptions: 0}   # none (the default)
   defaultReclaimMinRuntime: 0s
   reclaimResolveMethod: lca  # or `queue`
   poolLabel: runway.dev/pool
@@ -33,7 +35,7 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, model_validator
 
-from app.config.durations import Duration
+from app.config.durations import Duration, format_duration
 from app.config.section import Section
 
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
@@ -41,12 +43,43 @@ ReclaimResolveMethod = Literal["lca", "queue"]
 
 DEFAULT_POOL_LABEL = "runway.dev/pool"
 
+HISTORY_LIMIT = 100
+"""The most preemption times runway keeps per workload (``runway.dev/preemption-history``),
+so the largest ``maxPreemptions`` a preemption budget may ask for."""
+
 
 def _one_of(data: Any, ours: str, kais: str) -> Any:
     """Reject a mapping that spells one field both ways (runway's name and KAI's)."""
     if isinstance(data, dict) and ours in data and kais in data:
         raise ValueError(f"give `{ours}` or KAI's `{kais}`, not both (they are the same field)")
     return data
+
+
+class PreemptionBudgetConfig(Section):
+    """How often one workload may be a victim (issue #16, ``app.policy.budget``)."""
+
+    max_preemptions: int = Field(
+        ge=0,
+        le=HISTORY_LIMIT,
+        description="A workload preempted (or reclaimed) this many times within `window` is "
+        "protected from both until the oldest of those preemptions leaves the window. "
+        f"0 = no budget (and, on a queue, stops inheritance). At most {HISTORY_LIMIT}: the "
+        "history runway keeps per workload is bounded.",
+    )
+    window: Duration = Field(
+        0.0,
+        description="The sliding window the preemptions are counted in; required (above 0s) "
+        "when `maxPreemptions` is above 0.",
+    )
+
+    @model_validator(mode="after")
+    def _window_when_counted(self) -> PreemptionBudgetConfig:
+        if self.max_preemptions > 0 and self.window <= 0:
+            raise ValueError(
+                f"`window` must be above 0s when `maxPreemptions` is "
+                f"{self.max_preemptions}, got {format_duration(self.window)!r}"
+            )
+        return self
 
 
 class QueueConfig(Section):
@@ -73,6 +106,14 @@ class QueueConfig(Section):
         description="Minimum runtime before a workload of this subtree may be reclaimed by a "
         "workload of another queue (resolved per `minRuntime.reclaimResolveMethod`). Unset = "
         'inherit; "0s" = no protection, and stops inheritance.',
+    )
+    preemption_budget: PreemptionBudgetConfig | None = Field(
+        None,
+        description="`{maxPreemptions: N, window: W}`: a workload of this subtree preempted N "
+        "times within W is protected from preemption and reclaim until the oldest of those "
+        "leaves the window. Unset = inherit from the parent (then "
+        "`minRuntime.defaultPreemptionBudget`); `maxPreemptions: 0` = no budget, and stops "
+        "inheritance.",
     )
     queueing_strategy: QueueingStrategy = Field(
         "BestEffortFIFO",
@@ -162,6 +203,12 @@ class MinRuntimeConfig(Section):
         default_factory=dict,
         description="Per-pool overrides keyed by the value of `poolLabel` on the node. A node "
         "without the label, or with a value not listed here, uses the global defaults.",
+    )
+    default_preemption_budget: PreemptionBudgetConfig = Field(
+        default_factory=lambda: PreemptionBudgetConfig(max_preemptions=0),
+        description="The preemption budget of a workload whose queues set none (see a queue's "
+        "`preemptionBudget`). Default `{maxPreemptions: 0}`: no budget. Not per pool: the "
+        "budget belongs to the workload, not to a node.",
     )
 
     @model_validator(mode="before")

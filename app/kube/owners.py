@@ -26,6 +26,7 @@ from app.kube.reflector import Reflector
 from app.kube.resources import Resource
 from app.logs import get_logger
 from app.model.eviction import invalid_record_fields
+from app.model.lifecycle import PREFIX as LIFE_PREFIX
 from app.model.owner import OwnerEntry, OwnerRef, runway_annotations
 from app.supervise import supervise
 
@@ -127,6 +128,13 @@ def _older(new: OwnerEntry, old: OwnerEntry) -> bool:
     )
 
 
+def _life_only(old: OwnerEntry, new: OwnerEntry) -> bool:
+    """Whether only ``runway.dev/workload-*`` annotations differ between two entries."""
+    keys = old.annotations.keys() | new.annotations.keys()
+    changed = [k for k in keys if old.annotations.get(k) != new.annotations.get(k)]
+    return all(k.startswith(LIFE_PREFIX) for k in changed)
+
+
 class _KindStore:
     """The reflector store of one owner kind: ``namespace/name`` → entry, only owners that carry
     ``runway.dev/`` annotations (the others cost nothing)."""
@@ -135,9 +143,13 @@ class _KindStore:
         self,
         on_change: Callable[[], None],
         on_invalid: Callable[[str, list[str]], None] | None = None,
+        on_life_change: Callable[[], None] | None = None,
     ) -> None:
         self.entries: dict[str, OwnerEntry] = {}
         self.on_change = on_change
+        self.on_life_change = on_life_change or on_change
+        """Called instead of ``on_change`` when only ``runway.dev/workload-*`` (life facts)
+        changed: a workload's pods already show those, so the per-pod memos stay valid."""
         self.on_invalid = on_invalid
 
     @staticmethod
@@ -145,16 +157,19 @@ class _KindStore:
         return f"{obj.metadata.namespace}/{obj.metadata.name}"
 
     def _put(self, obj: OwnerObject, before: Mapping[str, OwnerEntry] | None = None) -> bool:
+        """Store ``obj``'s entry; whether it changed (``self.life_only``: only life facts)."""
         key = self._key(obj)
         kept = runway_annotations(obj.metadata.annotations)
         old = self.entries.get(key)
         if not kept:
+            self.life_only = False
             return self.entries.pop(key, None) is not None
         entry = OwnerEntry(obj.metadata.uid, kept, obj.metadata.resourceVersion)
         if old == entry or (old is not None and _older(entry, old)):
             # Unchanged; or our own PATCH's answer (read after write) arriving after the watch
             # brought a newer version: keep the newer one.
             return False
+        self.life_only = old is not None and old.uid == entry.uid and _life_only(old, entry)
         known = old if before is None else before.get(key)
         if self.on_invalid is not None and known != entry:  # once per change of the record
             bad = invalid_record_fields(kept)
@@ -171,9 +186,11 @@ class _KindStore:
         if before != self.entries:
             self.on_change()
 
+    life_only = False
+
     def upsert(self, obj: OwnerObject) -> None:
         if self._put(obj):
-            self.on_change()
+            (self.on_life_change if self.life_only else self.on_change)()
 
     def delete(self, obj: OwnerObject) -> None:
         entry = self.entries.get(self._key(obj))
@@ -208,8 +225,10 @@ class OwnerWatcher:
         on_change: Callable[[], None] | None = None,
         kinds: Iterable[tuple[str, str]] | None = None,
         on_invalid: Callable[[str, list[str]], None] | None = None,
+        on_life_change: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
+        self.on_life_change = on_life_change
         self.discovery = discovery or Discovery(client)
         self.allowed = frozenset(kinds) if kinds is not None else None
         """``(apiVersion, kind)`` that may be watched (``kubernetes.ownerKinds``); None: any."""
@@ -296,7 +315,7 @@ class OwnerWatcher:
     def _ensure_entry(self, key: tuple[str, str]) -> _Kind:
         kind = self._kinds.get(key)
         if kind is None:
-            kind = _Kind(_KindStore(self.on_change, self.on_invalid))
+            kind = _Kind(_KindStore(self.on_change, self.on_invalid, self.on_life_change))
             self._kinds[key] = kind
         return kind
 

@@ -21,6 +21,10 @@ annotation                                meaning
 ``runway.dev/eviction-message``           human text (why it was evicted / deactivated)
 ``runway.dev/eviction-failed-pools``      comma-separated node-pool label values where the
                                           workload last failed readiness (for prioritize)
+``runway.dev/preemption-history``         comma-separated times (RFC 3339, oldest first) of the
+                                          workload's last preemptions, as many as its
+                                          preemption budget counts (``app.policy.budget``), at
+                                          most ``HISTORY_LIMIT``
 ========================================  =====================================================
 
 ``to_annotations`` returns every key, with ``None`` for an unset field: written as a JSON merge
@@ -36,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal, TypeGuard
 
+from app.config.queues import HISTORY_LIMIT
 from app.model.timestamps import format_time, parse_time
 
 EvictionReason = Literal["Preempted", "PodsReadyTimeout"]
@@ -56,6 +61,7 @@ FIRST_TIME_KEY: Final = PREFIX + "first-time"
 DEACTIVATED_KEY: Final = PREFIX + "deactivated"
 MESSAGE_KEY: Final = PREFIX + "message"
 FAILED_POOLS_KEY: Final = PREFIX + "failed-pools"
+HISTORY_KEY: Final = "runway.dev/preemption-history"
 KEYS: Final = (
     REASON_KEY,
     TIME_KEY,
@@ -66,6 +72,7 @@ KEYS: Final = (
     DEACTIVATED_KEY,
     MESSAGE_KEY,
     FAILED_POOLS_KEY,
+    HISTORY_KEY,
 )
 
 
@@ -96,6 +103,8 @@ class EvictionRecord:
     """Human text: why it was evicted or deactivated."""
     failed_pools: tuple[str, ...] = ()
     """Node-pool label values where it last failed readiness (prioritize scores them 0)."""
+    preemption_history: tuple[float, ...] = ()
+    """When it was last preempted, oldest first (bounded by its preemption budget)."""
 
     def to_annotations(self) -> dict[str, str | None]:
         """Every ``runway.dev/eviction-*`` key; None removes the annotation (merge patch)."""
@@ -114,6 +123,7 @@ class EvictionRecord:
             DEACTIVATED_KEY: "true" if self.deactivated else None,
             MESSAGE_KEY: self.message or None,
             FAILED_POOLS_KEY: ",".join(self.failed_pools) or None,
+            HISTORY_KEY: format_history(self.preemption_history),
         }
 
     @classmethod
@@ -135,6 +145,7 @@ class EvictionRecord:
             deactivated=_flag(annotations.get(DEACTIVATED_KEY)),
             message=_text(annotations.get(MESSAGE_KEY)),
             failed_pools=_pools(annotations.get(FAILED_POOLS_KEY)),
+            preemption_history=parse_history(annotations.get(HISTORY_KEY)) or (),
         )
 
 
@@ -187,6 +198,32 @@ def _pools(value: object) -> tuple[str, ...]:
     return tuple(sorted({p.strip() for p in value.split(",") if p.strip()}))
 
 
+def format_history(times: tuple[float, ...]) -> str | None:
+    """``runway.dev/preemption-history``'s value (None: no history, the key is removed)."""
+    return ",".join(format_time(t) for t in times[-HISTORY_LIMIT:]) or None
+
+
+_HISTORY_MAX_CHARS: Final = HISTORY_LIMIT * 40
+"""Longer than any history runway writes: not split at all (a hostile value costs nothing)."""
+
+
+def parse_history(value: object) -> tuple[float, ...] | None:
+    """The preemption times in ``value``, oldest first; None when any entry is not a time
+    runway could have written, or there are more than ``HISTORY_LIMIT`` (never raises)."""
+    if not isinstance(value, str) or len(value) > _HISTORY_MAX_CHARS:
+        return None
+    parts = [p for p in value.split(",") if p.strip()]
+    if len(parts) > HISTORY_LIMIT:
+        return None
+    times: list[float] = []
+    for part in parts:
+        t = _time(part)
+        if t is None:
+            return None
+        times.append(t)
+    return tuple(sorted(times))
+
+
 def invalid_record_fields(annotations: Mapping[str, str] | None) -> list[str]:
     """The ``eviction-*`` fields present in ``annotations`` whose value runway cannot use
     (ignored by ``from_annotations``): ``runway_invalid_objects_total{field}``."""
@@ -204,4 +241,5 @@ def invalid_record_fields(annotations: Mapping[str, str] | None) -> list[str]:
     check(COUNT_KEY, parse_count(annotations.get(COUNT_KEY)) is not None)
     value = annotations.get(DEACTIVATED_KEY, "")
     check(DEACTIVATED_KEY, value.strip().lower() in ("true", "false"))
+    check(HISTORY_KEY, parse_history(annotations.get(HISTORY_KEY)) is not None)
     return bad

@@ -133,12 +133,15 @@ def next_eviction_state(
       or, when a limit is exceeded, ``deactivated`` with count and requeueAt unchanged.
     - ``Preempted``: no backoff (Kueue backs off readiness failures only); count, requeueAt and
       the readiness history are kept, the preemptor is recorded.
+
+    The preemption history (``app.policy.budget``) is kept as it was: the caller appends to it.
     """
     prev = record
     count = prev.count if prev else 0
     requeue_at = prev.requeue_at if prev else None
     first = prev.first_eviction_time if prev else None
     pools = prev.failed_pools if prev else ()
+    history = prev.preemption_history if prev else ()
     if reason != PODS_READY_TIMEOUT:
         return EvictionRecord(
             reason=reason,
@@ -150,6 +153,7 @@ def next_eviction_state(
             deactivated=prev.deactivated if prev else False,
             message=message,
             failed_pools=pools,
+            preemption_history=history,
         )
     first = now if first is None else first
     pools = tuple(sorted(set(failed_pools))) if failed_pools else pools
@@ -165,6 +169,7 @@ def next_eviction_state(
             deactivated=True,
             message=limit_message(count, first, now, config),
             failed_pools=pools,
+            preemption_history=history,
         )
     wait = backoff_wait(count, config.backoff_base_seconds, config.backoff_max_seconds, jitter)
     state, _ = set_requeue_state(RequeueState(count, requeue_at), now + wait, increment=True)
@@ -177,6 +182,7 @@ def next_eviction_state(
         deactivated=False,
         message=message,
         failed_pools=pools,
+        preemption_history=history,
     )
 
 

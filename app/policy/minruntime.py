@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from app.model.timestamps import format_optional_time, format_time
+from app.policy.budget import BudgetStatus
 from app.policy.queues import QueueTree
 
 if TYPE_CHECKING:
@@ -189,7 +190,8 @@ def is_protected(now: float, start: float | None, res: ResolutionLike | None) ->
 
 @dataclass(frozen=True)
 class Protection:
-    """Whether a pod is protected now, and by which rule."""
+    """Whether a pod is protected now, and by which rule: its min-runtime, or its workload's
+    preemption budget (``app.policy.budget``), which protects exactly like a min-runtime."""
 
     protected: bool
     action: str
@@ -198,9 +200,18 @@ class Protection:
     path: tuple[str, ...]
     start: float | None
     protected_until: float | None
+    budget: BudgetStatus | None = None
+    """The workload's preemption budget now; None when the caller knows none."""
+    by_min_runtime: bool | None = field(default=None, compare=False)
+    """Whether the min-runtime alone protects; None = ``protected`` (no budget involved)."""
 
-    def describe(self) -> str:
-        """One line for an operator: the rule and the time window."""
+    @property
+    def by_budget_only(self) -> bool:
+        """Protected by the preemption budget alone: the min-runtime does not protect."""
+        own = self.protected if self.by_min_runtime is None else self.by_min_runtime
+        return self.budget is not None and self.budget.protected and not own
+
+    def _min_runtime_text(self) -> str:
         if self.start is None:
             return "start unknown, so not protected"
         if self.min_runtime_s is None:
@@ -209,26 +220,51 @@ class Protection:
             return f"{self.action} min-runtime 0s ({self.resolved_from}), so not protected"
         rule = f"{self.action} min-runtime {self.min_runtime_s:g}s ({self.resolved_from})"
         until = self.protected_until if self.protected_until is not None else self.start
-        state = "protected until" if self.protected else "protection ended"
+        own = self.protected if self.by_min_runtime is None else self.by_min_runtime
+        state = "protected until" if own else "protection ended"
         return f"{rule}; started {format_time(self.start)}, {state} {format_time(until)}"
+
+    def describe(self) -> str:
+        """One line for an operator: the rule and the time window; the preemption budget when
+        it protects (alone it is the reason)."""
+        if self.budget is None or not self.budget.protected:
+            return self._min_runtime_text()
+        if self.by_budget_only:
+            return f"preemption budget: {self.budget.describe()}"
+        return f"{self._min_runtime_text()}; also preemption budget: {self.budget.describe()}"
 
 
 def protection(
-    res: ResolutionLike | None, start: float | None, now: float, action: str
+    res: ResolutionLike | None,
+    start: float | None,
+    now: float,
+    action: str,
+    budget: BudgetStatus | None = None,
 ) -> Protection:
-    """The protection at ``now`` of a workload started at ``start`` under rule ``res``.
+    """The protection at ``now`` of a workload started at ``start`` under rule ``res``, and
+    under its preemption ``budget`` (its state at ``now``; None: no budget known).
 
     ``action`` names the kind when ``res`` is None (``res.action`` otherwise).
     """
+    own = is_protected(now, start, res)
     return Protection(
-        protected=is_protected(now, start, res),
+        protected=own or (budget is not None and budget.protected),
         action=res.action if res is not None else action,
         min_runtime_s=res.min_runtime_s if res is not None else None,
         resolved_from=res.resolved_from if res is not None else "",
         path=tuple(res.path) if res is not None else (),
         start=start,
         protected_until=protected_until(start, res),
+        budget=budget,
+        by_min_runtime=own,
     )
+
+
+def protected_by(prot: Protection) -> str | None:
+    """``min-runtime``, ``budget`` (the preemption budget alone) or None (not protected)."""
+    if not prot.protected:
+        return None
+    return "budget" if prot.by_budget_only else "min-runtime"
 
 
 def is_elastic(min_available: int, pods: int) -> bool:
@@ -279,6 +315,8 @@ class Explanation:
             "start": format_optional_time(p.start),
             "protectedUntil": format_optional_time(p.protected_until),
             "protected": p.protected,
+            "protectedBy": protected_by(p),
+            "budget": p.budget.to_dict() if p.budget is not None else None,
             "eligible": self.eligible,
             "explanation": self.explanation,
         }

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from app.policy.budget import PreemptionBudget
+from app.policy.budget import from_config as budget_from_config
+
 if TYPE_CHECKING:
     from app.config.queues import QueueConfig, QueueingStrategy
 
@@ -25,6 +28,9 @@ class QueueNode:
     preempt_min_runtime_s: float | None = None
     reclaim_min_runtime_s: float | None = None
     queueing_strategy: QueueingStrategy = "BestEffortFIFO"
+    preemption_budget: PreemptionBudget | None = None
+    """``app.policy.budget``; a budget of ``maxPreemptions: 0`` is "none", and stops
+    inheritance."""
     origin: str = "file"
     """Where the settings come from: ``file``, or ``Queue/<name>`` (a KAI Queue object)."""
 
@@ -78,6 +84,7 @@ class QueueTree:
                 preempt_min_runtime_s=q.preempt_min_runtime,
                 reclaim_min_runtime_s=q.reclaim_min_runtime,
                 queueing_strategy=q.queueing_strategy,
+                preemption_budget=budget_from_config(q.preemption_budget),
                 origin=origin(q.name),
             )
             for q in queues

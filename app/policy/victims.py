@@ -12,7 +12,9 @@ Rules, per offered node:
    start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
    whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
    its running pods stay (the floor counts every eviction of the candidate decision). Both
-   rules are defined once, in ``app.policy.minruntime``.
+   rules are defined once, in ``app.policy.minruntime``. A workload whose **preemption budget**
+   is exhausted (``app.policy.budget``: preempted N times within W) is protected exactly the
+   same way, whatever its min-runtime.
 2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.
@@ -35,6 +37,7 @@ from typing import Any, Literal
 from app.model import Pod
 from app.model.timestamps import format_optional_time
 from app.policy import minruntime, quantity
+from app.policy.budget import BudgetResolution, budget_status
 from app.policy.minruntime import Protection, ResolutionLike
 from app.policy.quantity import Resources
 from app.policy.workload import is_active, min_available, queue_of, workload_of
@@ -75,6 +78,10 @@ class PodFacts:
     """Resource requests as integers (cpu in millicores), see ``app.policy.quantity``."""
     known: bool = True
     """False for a UID the scheduler offered that runway's cache does not hold."""
+    budget: BudgetResolution | None = None
+    """The preemption budget of the pod's workload (its leaf queue's); None = none known."""
+    preemption_history: tuple[float, ...] = ()
+    """When the pod's workload was last preempted (its eviction record), oldest first."""
 
     @classmethod
     def from_pod(
@@ -85,6 +92,8 @@ class PodFacts:
         resolution: ResolutionLike | None = None,
         workload: str | None = None,
         queue: str | None = None,
+        budget: BudgetResolution | None = None,
+        preemption_history: tuple[float, ...] = (),
     ) -> PodFacts:
         """Facts of a cached or offered pod; ``start``/``resolution`` come from the caller.
 
@@ -100,6 +109,8 @@ class PodFacts:
             start=start,
             resolution=resolution,
             requests=quantity.pod_requests(pod),
+            budget=budget,
+            preemption_history=preemption_history,
         )
 
     @classmethod
@@ -184,8 +195,12 @@ def action_for(preemptor: Preemptor, pod: PodFacts) -> str:
 
 
 def protection(preemptor: Preemptor, pod: PodFacts, now: float) -> Protection:
-    """The pod's own min-runtime protection at ``now`` (``minruntime.protection``)."""
-    return minruntime.protection(pod.resolution, pod.start, now, action_for(preemptor, pod))
+    """The pod's protection at ``now``: its min-runtime and its workload's preemption budget
+    (``minruntime.protection``)."""
+    budget = (
+        budget_status(pod.preemption_history, pod.budget, now) if pod.budget is not None else None
+    )
+    return minruntime.protection(pod.resolution, pod.start, now, action_for(preemptor, pod), budget)
 
 
 @dataclass(frozen=True)
@@ -218,6 +233,8 @@ class VictimRecord:
             "reason": self.reason,
             "action": p.action,
             "protected": p.protected,
+            "protectedBy": minruntime.protected_by(p),
+            "budget": p.budget.to_dict() if p.budget is not None else None,
             "minRuntimeSeconds": p.min_runtime_s,
             "rule": p.resolved_from,
             "queuePath": list(p.path),
@@ -264,8 +281,9 @@ class NodeRecord:
 
 @dataclass(frozen=True)
 class Counts:
-    """For metrics: offered victims kept / protected / ineligible, re-selected and gang-expanded
-    pods, each by kind (preempt|reclaim), over every offered node; and nodes dropped."""
+    """For metrics: offered victims kept / protected (min-runtime) / protected by the preemption
+    budget alone / ineligible, re-selected and gang-expanded pods, each by kind
+    (preempt|reclaim), over every offered node; and nodes dropped."""
 
     kept: Mapping[str, int]
     protected: Mapping[str, int]
@@ -273,6 +291,7 @@ class Counts:
     reselected: Mapping[str, int]
     gang_expanded: Mapping[str, int]
     nodes_dropped: int
+    budget: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -282,6 +301,7 @@ class Counts:
             "ineligible": dict(self.ineligible),
             "reselected": dict(self.reselected),
             "gangExpanded": dict(self.gang_expanded),
+            "budget": dict(self.budget),
             "nodesDropped": self.nodes_dropped,
         }
 
@@ -880,14 +900,19 @@ def _node_record(
 
 def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
     buckets: dict[str, dict[str, int]] = {
-        k: {} for k in ("kept", "protected", "ineligible", "reselected", "gang_expanded")
+        k: {} for k in ("kept", "protected", "budget", "ineligible", "reselected", "gang_expanded")
     }
     for node in records:
         for rec in node.records:
             if rec.outcome == "kept":
                 bucket = "kept"
             elif rec.outcome == "dropped":
-                bucket = "ineligible" if rec.reason.startswith("ineligible") else "protected"
+                if rec.reason.startswith("ineligible"):
+                    bucket = "ineligible"
+                elif rec.protection.by_budget_only:
+                    bucket = "budget"
+                else:
+                    bucket = "protected"
             elif rec.outcome == "reselected":
                 bucket = "reselected"
             else:
@@ -901,6 +926,7 @@ def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
         reselected=buckets["reselected"],
         gang_expanded=buckets["gang_expanded"],
         nodes_dropped=nodes_dropped,
+        budget=buckets["budget"],
     )
 
 

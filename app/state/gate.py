@@ -45,6 +45,8 @@ class GateBook:
         self._failed: set[str] = set()
         self._mirrored: dict[str, GateEntry] = {}
         self._version = 0
+        self.entries_version = 0
+        """Bumped when an entry (local or mirrored) appears or goes: who is gated changed."""
         self._claims: tuple[int, tuple[Claim, ...]] | None = None
         self.listeners: list[Callable[[], None]] = []
         """Called when a task finishes or a mirrored gate appears or goes (cheap: they only
@@ -69,6 +71,7 @@ class GateBook:
             changed = uid not in self._mirrored
             self._mirrored[uid] = entry
         if changed:
+            self.entries_version += 1
             for listener in self.listeners:
                 listener()
 
@@ -77,6 +80,7 @@ class GateBook:
     def hold(self, entry: GateEntry) -> None:
         """Hold ``entry.preemptor`` while its task runs (replaces an older entry for the pod)."""
         self._version += 1
+        self.entries_version += 1
         uid = entry.preemptor.uid
         self._entries[uid] = entry
         self._running.add(uid)
@@ -96,6 +100,7 @@ class GateBook:
         """Open the gate for ``uid`` (the gate keeper's job); returns the entry held, if any.
         A mirrored entry of ``uid`` is forgotten too (its annotation is being removed)."""
         self._version += 1
+        self.entries_version += 1
         entry = self._entries.pop(uid, None)
         self._mirrored.pop(uid, None)
         self._running.discard(uid)

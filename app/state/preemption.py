@@ -2,7 +2,8 @@
 
 Victims are looked up by UID in the pod cache; without a cache (the embedded default) the pods the
 scheduler sent (``NodeNameToVictims``) stand in, and a UID-only offer is an unknown pod (never
-protected). Min-runtime is resolved per (victim queue, node pool) through the queue tree.
+protected). Min-runtime is resolved per (victim queue, node pool) through the queue tree; the
+preemption budget per victim queue, against the preemption history in the workload's record.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from app.logs import get_logger
 from app.model import Pod
 from app.model.gate import PodRef, PreemptionPlan
 from app.policy import minruntime
+from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.lifecycle import facts_of
 from app.policy.quantity import QuantityError
@@ -84,6 +86,9 @@ class _Builder:
         self.resolutions: dict[tuple[str, str | None], minruntime.Resolution] = {}
         self.workload_members: dict[str, list[Pod]] = {}
         self.starts: dict[str, float | None] = {}
+        self.histories: dict[str, tuple[float, ...]] = {}
+        self.budgets: dict[str, BudgetResolution] = {}
+        self.default_budget = default_budget(min_runtime)
         self.facts_by_uid: dict[str, PodFacts] = {}
 
     def lookup(self, uid: str) -> Pod | None:
@@ -106,11 +111,19 @@ class _Builder:
             self.resolutions[key] = res
         return res
 
+    def budget(self, victim_queue: str) -> BudgetResolution:
+        found = self.budgets.get(victim_queue)
+        if found is None:
+            found = resolve_budget(self.queues, victim_queue, self.default_budget)
+            self.budgets[victim_queue] = found
+        return found
+
     def members(self, pod: Pod) -> tuple[str, list[Pod]]:
         key = workload_of(pod)
         name = str(key)
         members = self.workload_members.get(name)
         if members is None:
+            self.histories[name] = preemption_history(self.records, key, pod)
             view = self.cache.workload(key)  # memoised by the cache, start time included
             if view is not None and any(p.metadata.uid == pod.metadata.uid for p in view.pods):
                 members = list(view.pods)
@@ -145,6 +158,8 @@ class _Builder:
                 resolution=self.resolution(queue, pod.spec.nodeName or node),
                 workload=name,
                 queue=queue,
+                budget=self.budget(queue),
+                preemption_history=self.histories.get(name, ()),
             )
         except QuantityError:
             return PodFacts.unknown(pod.metadata.uid, node)
@@ -172,6 +187,14 @@ class _Builder:
             facts: Sequence[PodFacts] = [self.facts(p, p.spec.nodeName or "") for p in members]
             workloads[name] = WorkloadFacts.from_pods(name, members, facts)
         return PreemptionFacts(self.preemptor, offers, workloads, self.pods)
+
+
+def preemption_history(
+    records: RecordBook | None, key: WorkloadKey, pod: Pod | None = None
+) -> tuple[float, ...]:
+    """When the workload was last preempted (its eviction record; none without a record book)."""
+    record = records.read(key, pod) if records is not None else None
+    return record.preemption_history if record is not None else ()
 
 
 def started(view: WorkloadView, records: RecordBook | None) -> float | None:
@@ -351,7 +374,8 @@ def explain_pair(
     *,
     records: RecordBook | None = None,
 ) -> dict[str, object]:
-    """Min-runtime of (preemptor, victim) resolved at ``now``, with protection and eligibility."""
+    """Min-runtime of (preemptor, victim) resolved at ``now`` and the victim's preemption budget,
+    with protection and eligibility."""
     pre = Preemptor.from_pod(preemptor)
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
@@ -374,6 +398,8 @@ def explain_pair(
         workload=str(key),
         start=start,
         resolution=res,
+        budget=resolve_budget(queues, queue, default_budget(min_runtime)),
+        preemption_history=preemption_history(records, key, victim),
     )
     live = active_pods(members)  # the pods the elastic floor counts, as in decide()
     floor = min_available(live) if live else 0

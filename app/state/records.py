@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from app import metrics
@@ -28,7 +28,9 @@ from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.lifecycle import EMPTY, Life, merge
 from app.model.owner import OwnerEntry, OwnerRef, owner_of
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
+from app.policy.budget import NO_BUDGET, PreemptionBudget, record_preemption, resolve_budget
 from app.policy.lifecycle import LifeFacts, facts_of
+from app.policy.queues import QueueTree
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 
@@ -111,8 +113,13 @@ class RecordBook:
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         owner_kinds: Iterable[tuple[str, str]] | None = None,
+        queues: QueueTree | None = None,
+        default_budget: PreemptionBudget = NO_BUDGET,
     ) -> None:
         self.cache = cache
+        self.queues = queues if queues is not None else QueueTree()
+        """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
+        self.default_budget = default_budget
         self.owner_kinds = frozenset(owner_kinds) if owner_kinds is not None else None
         """``(apiVersion, kind)`` of the controllers that hold records (``kubernetes.ownerKinds``);
         a pod controlled by another kind keeps the record itself, as a bare pod. None: any."""
@@ -256,8 +263,10 @@ class RecordBook:
                     self.cache.upsert_pod(pod)
             written = written or bool(patched)
         if written:
+            # No ``on_change``: the patched pods (upserted above) and the owner cache (read
+            # after write) tell their own subscribers; the facts only confirm what the pods
+            # show, so the memos of every other workload stay valid.
             self._life_memory.pop(key, None)
-            self.on_change()
         return written
 
     # -- write (async) --------------------------------------------------------------------------
@@ -311,14 +320,20 @@ class RecordBook:
     async def record_preemption(
         self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
     ) -> EvictionRecord | None:
-        """Record that the victim's workload was preempted by ``preemptor_uid`` at ``now``."""
+        """Record that the victim's workload was preempted by ``preemptor_uid`` at ``now``, and
+        append ``now`` to its preemption history (bounded by its queue's preemption budget).
+
+        Called once per victim pod: a gang's other pods find the record already naming the same
+        preemptor as its last ``Preempted`` eviction, and append nothing (one preemption of the
+        workload). Where the record lives (owners, else every bare pod) the history lives too."""
         victim = self.cache.pod(victim_pod_uid)
         if victim is None:
             log.info("victim not in the cache: no eviction record", victim_uid=victim_pod_uid)
             return None
+        budget = resolve_budget(self.queues, queue_of(victim), self.default_budget).budget
 
         def change(current: EvictionRecord | None) -> EvictionRecord:
-            return next_eviction_state(
+            new = next_eviction_state(
                 current,
                 PREEMPTED,
                 now,
@@ -327,6 +342,15 @@ class RecordBook:
                 preemptor_uid=preemptor_uid,
                 message=message,
             )
+            same = (
+                current is not None
+                and current.reason == PREEMPTED
+                and current.preemptor_uid == preemptor_uid
+            )
+            if same:
+                return new
+            history = record_preemption(new.preemption_history, now, budget)
+            return replace(new, preemption_history=history)
 
         key = workload_of(victim)
         written = await self.update(key, change)

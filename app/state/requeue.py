@@ -61,11 +61,20 @@ class RequeueIndex:
     listeners: list[Callable[[], None]] = field(default_factory=list)
     """Called on every bump (cheap: they only set a flag), e.g. the requeue waker's."""
 
+    facts: int = 0
+    """Bumped with ``generation`` when something other than a pod or a node changed: a record
+    (in memory or an owner's annotations), the queue tree. A pod's own facts live on it."""
+
     def bump(self, *_: object) -> None:
         """Invalidate the memos and tell the listeners."""
         self.generation += 1
         for listener in self.listeners:
             listener()
+
+    def bump_facts(self, *_: object) -> None:
+        """A record or the queue tree changed: invalidate every memo, the per-pod ones too."""
+        self.facts += 1
+        self.bump()
 
 
 def not_ready_since(
@@ -165,6 +174,9 @@ class RequeueView:
         self.policy = policy
         self.pool_label = pool_label
         self.index = index or RequeueIndex()
+        self._free: dict[str, tuple[Pod, WorkloadView | None]] = {}
+        """Pods found free by the last ``pending_holds``, with their workload view then."""
+        self._stamp: tuple[int, int, tuple[Blocker, ...]] | None = None
 
     # --- PodsReady facts --------------------------------------------------------------------
 
@@ -340,13 +352,42 @@ class RequeueView:
     def pending_holds(self, now: float) -> dict[str, Hold | None]:
         """Every pending (unbound, not terminating) pod's UID with the filter's hold on it now:
         the same facts and rule chain as the filter verb, so what the leader's waker expects
-        matches what any replica answers."""
+        matches what any replica answers.
+
+        A pod found free is not asked again while nothing that could hold it changed: the pod
+        object, its workload's cache view (new on any change of its pods), the records and
+        the queue tree (``RequeueIndex.facts``), the gate entries, the blockers. Time alone
+        never holds a free pod (it only ends holds), so during a scheduling burst a pass
+        costs a few identity checks per pending pod. Pods of StrictFIFO queues are always
+        asked (the head moves with other workloads).
+        """
+        cache = self.cache
+        strict = self._strict_queues()
+        stamp = (self.index.facts, self.gate.entries_version, self.blockers(now))
+        memo = self._free if self._stamp == stamp else {}
+        free: dict[str, tuple[Pod, WorkloadView | None]] = {}
         found: dict[str, Hold | None] = {}
-        for pod in self.cache.pending_pods():
+        for pod in cache.pending_pods():
             if pod.metadata.deletionTimestamp is not None:
                 continue
-            found[pod.uid] = hold_of(self.admit(pod, now))
+            uid = pod.uid
+            key = cache.workload_key_of(uid)
+            view = cache.workload(key) if key is not None else None
+            known = memo.get(uid)
+            if known is not None and known[0] is pod and known[1] is view:
+                found[uid] = None
+                free[uid] = known
+                continue
+            hold = hold_of(self.admit(pod, now))
+            found[uid] = hold
+            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
+                free[uid] = (pod, view)
+        self._free, self._stamp = free, stamp
         return found
+
+    def _strict_queues(self) -> frozenset[str]:
+        """The leaf queues with ``queueingStrategy: StrictFIFO``."""
+        return frozenset(q.name for q in self.queues if q.queueing_strategy == "StrictFIFO")
 
     # --- counts for the REST API and the gauges ---------------------------------------------
 

@@ -15,7 +15,9 @@ PodsReady went false), and — on the leader only — evicts each of them in its
    re-created pod, both mean done). The owner re-creates the pods; ``filter`` holds them for the
    backoff, or for good when deactivated.
 
-It also keeps the requeue gauges (backoff, deactivated, pending per queue) up to date.
+It also answers the requeue gauges (backoff, deactivated, pending per queue): they are counted
+over every workload when Prometheus scrapes (``metrics.on_scrape``), not by the loop, so a busy
+cluster costs no background pass for them.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
+
+SWEEP_EVERY_S = 30.0
+"""How often the readiness history of workloads that are gone is swept."""
 
 
 class PodsReadyEvictor(Ticker):
@@ -78,15 +83,18 @@ class PodsReadyEvictor(Ticker):
         self._evictions: set[asyncio.Task[None]] = set()
         self._in_flight: set[str] = set()
         self._gauged: set[str] = set()
-        self._gauged_at = float("-inf")
+        self._settled: dict[WorkloadKey, WorkloadView] = {}
+        self._settled_facts = -1
+        self._swept_at = float("-inf")
         self.evicted = 0
         """Evictions recorded by this process (for tests and the log)."""
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Subscribe to the cache and start the loop."""
+        """Subscribe to the cache, count the gauges at each scrape and start the loop."""
         self.follow(lambda: self.cache.subscribe(lambda _event: self.poke()))
+        self.follow(lambda: metrics.on_scrape(self._scraped))
         super().start()
 
     async def stop(self) -> None:
@@ -115,25 +123,31 @@ class PodsReadyEvictor(Ticker):
         now = self.clock.now()
         cache = self.cache
         idx = self.view.index
-        # Gauges are for a scrape every few seconds: refresh them once per tick, not on every
-        # burst of watch events (a pass over every workload and its record).
-        if now - self._gauged_at >= self.tick or now < self._gauged_at:
-            self._update_gauges(now)
-            self._gauged_at = now
         if not cfg.enable:
             # Nothing to evict, and readiness history only matters for recoveryTimeout.
             return self.tick
         leader = self.is_leader()
         wait = self.tick
+        # A workload not admitted yet, or PodsReady, has nothing due: it is not looked at again
+        # until its pods (a new cache view) or the records change. During a scheduling burst
+        # a pass is then a dict lookup per workload, plus the admitted ones still starting.
+        facts = idx.facts
+        settled = self._settled if self._settled_facts == facts else {}
+        now_settled: dict[WorkloadKey, WorkloadView] = {}
         for key in cache.workload_keys():
             view = cache.workload(key)
             if view is None:
                 continue
+            if settled.get(key) is view:
+                now_settled[key] = view
+                continue
             admitted = self.view.life(view).life.admitted
             if admitted is None:
+                now_settled[key] = view
                 continue
             if view.pods_ready:
                 idx.ready_seen[key] = admitted
+                now_settled[key] = view
                 continue
             if not leader or not is_queued(view.pods):
                 continue
@@ -142,9 +156,13 @@ class PodsReadyEvictor(Ticker):
                 self._start_eviction(view, check)
             elif check.deadline is not None:
                 wait = min(wait, check.recheck_after)
-        # Forget readiness of workloads that no longer exist.
-        for key in [k for k in idx.ready_seen if cache.workload(k) is None]:
-            del idx.ready_seen[key]
+        self._settled, self._settled_facts = now_settled, facts
+        # Forget readiness of workloads that no longer exist (now and then: a stale entry is
+        # only memory, it never matches a new admission).
+        if now - self._swept_at >= SWEEP_EVERY_S or now < self._swept_at:
+            self._swept_at = now
+            for key in [k for k in idx.ready_seen if cache.workload(k) is None]:
+                del idx.ready_seen[key]
         return wait
 
     def _start_eviction(self, view: WorkloadView, check: PodsReadyCheck) -> None:
@@ -242,7 +260,15 @@ class PodsReadyEvictor(Ticker):
 
     # -- gauges ---------------------------------------------------------------------------------
 
-    def _update_gauges(self, now: float) -> None:
+    def _scraped(self) -> None:
+        # A scrape hook never raises: a failure is logged, the gauges keep their last values.
+        try:
+            self.update_gauges(self.clock.now())
+        except Exception:
+            log.exception("requeue gauges not refreshed")
+
+    def update_gauges(self, now: float) -> None:
+        """Count the workloads per state and queue into the gauges (at each scrape)."""
         counts = self.view.queue_counts(now)
         metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
         metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))

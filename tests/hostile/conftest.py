@@ -84,6 +84,7 @@ class Embedded:
     async def passes(self) -> None:
         """One pass of every background loop that reads the cache (none may raise)."""
         await self.runway.evictor.run_once()
+        self.runway.evictor.update_gauges(self.clock.now())
         await self.runway.gatekeeper.run_once()
         await self.runway.waker.run_once()
 

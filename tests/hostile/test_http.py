@@ -160,3 +160,33 @@ def test_row8_sigterm_with_a_slow_client_exits_cleanly_in_time(runway: RunwayPro
         assert runway.proc.returncode == 0, runway.logs()[-2000:]
     finally:
         sock.close()
+
+
+def test_keep_alive_head_and_100_continue_through_one_write(runway: RunwayProcess) -> None:
+    """Responses written in one piece still frame right: a verb, a HEAD (no body) and an
+    Expect: 100-continue request on one keep-alive connection."""
+    body = b'{"Pod":{"metadata":{"uid":"u"}},"NodeNames":["n1"]}'
+    with contextlib.closing(connect(runway.port)) as sock:
+        sock.sendall(
+            b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        sock.sendall(b"HEAD /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        got = b""
+        deadline = time.monotonic() + 10
+        while b"HTTP/1.1 405" not in got and time.monotonic() < deadline:
+            got += sock.recv(65536)
+        # HEAD has no body: its head (405: the route is GET only) is sent when it completes
+        assert got.startswith(b"HTTP/1.1 200 OK") and b'"NodeNames":["n1"]' in got
+        assert got.endswith(b"\r\n\r\n") and b"HTTP/1.1 405 Method Not Allowed" in got
+        sock.sendall(
+            b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\nexpect: 100-continue\r\n"
+            b"content-length: %d\r\n\r\n" % len(body)
+        )
+        first = sock.recv(65536)
+        assert first.startswith(b"HTTP/1.1 100 Continue")
+        sock.sendall(body)
+        rest = first.split(b"\r\n\r\n", 1)[1]
+        while b'"NodeNames":["n1"]' not in rest and time.monotonic() < deadline:
+            rest += sock.recv(65536)
+        assert rest.startswith(b"HTTP/1.1 200 OK") and b'"NodeNames":["n1"]' in rest

@@ -20,11 +20,20 @@ queues:
   - {name: leaf1, parent: C, reclaimMinRuntime: 0s, preemptMinRuntime: 5m}
   - {name: leaf2, parent: C, reclaimMinRuntime: 3m}
   - {name: leaf3, parent: D}
+  - {name: E, preemptionBudget: {maxPreemptions: 3, window: 1h}}
+  - {name: leaf4, parent: E}
 minRuntime:
   defaultReclaimMinRuntime: 45s
   pools:
     big: {reclaimMinRuntime: 1h, reclaimResolveMethod: queue}
 """
+
+
+TO_ROOT = {
+    "leaf1": ["leaf1", "C", "B", "A"],
+    "leaf2": ["leaf2", "C", "B", "A"],
+    "leaf3": ["leaf3", "D", "B", "A"],
+}
 
 
 @pytest.fixture
@@ -62,8 +71,15 @@ def test_seed_examples(
     code, body, err = run(
         capsys, "--config", str(config), "--preemptor-queue", preemptor, "--victim-queue", victim
     )
-    assert code == 0 and err == ""
+    assert code == 0 and err == "" and body is not None
     action, seconds, source, path = expected
+    assert body.pop("victimBudget") == {
+        "maxPreemptions": 0,
+        "windowSeconds": 0.0,
+        "resolvedFrom": "default",
+        "path": TO_ROOT[victim],
+        "source": "file",
+    }
     assert body == {
         "action": action,
         "minRuntimeSeconds": seconds,
@@ -82,7 +98,8 @@ def test_unknown_queue_is_noted_on_stderr(capsys: pytest.CaptureFixture[str], co
     code, body, err = run(
         capsys, "--config", str(config), "--preemptor-queue", "leaf1", "--victim-queue", "gost"
     )
-    assert code == 0
+    assert code == 0 and body is not None
+    assert body.pop("victimBudget")["path"] == ["gost"]
     assert body == {
         "action": "reclaim",
         "minRuntimeSeconds": 45.0,
@@ -139,3 +156,15 @@ def test_as_a_process(config: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["minRuntimeSeconds"] == 60.0
+
+
+def test_victim_budget_inherited(capsys: pytest.CaptureFixture[str], config: Path) -> None:
+    args = ["--config", str(config), "--preemptor-queue", "leaf1", "--victim-queue", "leaf4"]
+    body = run(capsys, *args)[1]
+    assert body is not None and body["victimBudget"] == {
+        "maxPreemptions": 3,
+        "windowSeconds": 3600.0,
+        "resolvedFrom": "E",
+        "path": ["leaf4", "E"],
+        "source": "file",
+    }

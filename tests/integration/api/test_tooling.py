@@ -126,7 +126,9 @@ async def test_resolve(
 ) -> None:
     resp = await resolve(client, preemptorQueue=preemptor, victimQueue=victim)
     assert resp.status_code == 200, resp.text
-    assert resp.json() == body
+    answer = resp.json()
+    assert answer.pop("victimBudget")["resolvedFrom"] == "default"
+    assert answer == body
 
 
 async def test_pool_overrides(client: httpx.AsyncClient) -> None:
@@ -194,7 +196,9 @@ async def test_embedded_default_has_no_queues(asgi: Callable[[FastAPI], httpx.As
     async with asgi(create_app()) as c:
         assert (await c.get("/v1/queues")).json()["queues"] == []
         resp = await c.get("/v1/resolve", params={"preemptorQueue": "a", "victimQueue": "b"})
-        assert resp.json() == {
+        answer = resp.json()
+        assert answer.pop("victimBudget")["maxPreemptions"] == 0
+        assert answer == {
             "action": "reclaim",
             "minRuntimeSeconds": 0.0,
             "resolvedFrom": "default",
@@ -212,5 +216,39 @@ def test_documented_in_openapi() -> None:
     ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("/ResolveResponse")
     props = doc["components"]["schemas"]["ResolveResponse"]["properties"]
-    assert set(props) == {"action", "minRuntimeSeconds", "resolvedFrom", "path"}
+    assert set(props) == {"action", "minRuntimeSeconds", "resolvedFrom", "path", "victimBudget"}
     assert "/v1/queues" in doc["paths"]
+
+
+async def test_budget_resolved_per_queue_in_resolve_and_queues() -> None:
+    data = {
+        **CONFIG,
+        "queues": [
+            {**q, "preemptionBudget": {"maxPreemptions": 3, "window": "1h"}}
+            if q["name"] == "B"
+            else {**q, "preemptionBudget": {"maxPreemptions": 0}}
+            if q["name"] == "leaf2"
+            else q
+            for q in CONFIG["queues"]
+        ],
+        "minRuntime": {
+            **CONFIG["minRuntime"],
+            "defaultPreemptionBudget": {"maxPreemptions": 5, "window": "2h"},
+        },
+    }
+    async with asgi_client(create_app(parse_config(data))) as c:
+        resp = await c.get("/v1/resolve", params={"preemptorQueue": "A", "victimQueue": "leaf3"})
+        assert resp.json()["victimBudget"] == {
+            "maxPreemptions": 3,
+            "windowSeconds": 3600.0,
+            "resolvedFrom": "B",
+            "path": ["leaf3", "D", "B"],
+            "source": "file",
+        }
+        body = (await c.get("/v1/queues")).json()
+    assert body["defaultPreemptionBudget"]["maxPreemptions"] == 5
+    budgets = {q["name"]: q["preemptionBudget"] for q in body["queues"]}
+    assert (budgets["leaf1"]["maxPreemptions"], budgets["leaf1"]["resolvedFrom"]) == (3, "B")
+    assert (budgets["leaf2"]["maxPreemptions"], budgets["leaf2"]["resolvedFrom"]) == (0, "leaf2")
+    assert (budgets["A"]["maxPreemptions"], budgets["A"]["resolvedFrom"]) == (5, "default")
+    assert budgets["A"]["windowSeconds"] == 7200.0

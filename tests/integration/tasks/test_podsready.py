@@ -268,3 +268,45 @@ async def test_the_loop_runs_and_stops_cleanly(world: World) -> None:
     await until(lambda: w.api.pods == {}, what="the loop to evict")
     await w.evictor.stop()
     assert w.evictor.pending_tasks() == 0
+
+
+async def test_a_pass_looks_again_only_at_workloads_that_changed(world: World) -> None:
+    """Pending and PodsReady workloads are settled: a pass with nothing changed asks no life
+    facts; a new view (a pod changed) is looked at again, and the timeout still fires."""
+    w = world
+    w.create_pods()
+    asked: list[str] = []
+    life = w.runtime.requeue.life
+
+    def counting(view: Any) -> Any:
+        asked.append(str(view.key))
+        return life(view)
+
+    w.runtime.requeue.life = counting  # type: ignore[method-assign]
+    await w.evictor.tick_once()
+    assert asked == ["ml/train"]
+    asked.clear()
+    await w.evictor.tick_once()
+    assert asked == []  # pending, unchanged
+    w.bind()
+    await w.evictor.tick_once()
+    assert asked == ["ml/train"]  # a new view: admitted now, starting
+    w.clock.advance(31)
+    await w.evict_due()
+    assert w.api.calls("DELETE")
+
+
+async def test_the_gauges_are_counted_when_prometheus_scrapes(world: World) -> None:
+    w = world
+    w.create_pods()
+    labels = {"queue": "default"}
+    w.evictor.start()
+    try:
+        metrics.PENDING_WORKLOADS.labels("default").set(0)
+        assert b"runway_pending_workloads" in metrics.exposition()
+        assert metrics.REGISTRY.get_sample_value("runway_pending_workloads", labels) == 1
+    finally:
+        await w.evictor.stop()
+    metrics.PENDING_WORKLOADS.labels("default").set(0)
+    metrics.exposition()  # the hook is gone with the loop
+    assert metrics.REGISTRY.get_sample_value("runway_pending_workloads", labels) == 0

@@ -276,3 +276,55 @@ def test_every_field_is_documented_and_defaulted(model: type[BaseModel]) -> None
 def test_root_fields_are_documented() -> None:
     for name in ("queues", "min_runtime"):
         assert RunwayConfig.model_fields[name].description
+
+
+# --- preemptionBudget (issue #16) -------------------------------------------------------------
+
+
+def test_preemption_budget_parses_and_reaches_the_tree() -> None:
+    config = parse_config(
+        {
+            "queues": [
+                {"name": "a", "preemptionBudget": {"maxPreemptions": 3, "window": "1h"}},
+                {"name": "b", "parent": "a"},
+                {"name": "c", "parent": "a", "preemptionBudget": {"maxPreemptions": 0}},
+            ],
+            "minRuntime": {"defaultPreemptionBudget": {"maxPreemptions": 2, "window": "10m"}},
+        }
+    )
+    from app.policy.budget import NO_BUDGET, PreemptionBudget
+    from app.policy.queues import QueueTree
+
+    tree = QueueTree.from_config(config.queues)
+    assert tree.node("a").preemption_budget == PreemptionBudget(3, 3600.0)
+    assert tree.node("b").preemption_budget is None
+    assert tree.node("c").preemption_budget == NO_BUDGET
+    default = config.min_runtime.default_preemption_budget
+    assert (default.max_preemptions, default.window) == (2, 600.0)
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        (
+            {"maxPreemptions": 3},
+            "queues[0].preemptionBudget: `window` must be above 0s when `maxPreemptions` is 3, "
+            "got '0s'",
+        ),
+        ({"maxPreemptions": -1, "window": "1h"}, "queues[0].preemptionBudget.maxPreemptions"),
+        ({"maxPreemptions": 101, "window": "1h"}, "less than or equal to 100"),
+        ({"maxPreemptions": 3, "window": 3600}, "queues[0].preemptionBudget.window"),
+        ({"maxPreemptions": 3, "window": "soon"}, "'soon'"),
+        ({"maxPreemptions": 3, "windows": "1h"}, "windows"),
+        ({"window": "1h"}, "queues[0].preemptionBudget.maxPreemptions"),
+    ],
+)
+def test_preemption_budget_errors_name_the_field_and_value(
+    budget: dict[str, Any], expected: str
+) -> None:
+    assert expected in error_of({"queues": [{"name": "a", "preemptionBudget": budget}]})
+
+
+def test_default_preemption_budget_error_names_the_field() -> None:
+    message = error_of({"minRuntime": {"defaultPreemptionBudget": {"maxPreemptions": 2}}})
+    assert "minRuntime.defaultPreemptionBudget" in message and "'0s'" in message

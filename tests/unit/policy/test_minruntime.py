@@ -457,6 +457,8 @@ def test_explain_fields_are_the_protection() -> None:
         "start": format_time(NOW),
         "protectedUntil": format_time(NOW),  # 0s: the protection ended at the start
         "protected": False,
+        "protectedBy": None,
+        "budget": None,
         "eligible": True,
         "explanation": "eligible: reclaim min-runtime 0s (leaf1), so not protected",
     }

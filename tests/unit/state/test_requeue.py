@@ -3,16 +3,22 @@ blockers, gate holds, scoring facts, and memoisation per cache generation."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import msgspec
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Pod
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.timestamps import format_time
+from app.policy.wakeup import hold_of
+from app.policy.workload import WorkloadKey
 from app.state.requeue import not_ready_since
 from app.wiring import Runway, build
 from tests.builders import condition, raw_pod
@@ -146,3 +152,113 @@ async def test_a_pending_replacement_runs_the_recovery_clock_not_the_start_clock
     assert state.admitted_at == T0 and state.not_ready_since == T0 + 500
     _, check = rt.requeue.evaluate(view, T0 + 510)
     assert check.cause == "WaitForRecovery" and not check.due  # not the start timeout (60 s)
+
+
+# --- the waker's pass remembers free pods ------------------------------------------------------
+
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "bind", "record", "deactivate", "clear", "gate", "ungate", "tick"]),
+        st.integers(0, 5),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPS, st.booleans())
+def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
+    ops: list[tuple[str, int]], strict: bool
+) -> None:
+    """Whatever changes between two passes (pods, records, gates, time, the blockers of
+    blockAdmission), the memoised pass answers what the filter answers for every pod now."""
+    config: dict[str, Any] = {
+        "waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"},
+        "queues": [{"name": "q", "queueingStrategy": "StrictFIFO" if strict else "BestEffortFIFO"}],
+    }
+    rt = runtime(config)
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+
+    def the_pod(i: int, *, bound: bool = False) -> Pod:
+        obj = raw_pod(
+            f"p{i}",
+            namespace="ns",
+            labels={"runway.dev/workload": f"w{i}", "runway.dev/queue": "q" if i % 2 else "other"},
+            node="n1" if bound else None,
+            start_time=format_time(T0) if bound else None,
+            conditions=[condition("PodScheduled", True, format_time(T0))] if bound else None,
+        )
+        return build_pod(obj)
+
+    for op, i in ops:
+        now = clock.now()
+        key = WorkloadKey("ns", f"w{i}", "label")
+        if op == "add":
+            rt.cache.upsert_pod(the_pod(i))
+        elif op == "bind" and rt.cache.pod(f"uid-p{i}") is not None:
+            rt.cache.upsert_pod(the_pod(i, bound=True))
+        elif op == "record":
+            record = EvictionRecord(PODS_READY_TIMEOUT, now, count=1, requeue_at=now + 7)
+            asyncio.run(rt.records.write(key, record))
+        elif op == "deactivate":
+            asyncio.run(
+                rt.records.write(key, EvictionRecord(PODS_READY_TIMEOUT, now, deactivated=True))
+            )
+        elif op == "clear":
+            asyncio.run(rt.records.activate(key))
+        elif op == "gate":
+            victim = PodRef("uid-v", "ns", "v")  # not in the cache: outstanding while running
+            rt.gate.hold(
+                GateEntry(PodRef(f"uid-p{i}", "ns", f"p{i}"), "n1", (victim,), now, now + 5)
+            )
+        elif op == "ungate":
+            rt.gate.release(f"uid-p{i}")
+        elif op == "tick":
+            clock.advance(3)
+        now = clock.now()
+        expected = {
+            p.uid: hold_of(rt.requeue.admit(p, now))
+            for p in rt.cache.pending_pods()
+            if p.metadata.deletionTimestamp is None
+        }
+        assert rt.requeue.pending_holds(now) == expected
+
+
+def test_pending_holds_asks_a_free_pod_again_only_when_something_changed() -> None:
+    rt = runtime()
+    for i in range(3):
+        rt.cache.upsert_pod(pod(f"p{i}", workload=f"w{i}"))
+    asked: list[str] = []
+    admit = rt.requeue.admit
+
+    def counting(p: Pod, now: float) -> Any:
+        asked.append(p.metadata.name)
+        return admit(p, now)
+
+    rt.requeue.admit = counting  # type: ignore[method-assign]
+    rt.requeue.pending_holds(T0)
+    assert sorted(asked) == ["p0", "p1", "p2"]
+    asked.clear()
+    rt.requeue.pending_holds(T0 + 60)  # time alone never holds a free pod
+    assert asked == []
+    rt.cache.upsert_pod(pod("p1", workload="w1", ready=False))  # a new object for p1
+    rt.requeue.pending_holds(T0 + 60)
+    assert asked == ["p1"]
+    asked.clear()
+    asyncio.run(
+        rt.records.write(WorkloadKey("ns", "w2", "label"), EvictionRecord(PODS_READY_TIMEOUT, T0))
+    )
+    rt.requeue.pending_holds(T0 + 60)  # a record changed: every pod is asked again
+    assert sorted(asked) == ["p0", "p1", "p2"]
+
+
+def test_pending_holds_sees_a_new_blocker_hold_a_pod_it_found_free() -> None:
+    rt = runtime({"waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"}})
+    rt.cache.upsert_pod(pod("waiting", workload="waiting"))
+    rt.cache.upsert_pod(pod("starter", workload="starter"))
+    assert rt.requeue.pending_holds(T0) == {"uid-waiting": None, "uid-starter": None}
+    # starter binds and is not Ready: admitted and blocking; waiting's own objects are unchanged
+    rt.cache.upsert_pod(pod("starter", workload="starter", bound_at=T0, ready=False))
+    holds = rt.requeue.pending_holds(T0 + 1)
+    assert holds["uid-waiting"] is not None and holds["uid-waiting"].rule == "block-admission"

@@ -1,0 +1,134 @@
+"""The preemption budget (issue #16) on a real kube-scheduler + kube-apiserver.
+
+A bare-pod workload in queue team-a (``preemptionBudget: {maxPreemptions: 1, window: 1h}``, no
+min-runtime) carries a preemption history of one preemption a minute ago: runway refuses to
+preempt it for a high-priority pod of team-b, and ``/v1/explain`` names the budget. Once the
+history is removed (as if the window had passed), the next preempt call takes it, and runway
+writes the new preemption into the victim's ``runway.dev/preemption-history``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app.model.timestamps import format_time
+from tests.e2e.conftest import (
+    ControlPlane,
+    RunwayFactory,
+    RunwayHandle,
+    poll,
+    write_scheduler_config,
+)
+from tests.e2e.test_preemption_e2e import (
+    SCHEDULER,
+    bound_and_running,
+    decisions_for,
+    get_pod,
+    nudge,
+    pod,
+    setup_ns,
+)
+
+pytestmark = pytest.mark.e2e
+
+HISTORY = "runway.dev/preemption-history"
+
+
+@pytest.fixture(scope="module")
+def stack(
+    dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ControlPlane, RunwayHandle]]:
+    plane = dedicated_plane
+    tmp = tmp_path_factory.mktemp("budget")
+    for name, value in (("low", 100), ("high", 1000)):
+        plane.ensure_priority_class(name, value)
+    factory = RunwayFactory(plane, tmp)
+    try:
+        rw = factory.start(
+            {
+                "queues": [
+                    {"name": "org"},
+                    {
+                        "name": "team-a",
+                        "parent": "org",
+                        "preemptionBudget": {"maxPreemptions": 1, "window": "1h"},
+                    },
+                    {"name": "team-b", "parent": "org"},
+                ],
+                "kubernetes": {"leaderElection": {"enable": False}},
+                "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
+                "logging": {"level": "info"},
+            }
+        )
+        config = write_scheduler_config(
+            tmp / "scheduler.yaml",
+            rw.url,
+            scheduler_name=SCHEDULER,
+            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
+        )
+        plane.start_scheduler(config)
+        yield plane, rw
+    finally:
+        factory.close()
+
+
+def test_exhausted_budget_protects_then_the_history_grows(
+    stack: tuple[ControlPlane, RunwayHandle],
+) -> None:
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    earlier = format_time(time.time() - 60)
+    pod(
+        plane,
+        ns,
+        "low",
+        queue="team-a",
+        cpu="2",
+        priority="low",
+        annotations={
+            "runway.dev/eviction-reason": "Preempted",
+            "runway.dev/eviction-time": earlier,
+            HISTORY: earlier,
+        },
+    )
+    assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low bound") == node
+    pod(plane, ns, "high", queue="team-b", cpu="2", priority="high")
+
+    def refused_by_budget() -> bool:
+        for d in decisions_for(rw, f"{ns}/high"):
+            for n in d["nodes"]:
+                for v in n["pods"]:
+                    if v["pod"] == f"{ns}/low" and v["protectedBy"] == "budget":
+                        return d["chosenNode"] is None
+        return False
+
+    poll(refused_by_budget, within=30, what="runway refuses: low's budget is exhausted")
+    why = rw.get(f"/v1/explain?preemptor={ns}/high&victim={ns}/low")
+    assert why["protectedBy"] == "budget" and not why["eligible"]
+    text = "preempted 1 time in the last 1h (budget of queue team-a: 1 per 1h)"
+    assert text in why["explanation"]
+    low = get_pod(plane, ns, "low")
+    assert low is not None and not low["metadata"].get("deletionTimestamp")
+
+    # The window "passes": the history goes; the next preempt call takes the victim.
+    r = plane.api.patch(
+        f"/api/v1/namespaces/{ns}/pods/low",
+        json={"metadata": {"annotations": {HISTORY: None}}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+    before = time.time()
+
+    def new_history() -> str | None:
+        nudge(plane, node)
+        p = get_pod(plane, ns, "low")
+        assert p is not None, "the victim was reaped before the test saw its record"
+        value = p["metadata"].get("annotations", {}).get(HISTORY)
+        return str(value) if value else None
+
+    written = poll(new_history, within=60, every=1, what="the new preemption in the history")
+    assert "," not in written  # a budget of 1 keeps the last preemption only
+    assert written >= format_time(before - 1)
