@@ -96,6 +96,16 @@ class Cluster:
             for k, v in n.free.items():
                 self._max_free[k] = max(self._max_free.get(k, 0), v)
         self.node_of: dict[str, str] = {}
+        # Nodes by what they have left of one resource (a device such as a GPU if any node has
+        # one, else cpu), so a search visits only nodes with room for that resource.
+        devices = sorted(
+            {k for n in self.nodes for k in n.allocatable if k not in ("cpu", "memory")}
+        )
+        self.index_resource = devices[0] if devices else "cpu"
+        self._position = {n.name: i for i, n in enumerate(self.nodes)}
+        self._buckets: dict[int, set[int]] = {}
+        for i, n in enumerate(self.nodes):
+            self._buckets.setdefault(n.free.get(self.index_resource, 0), set()).add(i)
 
     def __iter__(self) -> Iterator[SimNode]:
         return iter(self.nodes)
@@ -116,45 +126,59 @@ class Cluster:
         found = 0
         seen_max: Resources = {}
         start = self._start
-        for i in range(count):
-            node = nodes[(start + i) % count]
+        need = requests.get(self.index_resource, 0)
+        room = [i for amount, ids in self._buckets.items() if amount >= need for i in ids]
+        # In kube-scheduler's search order: from the rotating start index onwards.
+        room.sort(key=lambda i: (i - start) % count)
+        for i in room:
+            node = nodes[i]
             if node.fits(requests):
                 score = node.score(requests)
                 if best is None or score > best_score:
                     best, best_score = node, score
                 found += 1
                 if found >= self.feasible_to_find:
-                    self._start = (start + i + 1) % count
+                    self._start = (i + 1) % count
                     return best
             else:
                 for k, v in node.free.items():
                     if v > seen_max.get(k, 0):
                         seen_max[k] = v
-        if best is None:
+        if best is None and len(room) == count:
             self._max_free = seen_max
-        self._start = (start + count) % count if count else 0
         return best
+
+    def _move(self, node: SimNode, before: int) -> None:
+        after = node.free.get(self.index_resource, 0)
+        if after != before:
+            i = self._position[node.name]
+            self._buckets[before].discard(i)
+            self._buckets.setdefault(after, set()).add(i)
 
     def bind(self, uid: str, node: SimNode, requests: Mapping[str, int]) -> None:
         """Bind pod ``uid`` to ``node``; its requests must fit (raises ``ValueError``)."""
         if not node.fits(requests):
             raise ValueError(f"pod {uid} does not fit on {node.name}")
+        before = node.free.get(self.index_resource, 0)
         for k, v in requests.items():
             node.free[k] = node.free.get(k, 0) - v
             self.allocated[k] = self.allocated.get(k, 0) + v
         node.pods[uid] = requests
         self.node_of[uid] = node.name
+        self._move(node, before)
 
     def unbind(self, uid: str) -> SimNode:
         """Remove pod ``uid`` from its node; returns the node."""
         node = self.by_name[self.node_of.pop(uid)]
         requests = node.pods.pop(uid)
+        before = node.free.get(self.index_resource, 0)
         mf = self._max_free
         for k, v in requests.items():
             node.free[k] = node.free.get(k, 0) + v
             self.allocated[k] -= v
             if node.free[k] > mf.get(k, 0):
                 mf[k] = node.free[k]
+        self._move(node, before)
         return node
 
     def over_capacity(self) -> list[str]:

@@ -31,13 +31,15 @@ import math
 import random
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.config.model import RunwayConfig
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionReason, EvictionRecord
 from app.model.lifecycle import Life
 from app.policy import admission, backoff, lifecycle, minruntime, ordering, podsready
 from app.policy.admission import Blocker, FilterInput, FilterPolicy
+from app.policy.backoff import in_backoff
+from app.policy.budget import BudgetResolution, default_budget, record_preemption, resolve_budget
 from app.policy.minruntime import PoolDefaults, Resolution
 from app.policy.queues import QueueTree
 from app.policy.victims import NodeOffer, PodFacts, Preemptor, WorkloadFacts, decide
@@ -74,6 +76,8 @@ class SimWorkload:
     spec: WorkloadSpec
     pods: list[SimPod]
     uids: frozenset[str]
+    shape: tuple[tuple[str, int], ...]
+    """What one pod asks for, hashable."""
     life: Life = field(default_factory=Life)
     record: EvictionRecord | None = None
     state: str = "waiting"
@@ -199,20 +203,27 @@ class Simulation:
         self.by_uid: dict[str, tuple[SimWorkload, SimPod]] = {}
         for spec in trace.workloads:
             pods = [SimPod(f"{spec.name}/{i}") for i in range(spec.pods)]
-            w = SimWorkload(spec, pods, frozenset(p.uid for p in pods))
+            w = SimWorkload(
+                spec, pods, frozenset(p.uid for p in pods), tuple(sorted(spec.requests.items()))
+            )
             self._index[spec.name] = len(self.workloads)
             self.workloads.append(w)
             for p in pods:
                 self.by_uid[p.uid] = (w, p)
         self.heap: list[tuple[float, int, int, int, int, int]] = []
         self._seq = 0
-        self._real = 0
+        self._open = sum(1 for w in trace.workloads if w.ready_after is not None)
+        """Workloads that can get ready and have not finished (nor been deactivated)."""
+        self._pending: dict[str, SimWorkload] = {}
+        """Active workloads with a pod not bound."""
         self._flush_at: float | None = None
         self.now = 0.0
         self.last_change = 0.0
         self.bound_priorities: Counter[int] = Counter()
         self._defaults: dict[str | None, PoolDefaults] = {}
         self._resolutions: dict[tuple[str, str, str | None], Resolution] = {}
+        self._budgets: dict[str, BudgetResolution] = {}
+        self._default_budget = default_budget(config.min_runtime)
         self._last_integral = 0.0
         self.outcome = Outcome(
             workloads=self.workloads,
@@ -228,51 +239,49 @@ class Simulation:
 
     def _push(self, at: float, kind: int, index: int = -1, a: int = 0, b: int = 0) -> None:
         self._seq += 1
-        if kind != _FLUSH:
-            self._real += 1
         heapq.heappush(self.heap, (at, kind, self._seq, index, a, b))
 
     def run(self) -> Outcome:
-        """Play the trace out; returns what was measured."""
+        """Play the trace out; returns what was measured.
+
+        The run ends when every workload that can get ready has finished (or was deactivated),
+        at ``until``, or when nothing progressed (an arrival, a bind of a workload that can get
+        ready, a finish) for ``quiet_seconds`` — the rest could only retry forever."""
         until = self.options.until
-        while self.heap:
+        quiet = self.options.quiet_seconds
+        while self.heap and self._open > 0:
             at = self.heap[0][0]
             if until is not None and at > until:
+                self._advance(until)
                 break
-            if at > self.now:
-                self._integrate(at)
-                self.now = at
-            changed = False
-            flushed = False
+            if at - self.last_change > quiet:
+                self._advance(self.last_change + quiet)
+                break
+            self._advance(at)
+            schedule = False
             while self.heap and self.heap[0][0] == at:
                 _, kind, _, index, a, b = heapq.heappop(self.heap)
                 if kind == _FLUSH:
-                    flushed = True
+                    schedule = True
                     self._flush_at = None
-                    continue
-                self._real -= 1
-                changed |= self._apply(kind, index, a, b)
-            quiet = self.now - self.last_change >= self.options.quiet_seconds
-            if not changed and flushed and self._real == 0 and quiet:
-                break
-            if (changed or flushed) and self._pass():
-                changed = True
-            if changed:
-                self.last_change = self.now
-            if self.options.check_invariants:
-                bad = self.cluster.over_capacity()
-                if bad:
-                    self.outcome.bad_nodes.extend(bad)
-            if any(w.has_pending for w in self._active):
+                else:
+                    schedule |= self._apply(kind, index, a, b)
+            if schedule and self._pending and self._pass():
                 self._schedule_flush()
-        end = self.last_change if until is None else min(until, max(self.now, self.last_change))
-        self._integrate(max(end, self.now) if until is not None else self.now)
+            if self.options.check_invariants:
+                self.outcome.bad_nodes.extend(self.cluster.over_capacity())
+        end = self.now
         self.outcome.end = end
         for w in self.workloads:
             if w.state == "active" and w.pending_since is not None:
                 w.wait += max(end - w.pending_since, 0.0)
                 w.pending_since = None
         return self.outcome
+
+    def _advance(self, to: float) -> None:
+        if to > self.now:
+            self._integrate(to)
+            self.now = to
 
     @property
     def _active(self) -> Iterable[SimWorkload]:
@@ -303,6 +312,8 @@ class Simulation:
             w.life = Life(created=self.now)
             w.pending_since = self.now
             self._active_set[w.name] = w
+            self._pending[w.name] = w
+            self.last_change = self.now
             return True
         if kind == _WAKE:
             return True
@@ -315,7 +326,8 @@ class Simulation:
                 return False
             pod.ready = True
             self._readiness_changed(w)
-            return True
+            # Readiness frees nothing; it matters to scheduling only through blockAdmission.
+            return self.wait_cfg.enable and self.wait_cfg.block_admission
         if kind == _FINISH:
             if w.run_token != a:
                 return False
@@ -383,12 +395,18 @@ class Simulation:
         w.state = "finished"
         w.finished_at = self.now
         self._active_set.pop(w.name, None)
+        self._pending.pop(w.name, None)
+        self._open -= 1
+        self.last_change = self.now
         if self.options.record_binds:
             self._decide("finished", w.name)
 
     def _deactivate(self, w: SimWorkload) -> None:
         w.state = "deactivated"
         self._active_set.pop(w.name, None)
+        self._pending.pop(w.name, None)
+        if w.spec.ready_after is not None:
+            self._open -= 1
         if w.pending_since is not None:
             w.wait += self.now - w.pending_since
             w.pending_since = None
@@ -404,6 +422,10 @@ class Simulation:
         pod.bound_at = self.now
         pod.token += 1
         self.bound_priorities[w.spec.priority] += 1
+        if w.spec.ready_after is not None:
+            self.last_change = self.now
+        if all(p.node is not None for p in w.pods):
+            self._pending.pop(w.name, None)
         if self.options.record_binds:
             self._decide("bound", w.name, node.name)
         before = w.life
@@ -452,6 +474,7 @@ class Simulation:
                 continue
             lost += self.now - (pod.bound_at or self.now)
             self._unbind(w, pod)
+            self._pending[w.name] = w
         was_started = w.life.started is not None
         self._observe(w)
         if w.ready_since is not None and not w.pods_ready:
@@ -479,10 +502,24 @@ class Simulation:
         )
 
     def _pass(self) -> bool:
-        """One scheduling pass over the pending workloads; True when anything was bound."""
-        pending = [w for w in self._active if w.has_pending]
+        """One scheduling pass over the pending workloads; True when a pod is left pending."""
+        now = self.now
+        lowest = min((p for p, n in self.bound_priorities.items() if n > 0), default=None)
+        cluster = self.cluster
+        # Leave out what this pass cannot change: a workload in backoff or deactivated (the
+        # filter's first two rules, ``policy.backoff``), and one that fits no node and may
+        # preempt no one (binds only ever lower what is free).
+        pending = [
+            w
+            for w in self._pending.values()
+            if not (w.record is not None and (w.record.deactivated or in_backoff(w.record, now)))
+            and (
+                not cluster.surely_unfit(w.spec.requests)
+                or (lowest is not None and w.spec.priority > lowest)
+            )
+        ]
         if not pending:
-            return False
+            return bool(self._pending)
         views = {w.name: self._pending_view(w) for w in pending}
         by_queue: dict[str, list[ordering.PendingWorkload]] = {}
         for w in pending:
@@ -494,7 +531,6 @@ class Simulation:
                 keys[v.name] = ordering.queue_order_key(v, self.strategy, anchors)
         pending.sort(key=lambda w: keys[w.name])
         heads: dict[str, str | None] = {}
-        progress = False
         unfit: set[tuple[tuple[str, int], ...]] = set()
         unpreemptible: set[tuple[int, str, tuple[tuple[str, int], ...]]] = set()
         pending_uids = {p.uid for w in pending for p in w.pods if p.node is None}
@@ -515,12 +551,14 @@ class Simulation:
                     )
                     heads[q] = found.name if found is not None else None
                 head = heads[q]
+            shape = w.shape
+            if shape in unfit and (w.spec.priority, q, shape) in unpreemptible:
+                continue  # nothing would change for it: neither a fit nor a preemption
             verdict = admission.admit(
                 self._filter_input(w, head, pending_uids), self.now, self.filter_policy
             )
             if not verdict.allowed:
                 continue
-            shape = tuple(sorted(w.spec.requests.items()))
             for pod in w.pods:
                 if pod.node is not None:
                     continue
@@ -539,10 +577,9 @@ class Simulation:
                     break
                 self._bind(w, pod, node)
                 pending_uids.discard(pod.uid)
-                progress = True
             if strategy == "StrictFIFO" and w.life.admitted is not None:
                 heads.pop(q, None)
-        return progress
+        return bool(self._pending)
 
     def _filter_input(
         self, w: SimWorkload, head: str | None, pending_uids: set[str]
@@ -597,6 +634,14 @@ class Simulation:
             )
         return found
 
+    def _budget(self, victim_queue: str) -> BudgetResolution:
+        found = self._budgets.get(victim_queue)
+        if found is None:
+            found = self._budgets[victim_queue] = resolve_budget(
+                self.tree, victim_queue, self._default_budget
+            )
+        return found
+
     def _candidates(self, w: SimWorkload) -> dict[str, list[str]]:
         """kube-scheduler's dry run (``selectVictimsOnNode``): per node, the fewest pods of lower
         priority whose removal lets the pod fit — every lower one removed, then reprieved highest
@@ -646,6 +691,8 @@ class Simulation:
             start=owner.life.started,
             resolution=self._resolution(preemptor_queue, owner.spec.queue, pool),
             requests=owner.spec.requests,
+            budget=self._budget(owner.spec.queue),
+            preemption_history=owner.record.preemption_history if owner.record else (),
         )
 
     def _preempt(self, w: SimWorkload, pod: SimPod) -> SimNode | None:
@@ -697,7 +744,7 @@ class Simulation:
         lost_here = 0.0
         for name in sorted(by_workload):
             owner = self._active_set[name]
-            owner.record = backoff.next_eviction_state(
+            record = backoff.next_eviction_state(
                 owner.record,
                 PREEMPTED,
                 self.now,
@@ -706,6 +753,12 @@ class Simulation:
                 preemptor_uid=pod.uid,
                 message=f"preempted by {w.name}",
             )
+            # As the eviction record's writer does (app.state.records): one more preemption
+            # in the workload's history, bounded by its budget.
+            history = record_preemption(
+                record.preemption_history, self.now, self._budget(owner.spec.queue).budget
+            )
+            owner.record = replace(record, preemption_history=history)
             owner.times_preempted += 1
             victims = by_workload[name]
             self.outcome.preempted_workloads += 1
