@@ -5,11 +5,11 @@ What it models of kube-scheduler 1.20 (``pkg/scheduler/core/generic_scheduler.go
 
 - **feasibility**: a pod fits a node when every requested resource fits in what the node has
   left (NodeResourcesFit); nothing else filters (no taints, affinity, ports or volumes).
-- **which node**: nodes are searched from a rotating start index (``nextStartNodeIndex``) until
-  ``feasible_to_find`` feasible nodes are found (``numFeasibleNodesToFind``: 100 nodes, or all of
-  a smaller cluster); among those the least allocated wins (NodeResourcesLeastAllocated: the mean
-  of each resource's free fraction after the pod), ties to the first found. Other score plugins
-  (balanced allocation, image locality, runway's ``prioritize``) are left out.
+- **which node**: a spread, as NodeResourcesLeastAllocated scores: the feasible node with the
+  most left of the *index resource* (a device such as ``nvidia.com/gpu`` when nodes have one,
+  else ``cpu``), ties to the node that has had that much free the longest. kube-scheduler breaks
+  ties at random and samples nodes (``numFeasibleNodesToFind``); other score plugins (balanced
+  allocation, image locality, runway's ``prioritize``) are left out.
 
 Amounts are integers as ``app.policy.quantity`` counts them (``cpu`` in millicores).
 """
@@ -21,9 +21,6 @@ from dataclasses import dataclass, field
 
 from app.policy.quantity import Resources
 from app.simulator.trace import NodeGroup
-
-DEFAULT_FEASIBLE_TO_FIND = 100
-"""kube-scheduler's ``minFeasibleNodesToFind``."""
 
 
 @dataclass(slots=True)
@@ -49,24 +46,11 @@ class SimNode:
                 freed[k] = freed.get(k, 0) + v
         return all(freed.get(k, 0) >= v for k, v in requests.items())
 
-    def score(self, requests: Mapping[str, int]) -> float:
-        """Least allocated: the mean over allocatable resources of the free fraction after the
-        pod would be placed (higher is better)."""
-        total = 0.0
-        count = 0
-        for k, cap in self.allocatable.items():
-            if cap > 0:
-                total += (self.free.get(k, 0) - requests.get(k, 0)) / cap
-                count += 1
-        return total / count if count else 0.0
-
 
 class Cluster:
     """The nodes and their bound pods; binds and unbinds keep ``free`` exact."""
 
-    def __init__(
-        self, groups: Sequence[NodeGroup], feasible_to_find: int = DEFAULT_FEASIBLE_TO_FIND
-    ) -> None:
+    def __init__(self, groups: Sequence[NodeGroup]) -> None:
         self.nodes: list[SimNode] = []
         for g in groups:
             width = len(str(g.count - 1))
@@ -87,8 +71,6 @@ class Cluster:
             for k, v in n.allocatable.items():
                 self.capacity[k] = self.capacity.get(k, 0) + v
         self.allocated: Resources = dict.fromkeys(self.capacity, 0)
-        self.feasible_to_find = max(1, feasible_to_find)
-        self._start = 0
         # An upper bound of any node's free amount per resource: binds only lower the truth,
         # unbinds raise the bound, a failed full search makes it exact again.
         self._max_free: Resources = {}
@@ -103,9 +85,9 @@ class Cluster:
         )
         self.index_resource = devices[0] if devices else "cpu"
         self._position = {n.name: i for i, n in enumerate(self.nodes)}
-        self._buckets: dict[int, set[int]] = {}
+        self._buckets: dict[int, dict[int, None]] = {}
         for i, n in enumerate(self.nodes):
-            self._buckets.setdefault(n.free.get(self.index_resource, 0), set()).add(i)
+            self._buckets.setdefault(n.free.get(self.index_resource, 0), {})[i] = None
 
     def __iter__(self) -> Iterator[SimNode]:
         return iter(self.nodes)
@@ -116,44 +98,41 @@ class Cluster:
         return any(mf.get(k, 0) < v for k, v in requests.items())
 
     def place(self, requests: Mapping[str, int]) -> SimNode | None:
-        """The node kube-scheduler would bind a pod with ``requests`` to, or None."""
+        """The node a pod with ``requests`` is bound to, or None when none has room: the node
+        with the most left of the index resource, then the one that has had that much longest.
+        """
         if self.surely_unfit(requests):
             return None
-        nodes = self.nodes
-        count = len(nodes)
-        best: SimNode | None = None
-        best_score = 0.0
-        found = 0
-        seen_max: Resources = {}
-        start = self._start
         need = requests.get(self.index_resource, 0)
-        room = [i for amount, ids in self._buckets.items() if amount >= need for i in ids]
-        # In kube-scheduler's search order: from the rotating start index onwards.
-        room.sort(key=lambda i: (i - start) % count)
-        for i in room:
-            node = nodes[i]
-            if node.fits(requests):
-                score = node.score(requests)
-                if best is None or score > best_score:
-                    best, best_score = node, score
-                found += 1
-                if found >= self.feasible_to_find:
-                    self._start = (i + 1) % count
-                    return best
-            else:
+        nodes = self.nodes
+        scanned = 0
+        for amount in sorted(self._buckets, reverse=True):
+            if amount < need:
+                break
+            for i in self._buckets[amount]:
+                node = nodes[i]
+                if node.fits(requests):
+                    return node
+                scanned += 1
+        if scanned == len(nodes):
+            # Every node looked at: what is free is known exactly again.
+            exact: Resources = {}
+            for node in nodes:
                 for k, v in node.free.items():
-                    if v > seen_max.get(k, 0):
-                        seen_max[k] = v
-        if best is None and len(room) == count:
-            self._max_free = seen_max
-        return best
+                    if v > exact.get(k, 0):
+                        exact[k] = v
+            self._max_free = exact
+        return None
 
     def _move(self, node: SimNode, before: int) -> None:
         after = node.free.get(self.index_resource, 0)
         if after != before:
             i = self._position[node.name]
-            self._buckets[before].discard(i)
-            self._buckets.setdefault(after, set()).add(i)
+            bucket = self._buckets[before]
+            del bucket[i]
+            if not bucket:
+                del self._buckets[before]
+            self._buckets.setdefault(after, {})[i] = None
 
     def bind(self, uid: str, node: SimNode, requests: Mapping[str, int]) -> None:
         """Bind pod ``uid`` to ``node``; its requests must fit (raises ``ValueError``)."""

@@ -43,7 +43,7 @@ from app.policy.budget import BudgetResolution, default_budget, record_preemptio
 from app.policy.minruntime import PoolDefaults, Resolution
 from app.policy.queues import QueueTree
 from app.policy.victims import NodeOffer, PodFacts, Preemptor, WorkloadFacts, decide
-from app.simulator.cluster import DEFAULT_FEASIBLE_TO_FIND, Cluster, SimNode
+from app.simulator.cluster import Cluster, SimNode
 from app.simulator.trace import NodeGroup, Trace, WorkloadSpec
 
 FLUSH_SECONDS = 60.0
@@ -52,6 +52,9 @@ QUIET_SECONDS = 86400.0
 """The run ends when nothing but retries is left and nothing changed for this long."""
 MIN_CANDIDATES = 100
 """kube-scheduler's ``minCandidateNodesAbsolute`` (with ``minCandidateNodesPercentage`` 10)."""
+
+_EVERYONE = "*"
+"""What ``_apply`` returns when every pending pod is to be retried."""
 
 # Event kinds, in the order they apply within one instant.
 _FINISH, _READY, _PODSREADY, _ARRIVE, _WAKE, _FLUSH = range(6)
@@ -166,7 +169,6 @@ class SimOptions:
     quiet_seconds: float = QUIET_SECONDS
     until: float | None = None
     """Stop at this simulated time (None: when the trace has played out)."""
-    feasible_to_find: int = DEFAULT_FEASIBLE_TO_FIND
     record_binds: bool = False
     """Keep ``bound``/``started``/``finished`` decisions too (tests; large traces skip them)."""
     check_invariants: bool = False
@@ -188,7 +190,7 @@ class Simulation:
         groups = cluster if cluster is not None else trace.cluster
         if not groups:
             raise ValueError("no cluster: the trace has no cluster line and no nodes were given")
-        self.cluster = Cluster(groups, self.options.feasible_to_find)
+        self.cluster = Cluster(groups)
         self.rng = random.Random(self.options.seed)
         self.tree = QueueTree.from_config(config.queues)
         self.strategy = ordering.QueueOrderStrategy.from_sections(
@@ -212,6 +214,8 @@ class Simulation:
                 self.by_uid[p.uid] = (w, p)
         self.heap: list[tuple[float, int, int, int, int, int]] = []
         self._seq = 0
+        self._deleted = False
+        self._max_rounds = 1 + len({w.priority for w in trace.workloads})
         self._open = sum(1 for w in trace.workloads if w.ready_after is not None)
         """Workloads that can get ready and have not finished (nor been deactivated)."""
         self._pending: dict[str, SimWorkload] = {}
@@ -258,15 +262,31 @@ class Simulation:
                 self._advance(self.last_change + quiet)
                 break
             self._advance(at)
-            schedule = False
+            # As kube-scheduler 1.20 moves pods to its active queue: a new (or woken) pod is
+            # tried alone; a pod deletion or the flush retries every pending pod.
+            everyone = False
+            some: set[str] = set()
             while self.heap and self.heap[0][0] == at:
                 _, kind, _, index, a, b = heapq.heappop(self.heap)
                 if kind == _FLUSH:
-                    schedule = True
+                    everyone = True
                     self._flush_at = None
                 else:
-                    schedule |= self._apply(kind, index, a, b)
-            if schedule and self._pending and self._pass():
+                    retry = self._apply(kind, index, a, b)
+                    if retry is _EVERYONE:
+                        everyone = True
+                    elif retry is not None:
+                        some.add(retry)
+            scope: set[str] | None = None if everyone else some
+            for _ in range(self._max_rounds):
+                if not self._pending or scope == set():
+                    break
+                self._deleted = False
+                self._pass(scope)
+                if not self._deleted:
+                    break
+                scope = None  # a preemption deleted pods: everyone is retried
+            if self._pending:
                 self._schedule_flush()
             if self.options.check_invariants:
                 self.outcome.bad_nodes.extend(self.cluster.over_capacity())
@@ -304,7 +324,8 @@ class Simulation:
 
     # -- events ----------------------------------------------------------------------------
 
-    def _apply(self, kind: int, index: int, a: int, b: int) -> bool:
+    def _apply(self, kind: int, index: int, a: int, b: int) -> str | None:
+        """Apply one event; returns whom to retry: a workload's name, everyone, or None."""
         w = self.workloads[index] if index >= 0 else None
         if kind == _ARRIVE:
             assert w is not None
@@ -314,27 +335,29 @@ class Simulation:
             self._active_set[w.name] = w
             self._pending[w.name] = w
             self.last_change = self.now
-            return True
+            return w.name
         if kind == _WAKE:
-            return True
+            return w.name if w is not None and w.state == "active" else None
         assert w is not None
         if w.state != "active":
-            return False
+            return None
         if kind == _READY:
             pod = w.pods[a]
             if pod.token != b or pod.node is None or pod.ready:
-                return False
+                return None
             pod.ready = True
             self._readiness_changed(w)
-            # Readiness frees nothing; it matters to scheduling only through blockAdmission.
-            return self.wait_cfg.enable and self.wait_cfg.block_admission
+            # Readiness frees nothing; it matters to scheduling only through blockAdmission
+            # (runway's waker touches the pods held by it).
+            blocking = self.wait_cfg.enable and self.wait_cfg.block_admission
+            return _EVERYONE if blocking else None
         if kind == _FINISH:
             if w.run_token != a:
-                return False
+                return None
             self._finish(w)
-            return True
+            return _EVERYONE
         if kind == _PODSREADY:
-            return self._check_pods_ready(w)
+            return _EVERYONE if self._check_pods_ready(w) else None
         raise AssertionError(f"unknown event kind {kind}")
 
     def _readiness_changed(self, w: SimWorkload) -> None:
@@ -386,7 +409,7 @@ class Simulation:
             self._decide("deactivated", w.name, w.record.message or "")
             self._deactivate(w)
         elif w.record.requeue_at is not None and w.record.requeue_at > self.now:
-            self._push(w.record.requeue_at, _WAKE)
+            self._push(w.record.requeue_at, _WAKE, self._index[w.name])
         return True
 
     def _finish(self, w: SimWorkload) -> None:
@@ -501,17 +524,23 @@ class Simulation:
             pod_uids=w.uids,
         )
 
-    def _pass(self) -> bool:
-        """One scheduling pass over the pending workloads; True when a pod is left pending."""
+    def _pass(self, scope: set[str] | None) -> None:
+        """One scheduling pass over the pending workloads (those named in ``scope``; None:
+        all)."""
         now = self.now
         lowest = min((p for p, n in self.bound_priorities.items() if n > 0), default=None)
         cluster = self.cluster
         # Leave out what this pass cannot change: a workload in backoff or deactivated (the
         # filter's first two rules, ``policy.backoff``), and one that fits no node and may
         # preempt no one (binds only ever lower what is free).
+        candidates = (
+            self._pending.values()
+            if scope is None
+            else [self._pending[n] for n in sorted(scope) if n in self._pending]
+        )
         pending = [
             w
-            for w in self._pending.values()
+            for w in candidates
             if not (w.record is not None and (w.record.deactivated or in_backoff(w.record, now)))
             and (
                 not cluster.surely_unfit(w.spec.requests)
@@ -519,7 +548,7 @@ class Simulation:
             )
         ]
         if not pending:
-            return bool(self._pending)
+            return
         views = {w.name: self._pending_view(w) for w in pending}
         by_queue: dict[str, list[ordering.PendingWorkload]] = {}
         for w in pending:
@@ -533,7 +562,7 @@ class Simulation:
         heads: dict[str, str | None] = {}
         unfit: set[tuple[tuple[str, int], ...]] = set()
         unpreemptible: set[tuple[int, str, tuple[tuple[str, int], ...]]] = set()
-        pending_uids = {p.uid for w in pending for p in w.pods if p.node is None}
+        pending_uids = {p.uid for w in self._pending.values() for p in w.pods if p.node is None}
         for w in pending:
             q = w.spec.queue
             strategy = self.tree.node(q).queueing_strategy
@@ -542,8 +571,8 @@ class Simulation:
                 if q not in heads:
                     found = ordering.queue_head(
                         [
-                            views[x.name]
-                            for x in pending
+                            self._pending_view(x)
+                            for x in self._pending.values()
                             if x.spec.queue == q and x.has_pending and x.life.admitted is None
                         ],
                         self.strategy,
@@ -579,7 +608,6 @@ class Simulation:
                 pending_uids.discard(pod.uid)
             if strategy == "StrictFIFO" and w.life.admitted is not None:
                 heads.pop(q, None)
-        return bool(self._pending)
 
     def _filter_input(
         self, w: SimWorkload, head: str | None, pending_uids: set[str]
@@ -667,12 +695,10 @@ class Simulation:
             # Most important first: higher priority, then earlier start.
             lower.sort(key=lambda t: (-t[0], t[1], t[2]))
             victims = [u for _, _, u in lower]
-            kept: list[str] = []
             for _, _, uid in lower:
                 trial = [v for v in victims if v != uid]
                 if node.fits_without(req, trial):
-                    victims = trial
-                    kept.append(uid)
+                    victims = trial  # reprieved
             out[node.name] = victims
             if len(out) >= want:
                 break
@@ -741,6 +767,7 @@ class Simulation:
             owner, victim = self.by_uid[uid]
             by_workload.setdefault(owner.name, []).append(victim)
         self.outcome.preemptions += 1
+        self._deleted = True
         lost_here = 0.0
         for name in sorted(by_workload):
             owner = self._active_set[name]
@@ -760,11 +787,11 @@ class Simulation:
             )
             owner.record = replace(record, preemption_history=history)
             owner.times_preempted += 1
-            victims = by_workload[name]
+            gone = by_workload[name]
             self.outcome.preempted_workloads += 1
-            self.outcome.evicted_pods += sum(1 for v in victims if v.node is not None)
+            self.outcome.evicted_pods += sum(1 for v in gone if v.node is not None)
             self._decide("preempted", name, w.name)
-            lost_here += self._evict(owner, victims, PREEMPTED)
+            lost_here += self._evict(owner, gone, PREEMPTED)
         self.outcome.work_lost += lost_here
         self.outcome.lost_series.append((self.now, lost_here))
         node = self.cluster.by_name[decision.chosen]
