@@ -94,6 +94,8 @@ class Cluster:
 
     def surely_unfit(self, requests: Mapping[str, int]) -> bool:
         """No node can have room for ``requests`` (a cheap, safe test)."""
+        if requests.get(self.index_resource, 0) > max(self._buckets, default=0):
+            return True
         mf = self._max_free
         return any(mf.get(k, 0) < v for k, v in requests.items())
 

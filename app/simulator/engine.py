@@ -124,6 +124,8 @@ class Decision:
     workload: str
     detail: str = ""
     """The preemptor's workload (``preempted``), the node (``bound``), the pod count."""
+    started: float | None = field(default=None, compare=False)
+    """``preempted``: when the victim had started (its min-runtime counted from there)."""
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -215,6 +217,7 @@ class Simulation:
         self.heap: list[tuple[float, int, int, int, int, int]] = []
         self._seq = 0
         self._deleted = False
+        self._unarrived = len(trace.workloads)
         self._max_rounds = 1 + len({w.priority for w in trace.workloads})
         self._open = sum(1 for w in trace.workloads if w.ready_after is not None)
         """Workloads that can get ready and have not finished (nor been deactivated)."""
@@ -253,7 +256,7 @@ class Simulation:
         ready, a finish) for ``quiet_seconds`` — the rest could only retry forever."""
         until = self.options.until
         quiet = self.options.quiet_seconds
-        while self.heap and self._open > 0:
+        while self.heap and (self._open > 0 or self._unarrived > 0):
             at = self.heap[0][0]
             if until is not None and at > until:
                 self._advance(until)
@@ -330,6 +333,7 @@ class Simulation:
         if kind == _ARRIVE:
             assert w is not None
             w.state = "active"
+            self._unarrived -= 1
             w.life = Life(created=self.now)
             w.pending_since = self.now
             self._active_set[w.name] = w
@@ -434,8 +438,10 @@ class Simulation:
             w.wait += self.now - w.pending_since
             w.pending_since = None
 
-    def _decide(self, kind: str, workload: str, detail: str = "") -> None:
-        self.outcome.decisions.append(Decision(self.now, kind, workload, detail))
+    def _decide(
+        self, kind: str, workload: str, detail: str = "", started: float | None = None
+    ) -> None:
+        self.outcome.decisions.append(Decision(self.now, kind, workload, detail, started))
 
     # -- binds and evictions ---------------------------------------------------------------
 
@@ -495,7 +501,8 @@ class Simulation:
         for pod in pods:
             if pod.node is None:
                 continue
-            lost += self.now - (pod.bound_at or self.now)
+            if pod.bound_at is not None:
+                lost += self.now - pod.bound_at
             self._unbind(w, pod)
             self._pending[w.name] = w
         was_started = w.life.started is not None
@@ -790,7 +797,7 @@ class Simulation:
             gone = by_workload[name]
             self.outcome.preempted_workloads += 1
             self.outcome.evicted_pods += sum(1 for v in gone if v.node is not None)
-            self._decide("preempted", name, w.name)
+            self._decide("preempted", name, w.name, owner.life.started)
             lost_here += self._evict(owner, gone, PREEMPTED)
         self.outcome.work_lost += lost_here
         self.outcome.lost_series.append((self.now, lost_here))
