@@ -230,6 +230,9 @@ class Simulation:
         self._defaults: dict[str | None, PoolDefaults] = {}
         self._resolutions: dict[tuple[str, str, str | None], Resolution] = {}
         self._budgets: dict[str, BudgetResolution] = {}
+        self._fact_cache: dict[
+            tuple[str, str], tuple[tuple[int, float | None, EvictionRecord | None], PodFacts]
+        ] = {}
         self._default_budget = default_budget(config.min_runtime)
         self._last_integral = 0.0
         self.outcome = Outcome(
@@ -712,9 +715,15 @@ class Simulation:
         return out
 
     def _facts(self, uid: str, preemptor_queue: str) -> PodFacts:
+        """The pod's facts for a preemptor of ``preemptor_queue``; remembered until the pod is
+        re-bound or its workload's start or record changes."""
         owner, pod = self.by_uid[uid]
+        stamp = (pod.token, owner.life.started, owner.record)
+        cached = self._fact_cache.get((uid, preemptor_queue))
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
         pool = self.cluster.by_name[pod.node].pool if pod.node is not None else None
-        return PodFacts(
+        found = PodFacts(
             uid=uid,
             key=uid,
             node=pod.node,
@@ -727,6 +736,8 @@ class Simulation:
             budget=self._budget(owner.spec.queue),
             preemption_history=owner.record.preemption_history if owner.record else (),
         )
+        self._fact_cache[uid, preemptor_queue] = (stamp, found)
+        return found
 
     def _preempt(self, w: SimWorkload, pod: SimPod) -> SimNode | None:
         prio = w.spec.priority
