@@ -30,7 +30,7 @@ import heapq
 import math
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.config.model import RunwayConfig
@@ -230,6 +230,10 @@ class Simulation:
         self._defaults: dict[str | None, PoolDefaults] = {}
         self._resolutions: dict[tuple[str, str, str | None], Resolution] = {}
         self._budgets: dict[str, BudgetResolution] = {}
+        self._workload_cache: dict[
+            tuple[str, str],
+            tuple[tuple[tuple[int, ...], float | None, EvictionRecord | None], WorkloadFacts],
+        ] = {}
         self._fact_cache: dict[
             tuple[str, str], tuple[tuple[int, float | None, EvictionRecord | None], PodFacts]
         ] = {}
@@ -739,6 +743,23 @@ class Simulation:
         self._fact_cache[uid, preemptor_queue] = (stamp, found)
         return found
 
+    def _workload_facts(
+        self, o: SimWorkload, preemptor_queue: str, fact: Callable[[str], PodFacts]
+    ) -> WorkloadFacts:
+        """The workload's facts for ``victims.decide``; remembered like the pods' facts."""
+        stamp = (tuple(p.token for p in o.pods), o.life.started, o.record)
+        cached = self._workload_cache.get((o.name, preemptor_queue))
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        found = WorkloadFacts(
+            key=o.name,
+            min_available=o.spec.floor,
+            running=sum(1 for p in o.pods if p.node is not None),
+            pods=tuple(fact(p.uid) for p in o.pods),
+        )
+        self._workload_cache[o.name, preemptor_queue] = (stamp, found)
+        return found
+
     def _preempt(self, w: SimWorkload, pod: SimPod) -> SimNode | None:
         prio = w.spec.priority
         if not any(n > 0 and p < prio for p, n in self.bound_priorities.items()):
@@ -767,15 +788,7 @@ class Simulation:
             for u in node.pods:
                 owner = self.by_uid[u][0]
                 owners[owner.name] = owner
-        workloads = {
-            key: WorkloadFacts(
-                key=key,
-                min_available=o.spec.floor,
-                running=sum(1 for p in o.pods if p.node is not None),
-                pods=tuple(fact(p.uid) for p in o.pods),
-            )
-            for key, o in owners.items()
-        }
+        workloads = {key: self._workload_facts(o, q, fact) for key, o in owners.items()}
         preemptor = Preemptor(pod.uid, pod.uid, prio, q, w.name)
         decision = decide(preemptor, offers, workloads, self.now)
         if decision.chosen is None:

@@ -51,7 +51,7 @@ def replay(items: list[dict[str, Any]], seed: int) -> Any:
     return simulate(CONFIG, trace, options=SimOptions(seed=seed, check_invariants=True))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(workload, min_size=1, max_size=14), st.integers(0, 3))
 def test_replay_invariants(items: list[dict[str, Any]], seed: int) -> None:
     out = replay(items, seed)
@@ -75,7 +75,7 @@ def test_replay_invariants(items: list[dict[str, Any]], seed: int) -> None:
         times.setdefault(d.workload, []).append(d.time)
     for ts in times.values():
         for i in range(len(ts) - 2):
-            assert ts[i + 2] - ts[i] >= 300
+            assert ts[i + 2] - ts[i] >= 300 - 1e-6  # float sums of simulated times
     # Lost work is never negative and counts only preemptions.
     assert out.work_lost >= 0
     assert out.preempted_workloads == len(preempted)
