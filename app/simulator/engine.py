@@ -20,8 +20,8 @@ The model's own rules (docs/simulator.md): a preemption is executed at once (vic
 the preemptor bound on the chosen node in the same instant); a workload runs — and its
 ``duration`` counts — from the moment it is PodsReady; losing PodsReady (a victim pod of an
 elastic workload) loses its progress; evicted pods are re-created pending at once (the owner's
-controller); an unschedulable pod is retried on the next event or after the scheduler's 60 s
-flush of unschedulable pods.
+controller); as kube-scheduler 1.20's queue does, a new or woken pod is tried alone, and a pod
+deletion or the 60 s flush of unschedulable pods retries every pending pod.
 """
 
 from __future__ import annotations
@@ -312,10 +312,6 @@ class Simulation:
         if to > self.now:
             self._integrate(to)
             self.now = to
-
-    @property
-    def _active(self) -> Iterable[SimWorkload]:
-        return self._active_set.values()
 
     def _schedule_flush(self) -> None:
         at = self.now + self.options.flush_seconds
