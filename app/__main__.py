@@ -54,8 +54,9 @@ def _serve(ns: argparse.Namespace) -> int:
             preemption="async" if config.preemption.async_ else "sync",
         )
 
+    app = create_app(config, kube=kube)
     ok = serve_uvicorn(
-        create_app(config, kube=kube),
+        app,
         tls,
         on_started=started,
         host=server.host,
@@ -70,7 +71,8 @@ def _serve(ns: argparse.Namespace) -> int:
         # (and not parsed on every verb call).
         proxy_headers=False,
         # Header size, header/body/idle timeouts, connection cap: app/connections.py.
-        http=bounded_protocol(server),
+        # ... and the verbs answered by the protocol itself, without ASGI (same handler).
+        http=bounded_protocol(server, direct=app.direct_verbs()),
         h11_max_incomplete_event_size=server.max_header_bytes,
         timeout_keep_alive=max(int(server.idle_timeout), 1),
         timeout_graceful_shutdown=max(int(server.shutdown_timeout), 1),

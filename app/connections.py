@@ -24,8 +24,11 @@ reader per verb call, which on a loaded machine cost more than answering the cal
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.config.model import ServerConfig
@@ -80,8 +83,41 @@ class OneWrite:
         return getattr(self.transport, name)
 
 
-def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
-    """uvicorn's httptools protocol with ``server``'s header, time and connection bounds."""
+Answer = Callable[[str, bytes | None], tuple[int, Sequence[bytes | memoryview]]]
+"""A verb's answer to its whole body (None: past the cap): status and JSON body buffers."""
+
+_REASONS = {
+    200: b"OK",
+    400: b"Bad Request",
+    413: b"Content Too Large",
+    500: b"Internal Server Error",
+}
+_WRITE_JOINED_BELOW = 64 * 1024
+
+
+@dataclass(frozen=True)
+class DirectVerbs:
+    """The extender verbs, answered by the connection itself (``bounded_protocol``).
+
+    kube-scheduler makes two small POSTs per pod. Through ASGI each builds a scope, a task, an
+    event, request and response objects and four awaits around a handler that is synchronous
+    and takes 0.1 ms; here a complete ``POST <path>`` body goes straight to ``answer`` (the
+    same handler the ASGI route calls: ``app.api.extender.answer_verb``) and its reply is
+    written at once. Everything else — other paths and methods, ``Expect: 100-continue``,
+    HTTP/1.0, a request pipelined behind an unfinished one — takes uvicorn's ASGI path.
+    """
+
+    paths: Mapping[bytes, str]
+    """Request path → verb."""
+    answer: Answer
+    max_body_bytes: int
+
+
+def bounded_protocol(
+    server: ServerConfig, direct: DirectVerbs | None = None
+) -> type[HttpToolsProtocol]:
+    """uvicorn's httptools protocol with ``server``'s header, time and connection bounds, and
+    the verbs of ``direct`` answered without ASGI."""
     max_header_bytes = server.max_header_bytes
     header_timeout = server.header_timeout
     body_timeout = server.body_timeout
@@ -92,20 +128,40 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
         _in_head = True
         _opened = 0.0
         _timer: asyncio.TimerHandle | None = None
+        _deadline: float | None = None
+        _why = ""
+
+        # A deadline per phase, one timer per connection: arming only moves the deadline, and
+        # the timer (when it fires early) re-schedules itself for the current one. A keep-alive
+        # connection of kube-scheduler's then costs no timer creation or cancellation per call.
+        _timer_at = 0.0
 
         def _arm(self, seconds: float, why: str) -> None:
-            self._disarm()
-            self._timer = self.loop.call_later(seconds, self._expire, why)
+            deadline = self.loop.time() + seconds
+            self._deadline, self._why = deadline, why
+            if self._timer is not None and deadline < self._timer_at:
+                self._timer.cancel()  # a shorter bound than the one the timer waits for
+                self._timer = None
+            if self._timer is None:
+                self._timer = self.loop.call_later(seconds, self._check)
+                self._timer_at = deadline
 
         def _disarm(self) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._deadline = None
 
-        def _expire(self, why: str) -> None:
+        def _check(self) -> None:
             self._timer = None
+            deadline = self._deadline
+            if deadline is None:
+                return
+            left = deadline - self.loop.time()
+            if left > 0:
+                self._timer = self.loop.call_later(left, self._check)
+                self._timer_at = deadline
+                return
+            self._deadline = None
             if not self.transport.is_closing():
-                log.info("closing a slow connection", client=_peer(self.client), reason=why)
+                log.info("closing a slow connection", client=_peer(self.client), reason=self._why)
                 self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -136,13 +192,16 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
             if not self._in_head:
                 super().data_received(data)
                 return
-            if self._timer is None:  # the first byte of a keep-alive request
+            if self._deadline is None:  # the first byte of a keep-alive request
                 self._arm(header_timeout, "no request head in time")
             self._head_bytes += len(data)
             super().data_received(data)
@@ -156,18 +215,98 @@ def bounded_protocol(server: ServerConfig) -> type[HttpToolsProtocol]:
             super().on_message_begin()
             self._in_head = True
 
+        _verb: str | None = None
+        _body: list[bytes] | None = None
+        _body_size = 0
+
         def on_headers_complete(self) -> None:
             self._in_head = False
             self._head_bytes = 0
             self._arm(body_timeout, "request body not complete in time")
+            if direct is not None and self._take_direct(direct):
+                return
             super().on_headers_complete()
             cycle = self.cycle
             if cycle is not None and not isinstance(cycle.transport, OneWrite):
                 cycle.transport = OneWrite(cycle.transport)  # type: ignore[assignment]
 
+        def _take_direct(self, direct: DirectVerbs) -> bool:
+            """Whether this request is a verb call answered here (no ASGI cycle)."""
+            parser = self.parser
+            if (
+                parser.get_method() != b"POST"
+                or parser.get_http_version() != "1.1"
+                or self.expect_100_continue
+                or parser.should_upgrade()
+                or self.pipeline
+                or (self.cycle is not None and not self.cycle.response_complete)
+            ):
+                return False
+            verb = direct.paths.get(httptools.parse_url(self.url).path)
+            if verb is None:
+                return False
+            self._verb, self._body, self._body_size = verb, [], 0
+            for name, value in self.headers:
+                if name == b"content-length" and value.isdigit():
+                    if int(value) > direct.max_body_bytes:
+                        self._too_large(direct)
+                    break
+            return True
+
+        def _too_large(self, direct: DirectVerbs) -> None:
+            """Answer 413 and close: the rest of the body is not read."""
+            verb = self._verb or ""
+            self._verb, self._body = None, None
+            self._disarm()
+            status, parts = direct.answer(verb, None)
+            self._reply(status, parts, keep_alive=False)
+
+        def on_body(self, body: bytes) -> None:
+            if self._body is None:
+                if self._verb is None and self.cycle is not None:
+                    super().on_body(body)
+                return
+            assert direct is not None
+            self._body_size += len(body)
+            if self._body_size > direct.max_body_bytes:
+                self._too_large(direct)
+                return
+            self._body.append(body)
+
         def on_message_complete(self) -> None:
             self._disarm()
-            super().on_message_complete()
+            if self._verb is None:
+                if self.cycle is not None:
+                    super().on_message_complete()
+                return
+            assert direct is not None and self._body is not None
+            verb, body = self._verb, b"".join(self._body)
+            self._verb, self._body = None, None
+            status, parts = direct.answer(verb, body)
+            self._reply(status, parts, keep_alive=self.parser.should_keep_alive())
+            if not self.transport.is_closing():
+                self.on_response_complete()
+
+        def _reply(
+            self, status: int, parts: Sequence[bytes | memoryview], *, keep_alive: bool
+        ) -> None:
+            """Write a JSON response in one go (head and body together)."""
+            if self.transport.is_closing():
+                return
+            length = sum(len(p) for p in parts)
+            head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+            for name, value in self.server_state.default_headers:
+                head += [name, b": ", value, b"\r\n"]
+            head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % length)
+            if not keep_alive:
+                head.append(b"connection: close\r\n")
+            head.append(b"\r\n")
+            if length < _WRITE_JOINED_BELOW:
+                self.transport.write(b"".join([*head, *parts]))
+            else:  # a big NodeList echo: not copied again
+                self.transport.writelines([b"".join(head), *parts])
+            if not keep_alive:
+                self.transport.close()
 
         def on_response_complete(self) -> None:
             cycle = self.cycle

@@ -54,7 +54,7 @@ def create_app(
     clock: Clock | None = None,
     *,
     kube: KubeClient | None = None,
-) -> FastAPI:
+) -> fastpath.RunwayApp:
     """Build the service for ``config`` (the embedded default when None); with ``kube``, pods
     and nodes are watched into the cache and ``/readyz`` waits for their first LIST."""
     config = config or RunwayConfig()
@@ -69,7 +69,7 @@ def create_app(
         await runway.stop()
         log.info("runway stopped")
 
-    app = FastAPI(
+    app = fastpath.RunwayApp(
         title="runway",
         version=package.__version__,
         description="kube-scheduler extender: minimum runtime before preemption, requeue "
@@ -93,8 +93,8 @@ def create_app(
 
     # Every REST error is {"error": message}; invalid requests are 400 (not FastAPI's 422).
     install_error_handlers(app)
-    # In front of the whole middleware stack: the verbs skip routing and the rest.
-    fastpath.install(app, config.server.url_prefix)
+    # Before FastAPI's __call__ and its whole middleware stack: the verbs skip all of it.
+    app.serve_verbs(config.server.url_prefix)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

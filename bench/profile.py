@@ -22,9 +22,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 _ROOT = re.compile(r"Runner\.run \(asyncio/runners\.py|run_until_complete|run_forever")
-_VERB = re.compile(r"app/api/(fastpath|extender)\.py")
+_VERB = re.compile(r"app/api/(fastpath|extender)\.py|_reply \(app/connections")
 _VERB_PARTS = (
-    ("verb: HTTP send (uvicorn)", re.compile(r"uvicorn/")),
+    ("verb: HTTP send (uvicorn)", re.compile(r"uvicorn/|_reply \(app/connections")),
     ("verb: metrics + logging", re.compile(r"app/(metrics|logs)\.py|prometheus_client|structlog")),
     ("verb: decode/encode (msgspec)", re.compile(r"app/wire/|msgspec")),
     ("verb: decision (policy, state)", re.compile(r"app/(policy|state)/")),
@@ -69,9 +69,9 @@ def category(frames: list[str]) -> str:
     if not below:
         return "event loop (uvloop, C)"
     top = below[0]
+    if any(_VERB.search(f) for f in below):  # through ASGI, or answered by the protocol
+        return _leafmost(below, _VERB_PARTS) or "verb: glue (fast path, handler)"
     if "run_asgi" in top:
-        if any(_VERB.search(f) for f in below):
-            return _leafmost(below, _VERB_PARTS) or "verb: glue (fast path, handler)"
         return "REST API and /metrics (FastAPI)"
     if "uvicorn/" in top or "app/connections.py" in top or "httptools" in top:
         return "HTTP server (uvicorn, httptools)"

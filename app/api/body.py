@@ -47,9 +47,9 @@ class BuffersResponse(Response):
 
     media_type = "application/json"
 
-    def __init__(self, parts: Sequence[bytes | memoryview]) -> None:
+    def __init__(self, parts: Sequence[bytes | memoryview], status_code: int = 200) -> None:
         self.parts = list(parts)
-        super().__init__(content=b"", media_type=self.media_type)
+        super().__init__(content=b"", status_code=status_code, media_type=self.media_type)
         length = str(sum(len(p) for p in self.parts)).encode("latin-1")
         self.raw_headers = [
             (k, length if k == b"content-length" else v) for k, v in self.raw_headers

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import msgspec
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
@@ -124,40 +125,64 @@ def _execute(ctx: ApiContext, outcome: PreemptOutcome) -> None:
         ctx.executor.submit(outcome.plan)
 
 
-async def serve_verb(request: Request, verb: str) -> Response:
-    """Read, dispatch, account. Bad input is a 4xx with a message; a bug is a logged 500."""
-    ctx = context(request)
+def answer_verb(
+    ctx: ApiContext, verb: str, body: bytes | None
+) -> tuple[int, list[bytes | memoryview]]:
+    """The HTTP status and JSON body (as buffers) of one verb call on its whole request body;
+    ``None``: the body went past ``server.maxBodyBytes`` (its reader stopped). The one handler
+    of both ways in: the ASGI route (``serve_verb``) and the connection's direct path
+    (``app.connections``). Bad input is a 4xx with a message, a bug a logged 500; every call
+    is counted and timed."""
     start = time.perf_counter()
     outcome = "ok"
     try:
-        body = await read_body(request, ctx.config.server.max_body_bytes)
+        if body is None:
+            outcome = "too_large"
+            return 413, [_error_body(str(BodyTooLarge(ctx.config.server.max_body_bytes)))]
         if verb == "filter":
-            return BuffersResponse(filter_parts(ctx, body))
+            return 200, filter_parts(ctx, body)
         if verb == "preempt":
             reply, preemption = plan_preempt(ctx, body)
             _execute(ctx, preemption)
         else:
             reply = _HANDLERS[verb](ctx, body)
-        return Response(reply, media_type="application/json")
-    except BodyTooLarge as exc:
-        outcome = "too_large"
-        return error_response(413, str(exc))
-    except ClientGone as exc:  # kube-scheduler timed out or went away: not runway's error
-        outcome = "disconnected"
-        log.info("extender client disconnected", verb=verb, detail=str(exc))
-        return error_response(400, f"{verb}: {exc}")
+        return 200, [reply]
     except WireError as exc:
         outcome = "bad_request"
-        return error_response(400, f"{verb}: {exc}")
+        return 400, [_error_body(f"{verb}: {exc}")]
     except Exception:
         outcome = "error"
         log.exception("extender verb failed", verb=verb)
-        return error_response(500, f"{verb}: internal error (see runway's log)")
+        return 500, [_error_body(f"{verb}: internal error (see runway's log)")]
     finally:
-        elapsed = time.perf_counter() - start
-        metrics.EXTENDER_REQUESTS.labels(verb, outcome).inc()
-        metrics.EXTENDER_DURATION.labels(verb).observe(elapsed)
-        log.debug("extender call", verb=verb, outcome=outcome, seconds=round(elapsed, 6))
+        _account(verb, outcome, time.perf_counter() - start)
+
+
+def _account(verb: str, outcome: str, elapsed: float) -> None:
+    metrics.EXTENDER_REQUESTS.labels(verb, outcome).inc()
+    metrics.EXTENDER_DURATION.labels(verb).observe(elapsed)
+    log.debug("extender call", verb=verb, outcome=outcome, seconds=round(elapsed, 6))
+
+
+def _error_body(message: str) -> bytes:
+    """The API's one error shape, ``{"error": message}`` (as ``errors.error_response``)."""
+    return msgspec.json.encode({"error": message})
+
+
+async def serve_verb(request: Request, verb: str) -> Response:
+    """Read the body (capped), then ``answer_verb``."""
+    ctx = context(request)
+    start = time.perf_counter()
+    try:
+        body: bytes | None = await read_body(request, ctx.config.server.max_body_bytes)
+    except BodyTooLarge:
+        body = None
+    except ClientGone as exc:  # kube-scheduler timed out or went away: not runway's error
+        log.info("extender client disconnected", verb=verb, detail=str(exc))
+        _account(verb, "disconnected", time.perf_counter() - start)
+        return error_response(400, f"{verb}: {exc}")
+    status, parts = answer_verb(ctx, verb, body)
+    return BuffersResponse(parts, status_code=status)
 
 
 def build_router(prefix: str) -> APIRouter:

@@ -1,8 +1,8 @@
 """The extender verbs' fast path: kube-scheduler calls them on every scheduling cycle, so they
 skip FastAPI's middleware stack, routing, dependency solving and exception handling.
 
-A raw ASGI app in front of that stack (``install``: the outermost layer FastAPI calls, before
-its error, telemetry and body-limit middlewares and runway's auth middleware) answers
+``RunwayApp.__call__`` — what uvicorn calls, before FastAPI's own ``__call__`` and its error,
+telemetry and body-limit middlewares and runway's auth middleware — answers
 ``POST <urlPrefix>/{filter,prioritize,preempt}`` with the very handler the routes use
 (``extender.serve_verb``: same body cap, error mapping — it catches every exception itself —
 metrics and logs); every other request goes on to the stack, which keeps the REST API and the
@@ -15,34 +15,45 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from app.api.extender import VERBS, serve_verb
+from app.api.context import ApiContext
+from app.api.extender import VERBS, answer_verb, serve_verb
+from app.connections import DirectVerbs
 
 
-class VerbFastPath:
-    """ASGI middleware: the three verbs straight to their handler."""
+class RunwayApp(FastAPI):
+    """FastAPI, with the three verbs answered before anything of FastAPI's own runs (its
+    ``__call__`` checks telemetry providers and the environment on every request; its stack
+    adds error, telemetry and body-limit middlewares, runway's auth middleware, routing)."""
 
-    def __init__(self, app: ASGIApp, prefix: str) -> None:
-        self.app = app
-        self.verbs = {f"{prefix}/{verb}": verb for verb in VERBS}
+    verb_paths: dict[str, str] = {}
+    """``<urlPrefix>/<verb>`` → verb; set by ``serve_verbs``."""
+
+    def serve_verbs(self, prefix: str) -> None:
+        """Answer ``POST <prefix>/{filter,prioritize,preempt}`` on the fast path."""
+        self.verb_paths = {f"{prefix}/{verb}": verb for verb in VERBS}
+
+    def direct_verbs(self) -> DirectVerbs:
+        """The verbs for the HTTP protocol to answer itself (``app.connections``), with the
+        same handler as the routes."""
+        ctx: ApiContext = self.state.context
+
+        def answer(verb: str, body: bytes | None) -> tuple[int, list[bytes | memoryview]]:
+            return answer_verb(ctx, verb, body)
+
+        return DirectVerbs(
+            paths={p.encode(): v for p, v in self.verb_paths.items()},
+            answer=answer,
+            max_body_bytes=ctx.config.server.max_body_bytes,
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
-            verb = self.verbs.get(scope["path"])
+            verb = self.verb_paths.get(scope["path"])
             if verb is not None:
+                scope["app"] = self  # what Starlette sets: the handler reads app.state
                 response = await serve_verb(Request(scope, receive), verb)
                 await response(scope, receive, send)
                 return
-        await self.app(scope, receive, send)
-
-
-def install(app: FastAPI, prefix: str) -> None:
-    """Put the verbs' fast path in front of ``app``'s whole middleware stack (built lazily by
-    Starlette on the first request, after every middleware was added)."""
-    build = app.build_middleware_stack
-
-    def stack() -> ASGIApp:
-        return VerbFastPath(build(), prefix)
-
-    app.build_middleware_stack = stack  # type: ignore[method-assign]
+        await super().__call__(scope, receive, send)

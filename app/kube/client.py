@@ -399,7 +399,7 @@ class KubeClient:
                         path=path,
                         fallback_message=body[:200].decode(errors="replace"),
                     )
-                async with aclosing(decode_events(resp.aiter_lines(), path=path)) as events:
+                async with aclosing(decode_events(resp.aiter_bytes(), path=path)) as events:
                     async for event in events:
                         yield event
         except httpx.TimeoutException as exc:

@@ -99,6 +99,7 @@ class Reflector(Generic[T]):
         """The last version seen; the next watch starts here. None: LIST first."""
         self.lists = 0
         self.events = 0
+        self._event_counters: dict[str, Any] = {}
         """Watch events applied so far."""
         self.failing_since: float | None = None
         """``time.monotonic()`` of the first failure of the current streak; None while fed."""
@@ -209,9 +210,13 @@ class Reflector(Generic[T]):
             field_selector=self.field_selector,
         )
         try:
+            counters = self._event_counters
             async for event in stream:
                 kind = event.type
-                metrics.WATCH_EVENTS.labels(self.name, kind).inc()
+                counter = counters.get(kind)
+                if counter is None:  # each type's child once (labels() costs a lookup)
+                    counter = counters[kind] = metrics.WATCH_EVENTS.labels(self.name, kind)
+                counter.inc()
                 if kind == "ADDED" or kind == "MODIFIED":
                     obj = self._item_decoder.decode(event.object)
                     self.store.upsert(obj)

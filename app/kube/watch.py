@@ -39,15 +39,44 @@ def watch_params(
     return params
 
 
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+"""A line longer than this (no newline in 64 MiB) is a broken stream, not an object."""
+
+
 async def decode_events(
-    lines: AsyncIterable[str], *, path: str
+    chunks: AsyncIterable[bytes], *, path: str
 ) -> AsyncGenerator[RawWatchEvent, None]:
-    """The events of a watch stream, one JSON object a line (undecodable: ``ApiUnavailable``)."""
-    async for line in lines:
-        if not line:
+    """The events of a watch stream, one JSON object a line (undecodable: ``ApiUnavailable``).
+
+    Reads the body's raw bytes and splits them itself: no text decoding, no line decoder per
+    chunk (httpx's ``aiter_lines``), which was a third of the cost of an event."""
+    pending: list[bytes] = []  # a line's parts so far (a big object spans many chunks)
+    size = 0
+    async for chunk in chunks:
+        if b"\n" not in chunk:
+            pending.append(chunk)
+            size += len(chunk)
+            if size > MAX_EVENT_BYTES:
+                raise ApiUnavailable(
+                    f"GET {path} (watch): an event longer than {MAX_EVENT_BYTES} bytes"
+                )
             continue
-        try:
-            event = _event_decoder.decode(line)
-        except msgspec.DecodeError as exc:
-            raise ApiUnavailable(f"GET {path} (watch): undecodable event: {exc}") from None
-        yield event
+        if pending:
+            pending.append(chunk)
+            chunk = b"".join(pending)
+        lines = chunk.split(b"\n")
+        tail = lines.pop()
+        pending, size = ([tail], len(tail)) if tail else ([], 0)
+        for line in lines:
+            if line.strip():
+                yield _decode(line, path)
+    rest = b"".join(pending)
+    if rest.strip():
+        yield _decode(rest, path)
+
+
+def _decode(line: bytes, path: str) -> RawWatchEvent:
+    try:
+        return _event_decoder.decode(line)
+    except msgspec.DecodeError as exc:
+        raise ApiUnavailable(f"GET {path} (watch): undecodable event: {exc}") from None

@@ -15,16 +15,23 @@ and at the earliest time a hold is known to end) and compares it with the previo
 * a pod held now is remembered with the time its hold ends (None: ends on an event only);
 * a pod free in both passes, bound, or gone is forgotten — nothing to wake.
 
-Waking is deduplicated per pod (``min_interval``) and rate-limited (a token bucket), so a burst
-(a blockAdmission release of a thousand pods) becomes a steady trickle of patches.
+One wake is not a hold's end: a pod nominated to a node (by runway's takeover or by
+kube-scheduler) is woken when the last lower-priority pod there is gone (``freed_by``). runway's
+gate opens as soon as the victims are *terminating*, but they keep their room in kube-scheduler's
+cache until they are *gone*; their deletion moves the preemptor to kube-scheduler's backoff queue
+(``MoveAllToActiveOrBackoffQueue``), where it may wait up to ``podMaxBackoffSeconds`` (10 s), and
+a pod update moves it to the active queue at once (1.20 ``PriorityQueue.Update`` does not check
+backoff). The waker sees the departure as a cache event, not by comparing passes: victims that
+go within a pass's interval would be missed.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from app.model.pod import Pod
 from app.policy.admission import Admission
 
 WAKE_SLACK_S = 0.05
@@ -50,6 +57,25 @@ def hold_of(verdict: Admission) -> Hold | None:
     if verdict.allowed and verdict.only_nodes is None:
         return None
     return Hold(verdict.rule, verdict.until)
+
+
+def awaits_victims(pod: Pod, on_node: Iterable[Pod]) -> bool:
+    """Whether pods of lower priority than ``pod`` (pending, nominated) are still terminating on
+    its nominated node (``on_node``): kube-scheduler 1.20 waits for them too
+    (``defaultpreemption.PodEligibleToPreemptOthers``: no new preemption while one is)."""
+    return any(
+        other.metadata.deletionTimestamp is not None and other.priority < pod.priority
+        for other in on_node
+    )
+
+
+def freed_by(gone: Pod, nominated: Iterable[Pod], on_node: Sequence[Pod]) -> list[str]:
+    """UIDs of the pods ``nominated`` to the node ``gone`` left whose room it held (it had a
+    lower priority) and which no other lower-priority pod still ``on_node`` keeps waiting:
+    the pods to wake."""
+    return [
+        p.uid for p in nominated if gone.priority < p.priority and not awaits_victims(p, on_node)
+    ]
 
 
 @dataclass(frozen=True)

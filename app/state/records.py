@@ -25,6 +25,7 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
+from app.model.eviction import PREFIX as RECORD_PREFIX
 from app.model.lifecycle import EMPTY, Life, merge
 from app.model.owner import OwnerEntry, OwnerRef, owner_of
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
@@ -88,6 +89,10 @@ class Targets:
 
     owners: tuple[OwnerRef, ...] = ()
     pods: tuple[Pod, ...] = ()
+
+
+def _has_record_key(annotations: Mapping[str, str] | None) -> bool:
+    return bool(annotations) and any(k.startswith(RECORD_PREFIX) for k in annotations or ())
 
 
 def newest(records: Iterable[EvictionRecord | None]) -> EvictionRecord | None:
@@ -193,6 +198,30 @@ class RecordBook:
         for p in targets.pods:
             copies.append(EvictionRecord.from_annotations(p.metadata.annotations))
         return newest(copies)
+
+    def may_have_record(self, key: WorkloadKey, pod: Pod | None = None) -> bool:
+        """False only when the workload surely has no record: no ``runway.dev/eviction-*``
+        annotation on its pods (and ``pod``) or their owners' cache entries, none in memory.
+        Parses nothing, so a pass over every pending pod can skip the ones with no history."""
+        if key in self._memory:
+            return True
+        if self.writer is None:
+            return False
+        view = self.cache.workload(key)
+        pods = list(view.pods) if view is not None else []
+        if pod is not None:
+            pods.append(pod)
+        if not pods:
+            return bool(self._owner_memo.get(key))
+        for p in pods:
+            if _has_record_key(p.metadata.annotations):
+                return True
+            ref = owner_of(p)
+            if ref is not None and self.owners is not None:
+                entry = self.owners.get(ref)
+                if entry is not None and _has_record_key(entry.annotations):
+                    return True
+        return False
 
     def read_pod(self, pod: Pod) -> EvictionRecord | None:
         """The record of ``pod``'s workload."""

@@ -177,6 +177,7 @@ class RequeueView:
         self._free: dict[str, tuple[Pod, WorkloadView | None]] = {}
         """Pods found free by the last ``pending_holds``, with their workload view then."""
         self._stamp: tuple[int, int, tuple[Blocker, ...]] | None = None
+        self._strict_memo: tuple[int, frozenset[str]] | None = None
 
     # --- PodsReady facts --------------------------------------------------------------------
 
@@ -333,13 +334,28 @@ class RequeueView:
         return tuple(c for c in claims if blocks(c, pod.metadata.uid, pod.priority, requests))
 
     def admit(self, pod: Pod, now: float) -> admission.Admission:
-        """The filter's verdict for ``pod`` now."""
+        """The filter's verdict for ``pod`` now (``ADMIT`` at once when nothing could hold or
+        restrict it: most pods, most of the time)."""
+        if not self.gate.claims(now) and self.surely_free(pod, workload_of(pod), now):
+            return admission.ADMIT
         return admission.admit(self.filter_input(pod, now), now, self.policy)
+
+    def surely_free(self, pod: Pod, key: WorkloadKey, now: float) -> bool:
+        """True when no rule of the chain could hold ``pod``: no record on its workload's pods
+        or owners (deactivation, backoff, anti-flapping), no gate entry for it, no blocker
+        (blockAdmission), not in a StrictFIFO queue. Reads no record, parses nothing."""
+        strict = self._strict_queues()
+        return (
+            not (strict and queue_of(pod, self.cache.queue_labels) in strict)
+            and not self.blockers(now)
+            and self.gate.lookup(pod) is None
+            and not self.records.may_have_record(key, pod)
+        )
 
     def scoring_input(self, pod: Pod) -> ScoringInput:
         """Failed pools (from the record) and the nodes running the workload's pods."""
         key = workload_of(pod)
-        record = self.records.read(key, pod)
+        record = self.records.read(key, pod) if self.records.may_have_record(key, pod) else None
         nodes = frozenset(
             p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
         )
@@ -365,6 +381,7 @@ class RequeueView:
         strict = self._strict_queues()
         stamp = (self.index.facts, self.gate.entries_version, self.blockers(now))
         memo = self._free if self._stamp == stamp else {}
+        admission_of = self._admit_by_rules
         free: dict[str, tuple[Pod, WorkloadView | None]] = {}
         found: dict[str, Hold | None] = {}
         for pod in cache.pending_pods():
@@ -378,16 +395,30 @@ class RequeueView:
                 found[uid] = None
                 free[uid] = known
                 continue
-            hold = hold_of(self.admit(pod, now))
+            in_strict = bool(strict) and queue_of(pod, cache.queue_labels) in strict
+            if key is not None and not in_strict and self.surely_free(pod, key, now):
+                # Nothing could hold it: free, without asking the rule chain (the first pass
+                # over a burst of new pods).
+                found[uid] = None
+                free[uid] = (pod, view)
+                continue
+            hold = hold_of(admission_of(pod, now))
             found[uid] = hold
-            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
+            if hold is None and not in_strict:
                 free[uid] = (pod, view)
         self._free, self._stamp = free, stamp
         return found
 
+    def _admit_by_rules(self, pod: Pod, now: float) -> admission.Admission:
+        return admission.admit(self.filter_input(pod, now), now, self.policy)
+
     def _strict_queues(self) -> frozenset[str]:
-        """The leaf queues with ``queueingStrategy: StrictFIFO``."""
-        return frozenset(q.name for q in self.queues if q.queueing_strategy == "StrictFIFO")
+        """The leaf queues with ``queueingStrategy: StrictFIFO`` (memoised per tree change)."""
+        facts = self.index.facts
+        if self._strict_memo is None or self._strict_memo[0] != facts:
+            names = frozenset(q.name for q in self.queues if q.queueing_strategy == "StrictFIFO")
+            self._strict_memo = (facts, names)
+        return self._strict_memo[1]
 
     # --- counts for the REST API and the gauges ---------------------------------------------
 

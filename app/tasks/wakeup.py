@@ -6,8 +6,11 @@ when the pod changed outside its status), so when a hold ends — requeueAt pass
 was reactivated, the preemptor it waited for is bound or gone, a blocking workload became
 PodsReady, the StrictFIFO head moved — the leader sets the annotation
 ``runway.dev/requeue-wake: <RFC 3339 time>`` on each of the workload's pending pods (a JSON merge
-patch with a UID precondition). What to wake and when is decided in ``app.policy.wakeup`` and
-``app.state.wakeup``; this module only runs the loop and the patches.
+patch with a UID precondition). The same touch wakes a pending pod nominated to a node (a
+preemptor) when the last lower-priority pod there is gone, seen as the cache's delete event: the
+victims' deletion sends it to kube-scheduler's backoff queue (up to 10 s), the touch to the
+active queue (``policy.wakeup.freed_by``). What to wake and when is decided in
+``app.policy.wakeup`` and ``app.state.wakeup``; this module only runs the loop and the patches.
 
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
 changed (debounced: at least 0.2 s and twice the last pass apart), when the
@@ -27,9 +30,11 @@ from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import PodRef
+from app.model.pod import Pod
 from app.policy.rate import TokenBucket
-from app.policy.wakeup import Hold, WakePlan, WakeSchedule, plan_wakeups
+from app.policy.wakeup import Hold, WakePlan, WakeSchedule, freed_by, plan_wakeups
 from app.policy.workload import WorkloadKey, queue_of, workload_of
+from app.state.cache import CacheEvent
 from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi
@@ -87,6 +92,11 @@ class RequeueWaker(Ticker):
         self._generation = -1
         self._next_check: float | None = None
         self._retries: dict[str, int] = {}
+        self._nominated: dict[str, set[str]] = {}
+        """Pending pods nominated to each node (kept from pod events: O(1) per event)."""
+        for pod in view.cache.pending_pods():
+            self._track(None, pod)
+        self.follow(lambda: view.cache.subscribe(self._on_change))
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -109,6 +119,47 @@ class RequeueWaker(Ticker):
         self.evaluate(clock.now())
         await self.touch_due(clock.now())
         return self.next_wait(clock.now())
+
+    # -- nominated pods: woken when their victims are gone ----------------------------------------
+
+    def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
+        if event.kind != "pod":
+            return
+        old: Pod | None = event.old
+        new: Pod | None = event.new
+        self._track(old, new)
+        if old is None or new is not None:
+            return
+        node = old.spec.nodeName  # a bound pod gone: its room is free in kube-scheduler's cache
+        if node and node in self._nominated and self.is_leader():
+            self.wake_freed(old, node)
+
+    def _track(self, old: Pod | None, new: Pod | None) -> None:
+        before, after = _nomination(old), _nomination(new)
+        if before == after:
+            return
+        if before is not None and old is not None:
+            uids = self._nominated.get(before)
+            if uids is not None:
+                uids.discard(old.uid)
+                if not uids:
+                    del self._nominated[before]
+        if after is not None and new is not None:
+            self._nominated.setdefault(after, set()).add(new.uid)
+
+    def wake_freed(self, gone: Pod, node: str) -> list[str]:
+        """``gone`` left ``node``: schedule a touch of the pods nominated there that it kept out
+        (``policy.wakeup.freed_by``) and poke the loop. Returns their UIDs."""
+        cache = self.view.cache
+        nominated = [p for uid in self._nominated.get(node, ()) if (p := cache.pod(uid))]
+        uids = freed_by(gone, nominated, cache.pods_on_node(node))
+        now = self.clock.now()
+        for uid in uids:
+            self.schedule.push(uid, now)
+        if uids:
+            log.info("victims gone: waking nominated pods", node=node, pods=len(uids))
+            self.poke()
+        return uids
 
     # -- deciding -------------------------------------------------------------------------------
 
@@ -210,3 +261,10 @@ class RequeueWaker(Ticker):
         self.woken += 1
         log.debug("pod woken", pod=pod.key)
         return True
+
+
+def _nomination(pod: Pod | None) -> str | None:
+    """The node ``pod`` is nominated to while it is pending (None otherwise)."""
+    if pod is None or pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
+        return None
+    return pod.status.nominatedNodeName or None

@@ -190,3 +190,19 @@ def test_keep_alive_head_and_100_continue_through_one_write(runway: RunwayProces
         while b'"NodeNames":["n1"]' not in rest and time.monotonic() < deadline:
             rest += sock.recv(65536)
         assert rest.startswith(b"HTTP/1.1 200 OK") and b'"NodeNames":["n1"]' in rest
+
+
+def test_a_body_bound_shorter_than_the_header_bound_still_cuts_in_time(tmp_path: Path) -> None:
+    """One timer per connection: arming the body's 1 s bound after the head's 30 s one must
+    not leave the connection to the 30 s timer."""
+    config = tmp_path / "runway.yaml"
+    config.write_text("server:\n  headerTimeout: 30s\n  bodyTimeout: 1s\n")
+    with run_runway(tmp_path, ["--config", str(config)]) as proc:
+        sock = connect(proc.port)
+        try:
+            sock.sendall(
+                b"POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"
+            )
+            assert closed_by_server(sock, within=8) is not None
+        finally:
+            sock.close()

@@ -144,3 +144,53 @@ def test_url_prefix_is_configurable(tmp_path: Path) -> None:
         resp = httpx.post(f"{proc.url}/ext/v1/filter", content=json.dumps(FILTER))
         assert resp.status_code == 200
         assert httpx.post(f"{proc.url}/scheduler/filter", content="{}").status_code == 404
+
+
+def raw_exchange(runway: RunwayProcess, request: bytes, *, until_closed: bool = False) -> bytes:
+    """Send raw bytes on a fresh connection; what came back (until closed, or one reply)."""
+    import socket
+    import time
+
+    with socket.create_connection(("127.0.0.1", runway.port), timeout=5) as sock:
+        sock.sendall(request)
+        got = b""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+            head, _, body = got.partition(b"\r\n\r\n")
+            length = next(
+                (
+                    int(line.split(b":")[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                None,
+            )
+            if not until_closed and length is not None and len(body) >= length:
+                return got
+        return got
+
+
+def test_the_protocol_answers_verbs_itself_and_keeps_http_semantics(
+    runway: RunwayProcess,
+) -> None:
+    """The verbs answered by the connection (app.connections.DirectVerbs): one reply per call,
+    Connection: close honoured, HTTP/1.0 and other paths through ASGI, same counters."""
+    body = json.dumps(FILTER).encode()
+    call = b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n" % len(body)
+    ok = raw_exchange(runway, call + b"\r\n" + body)
+    assert ok.startswith(b"HTTP/1.1 200 OK\r\n") and b"content-type: application/json" in ok
+    assert json.loads(ok.partition(b"\r\n\r\n")[2])["NodeNames"] == FILTER["NodeNames"]
+    closed = raw_exchange(runway, call + b"connection: close\r\n\r\n" + body, until_closed=True)
+    assert closed.startswith(b"HTTP/1.1 200 OK") and b"connection: close" in closed
+    old = b"POST /scheduler/filter HTTP/1.0\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+    assert raw_exchange(runway, old, until_closed=True).startswith(b"HTTP/1.1 200 OK")
+    bad = raw_exchange(
+        runway, b"POST /scheduler/prioritize HTTP/1.1\r\ncontent-length: 3\r\n\r\n{x}"
+    )
+    assert bad.startswith(b"HTTP/1.1 400 Bad Request") and b'"error"' in bad
+    metrics = httpx.get(f"{runway.url}/metrics", timeout=5).text
+    assert 'runway_extender_requests_total{outcome="bad_request",verb="prioritize"}' in metrics

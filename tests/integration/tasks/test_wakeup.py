@@ -185,6 +185,58 @@ async def test_preemptor_bound_wakes_its_victims_not_itself(world: World) -> Non
     assert sorted(w.wakes()) == [("train-0", "uid-train-0"), ("train-1", "uid-train-1")]
 
 
+@pytest.mark.parametrize("pass_between", [True, False])
+async def test_a_nominated_preemptor_is_woken_when_its_victims_are_gone_not_terminating(
+    world: World, pass_between: bool
+) -> None:
+    """runway's gate opens when the victims are terminating; kube-scheduler still counts them
+    then, and moves the preemptor to its backoff queue when they go: the waker touches the
+    preemptor when the last victim is gone (1.20 ``PriorityQueue.Update``: to the active queue),
+    whether or not a pass saw them terminating."""
+    w = world
+    for name in ("victim-0", "victim-1"):
+        victim = w.add_pod(name, node="n1")
+        victim["spec"]["priority"] = 100
+        victim["metadata"]["deletionTimestamp"] = format_time(T0)
+    boss = w.add_pod("boss")
+    boss["spec"]["priority"] = 1000
+    boss["status"]["nominatedNodeName"] = "n1"
+    w.sync()
+    if pass_between:
+        await w.run()
+        assert w.wakes() == []
+
+    del w.api.pods["ml/victim-0"]  # the kubelet let one go: the other still holds its room
+    w.sync()
+    await w.run()
+    assert w.wakes() == []
+
+    del w.api.pods["ml/victim-1"]
+    w.sync()
+    w.clock.advance(0.5)
+    await w.run()
+    assert w.wakes() == [("boss", "uid-boss")]
+
+    w.clock.advance(5)  # woken once
+    await w.run()
+    assert len(w.wakes()) == 1
+
+
+async def test_a_follower_does_not_wake_nominated_pods(world: World) -> None:
+    w = world
+    w.leader = False
+    victim = w.add_pod("victim", node="n1")
+    victim["metadata"]["deletionTimestamp"] = format_time(T0)
+    boss = w.add_pod("boss")
+    boss["spec"]["priority"] = 1000
+    boss["status"]["nominatedNodeName"] = "n1"
+    w.sync()
+    del w.api.pods["ml/victim"]
+    w.sync()
+    await w.run()
+    assert w.wakes() == []
+
+
 async def test_block_admission_release_wakes_the_waiting_workload() -> None:
     config = {"waitForPodsReady": {"enable": True, "timeout": "30s", "blockAdmission": True}}
     w = World(config)

@@ -9,7 +9,16 @@ from hypothesis import strategies as st
 
 from app.policy.admission import ADMIT, Admission
 from app.policy.rate import TokenBucket
-from app.policy.wakeup import WAKE_SLACK_S, Hold, WakeSchedule, hold_of, plan_wakeups
+from app.policy.wakeup import (
+    WAKE_SLACK_S,
+    Hold,
+    WakeSchedule,
+    awaits_victims,
+    freed_by,
+    hold_of,
+    plan_wakeups,
+)
+from tests.builders import pod, raw_pod
 
 BACKOFF = Hold("backoff", 100.0)
 DEACTIVATED = Hold("deactivated", None)
@@ -135,3 +144,49 @@ def test_schedule_forgets_old_touches() -> None:
     assert len(s.pop_due(0.0, 1000)) == 200
     s.pop_due(5.0, 10)
     assert len(s._touched) == 0  # nothing younger than min_interval
+
+
+def on_node(name: str, priority: int, *, terminating: bool) -> dict[str, object]:
+    obj = raw_pod(name, node="n1", priority=priority, phase="Running")
+    if terminating:
+        obj["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:00Z"
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("others", "waits"),
+    [
+        ([], False),
+        ([on_node("low", 100, terminating=False)], False),  # running: nothing to wait for
+        ([on_node("low", 100, terminating=True)], True),  # the victim still holds its room
+        ([on_node("peer", 1000, terminating=True)], False),  # equal priority: not a victim
+        ([on_node("vip", 2000, terminating=True)], False),
+        (
+            [on_node("low", 100, terminating=False), on_node("low2", 50, terminating=True)],
+            True,
+        ),
+    ],
+)
+def test_a_nominated_pod_awaits_its_terminating_lower_priority_victims(
+    others: list[dict[str, object]], waits: bool
+) -> None:
+    preemptor = pod(raw_pod("high", priority=1000))
+    assert awaits_victims(preemptor, [pod(o) for o in others]) is waits
+
+
+@pytest.mark.parametrize(
+    ("gone_priority", "left", "woken"),
+    [
+        (100, [], ["uid-high"]),  # the last victim: the preemptor is woken
+        (100, [on_node("low2", 100, terminating=True)], []),  # another victim still going
+        (100, [on_node("low2", 100, terminating=False)], ["uid-high"]),  # not a victim
+        (1000, [], []),  # a peer of equal priority was never in its way
+        (2000, [], []),
+    ],
+)
+def test_the_last_lower_priority_pod_gone_frees_the_nominated_pod(
+    gone_priority: int, left: list[dict[str, object]], woken: list[str]
+) -> None:
+    gone = pod(on_node("gone", gone_priority, terminating=True))
+    nominated = [pod(raw_pod("high", priority=1000))]
+    assert freed_by(gone, nominated, [pod(o) for o in left]) == woken

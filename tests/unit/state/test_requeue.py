@@ -17,6 +17,7 @@ from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.timestamps import format_time
+from app.policy import admission
 from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey
 from app.state.requeue import not_ready_since
@@ -217,40 +218,38 @@ def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
         elif op == "tick":
             clock.advance(3)
         now = clock.now()
-        expected = {
-            p.uid: hold_of(rt.requeue.admit(p, now))
-            for p in rt.cache.pending_pods()
-            if p.metadata.deletionTimestamp is None
+        pending = [p for p in rt.cache.pending_pods() if p.metadata.deletionTimestamp is None]
+        # The whole rule chain, asked about every pod: what the shortcuts must agree with.
+        chain = {
+            p.uid: admission.admit(rt.requeue.filter_input(p, now), now, rt.requeue.policy)
+            for p in pending
         }
-        assert rt.requeue.pending_holds(now) == expected
+        assert rt.requeue.pending_holds(now) == {u: hold_of(v) for u, v in chain.items()}
+        assert {p.uid: rt.requeue.admit(p, now) for p in pending} == chain
 
 
-def test_pending_holds_asks_a_free_pod_again_only_when_something_changed() -> None:
+def test_pending_holds_asks_the_rule_chain_only_about_pods_something_could_hold() -> None:
     rt = runtime()
     for i in range(3):
         rt.cache.upsert_pod(pod(f"p{i}", workload=f"w{i}"))
+    in_backoff = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 30)
+    asyncio.run(rt.records.write(WorkloadKey("ns", "w1", "label"), in_backoff))
     asked: list[str] = []
-    admit = rt.requeue.admit
+    admit = rt.requeue._admit_by_rules
 
     def counting(p: Pod, now: float) -> Any:
         asked.append(p.metadata.name)
         return admit(p, now)
 
-    rt.requeue.admit = counting  # type: ignore[method-assign]
-    rt.requeue.pending_holds(T0)
-    assert sorted(asked) == ["p0", "p1", "p2"]
+    rt.requeue._admit_by_rules = counting  # type: ignore[method-assign]
+    holds = rt.requeue.pending_holds(T0)
+    assert asked == ["p1"]  # no record, gate, blocker or FIFO head could hold p0 or p2
+    assert holds["uid-p1"] is not None and holds["uid-p0"] is None
     asked.clear()
-    rt.requeue.pending_holds(T0 + 60)  # time alone never holds a free pod
-    assert asked == []
-    rt.cache.upsert_pod(pod("p1", workload="w1", ready=False))  # a new object for p1
-    rt.requeue.pending_holds(T0 + 60)
-    assert asked == ["p1"]
-    asked.clear()
-    asyncio.run(
-        rt.records.write(WorkloadKey("ns", "w2", "label"), EvictionRecord(PODS_READY_TIMEOUT, T0))
-    )
-    rt.requeue.pending_holds(T0 + 60)  # a record changed: every pod is asked again
-    assert sorted(asked) == ["p0", "p1", "p2"]
+    rt.cache.upsert_pod(pod("p0", workload="w0", ready=False))  # a new object for p0
+    holds = rt.requeue.pending_holds(T0 + 60)
+    assert asked == ["p1"]  # a held pod is asked every pass (its hold ends with time)
+    assert holds["uid-p1"] is None
 
 
 def test_pending_holds_sees_a_new_blocker_hold_a_pod_it_found_free() -> None:
