@@ -203,6 +203,170 @@ def _metrics_reference(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _queue_rate(text: str) -> Any:
+    from app.simulator.generate import QueueRate
+
+    name, _, rate = text.partition(":")
+    if not name:
+        raise argparse.ArgumentTypeError(f"expected NAME or NAME:RATE, got {text!r}")
+    if not rate:
+        return QueueRate(name)
+    try:
+        value = float(rate)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"RATE must be workloads per hour, got {rate!r} in {text!r}"
+        ) from None
+    return QueueRate(name, value)
+
+
+def _generate(ns: argparse.Namespace) -> int:
+    from app.simulator.generate import GenerateSpec, generate
+    from app.simulator.trace import dump_trace
+
+    defaults = GenerateSpec()
+    spec = GenerateSpec(
+        workloads=ns.workloads,
+        nodes=ns.nodes,
+        node_gpus=ns.node_gpus,
+        node_cpu=ns.node_cpu,
+        pools=ns.pools,
+        queues=tuple(ns.queue) if ns.queue else defaults.queues,
+        load=ns.load,
+        high_fraction=ns.high_fraction,
+        duration_median=ns.duration_median,
+        duration_sigma=ns.duration_sigma,
+        never_ready=ns.never_ready,
+    )
+    try:
+        trace = generate(spec, ns.seed)
+    except ValueError as exc:
+        print(f"runway: simulate --generate: {exc}", file=sys.stderr)
+        return 2
+    with open(ns.generate, "w", encoding="utf-8") as f:
+        f.write(dump_trace(trace))
+    last = trace.workloads[-1].arrival if trace.workloads else 0.0
+    print(
+        f"{ns.generate}: {len(trace.workloads)} workloads over {last / 86400:.2f} days on "
+        f"{spec.nodes} nodes",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _simulate(ns: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from app.simulator.engine import SimOptions, simulate
+    from app.simulator.report import summarize, table, to_json
+    from app.simulator.trace import TraceError, load_trace
+
+    if ns.generate:
+        return _generate(ns)
+    if not ns.trace:
+        print("runway: simulate: give a TRACE file (or --generate OUT.jsonl)", file=sys.stderr)
+        return 2
+    configs = ns.compare or ([ns.config] if ns.config else [])
+    if not configs:
+        print("runway: simulate: give --config FILE or --compare A.yaml B.yaml", file=sys.stderr)
+        return 2
+    try:
+        trace = load_trace(ns.trace)
+    except TraceError as exc:
+        print(f"runway: {exc}", file=sys.stderr)
+        return 2
+    if not trace.cluster:
+        print(
+            f"runway: {ns.trace}: no cluster line; add one (docs/simulator.md) or generate the "
+            "trace with --generate",
+            file=sys.stderr,
+        )
+        return 2
+    loaded = [(Path(c).stem, load_config(c)) for c in configs]
+    names = [n for n, _ in loaded]
+    if len(set(names)) != len(names):
+        loaded = [(c, cfg) for c, (_, cfg) in zip(configs, loaded, strict=True)]
+    options = SimOptions(seed=ns.seed, until=ns.until)
+    results = [
+        summarize(name, simulate(config, trace, options=options), decisions=ns.decisions)
+        for name, config in loaded
+    ]
+    sys.stdout.write(table(results))
+    text = to_json(str(ns.trace), ns.seed, results)
+    if ns.json:
+        with open(ns.json, "w", encoding="utf-8") as f:
+            f.write(text)
+    if ns.plot:
+        from app.simulator.plot import PlotUnavailable, plot
+
+        try:
+            plot(results, ns.plot, title=Path(ns.trace).name)
+        except PlotUnavailable as exc:
+            print(f"runway: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def _add_simulate(sub: Any) -> None:
+    sim = sub.add_parser(
+        "simulate",
+        help="what-if: replay a workload trace under one or more configs (docs/simulator.md)",
+        description="Replay TRACE (JSON Lines, docs/simulator.md) on its modelled cluster with "
+        "runway's own policy code and print, per config, preemptions, work lost, queue waits, "
+        "utilisation, evictions and deactivations side by side. Simulated time; the same "
+        "trace, config and --seed give byte-identical --json. With --generate, write a "
+        "synthetic trace instead.",
+    )
+    sim.add_argument("trace", nargs="?", metavar="TRACE", help="the trace file (JSON Lines)")
+    sim.add_argument("--config", help="the runway config file to simulate")
+    sim.add_argument(
+        "--compare", nargs="+", metavar="CONFIG", help="several config files, side by side"
+    )
+    sim.add_argument("--json", metavar="OUT", help="also write the results as JSON")
+    sim.add_argument("--plot", metavar="OUT_PNG", help="queue wait and lost work over time")
+    sim.add_argument("--seed", type=int, default=0, help="random seed (jitter, dry-run start)")
+    sim.add_argument("--until", type=_non_negative, help="stop at this simulated time (seconds)")
+    sim.add_argument(
+        "--decisions", action="store_true", help="list every preemption/eviction in the JSON"
+    )
+    gen = sim.add_argument_group("--generate: a synthetic trace")
+    gen.add_argument("--generate", metavar="OUT", help="write a synthetic trace to OUT")
+    gen.add_argument("--workloads", type=_positive_int, default=1000)
+    gen.add_argument("--nodes", type=_positive_int, default=100)
+    gen.add_argument("--node-gpus", type=int, default=8, help="GPUs per node (0: CPU only)")
+    gen.add_argument("--node-cpu", type=_positive_int, default=64, help="cores per node")
+    gen.add_argument("--pools", type=_positive_int, default=1, help="node pools (pool-0...)")
+    gen.add_argument(
+        "--queue",
+        action="append",
+        type=_queue_rate,
+        metavar="NAME[:RATE]",
+        help="a leaf queue and its arrivals per hour (repeat; default team-a, team-b; "
+        "without rates --load sets them)",
+    )
+    gen.add_argument(
+        "--load", type=float, default=0.9, help="offered GPU load when no rate is given"
+    )
+    gen.add_argument(
+        "--high-fraction", type=float, default=0.2, help="fraction of priority-100 workloads"
+    )
+    gen.add_argument(
+        "--duration-median", type=float, default=3600.0, help="median duration (seconds)"
+    )
+    gen.add_argument("--duration-sigma", type=float, default=1.0, help="log-normal sigma")
+    gen.add_argument(
+        "--never-ready", type=float, default=0.02, help="fraction whose pods never get ready"
+    )
+    sim.set_defaults(func=_simulate)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's argument parser."""
     parser = argparse.ArgumentParser(prog="runway", description=__doc__)
@@ -306,6 +470,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-jitter", action="store_true", help="leave out the random 0..0.01%% jitter"
     )
     schedule.set_defaults(func=_requeue_schedule)
+    _add_simulate(sub)
     return parser
 
 
