@@ -9,7 +9,9 @@ Resources are ``app.kube.resources``; the watch query and event decoding ``app.k
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import ssl
 import time
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import aclosing
@@ -34,6 +36,7 @@ from app.kube.objects import RawWatchEvent
 from app.kube.ratelimit import RateLimiter
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
+from app.kube.stream import StreamBroken, WatchResponse, open_watch
 from app.kube.watch import decode_events, watch_params
 from app.logs import get_logger
 
@@ -74,11 +77,13 @@ class KubeClient:
     burst: int = 10
     http: httpx.AsyncClient = field(init=False)
     _limiter: RateLimiter | None = field(init=False, default=None)
+    _ssl: ssl.SSLContext | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
+        self._ssl = self.access.ssl_context() if self.transport is None else None
         self.http = httpx.AsyncClient(
             base_url=self.access.host,
-            verify=self.access.ssl_context() if self.transport is None else True,
+            verify=self._ssl if self._ssl is not None else True,
             transport=self.transport,
             timeout=httpx.Timeout(self.request_timeout),
             headers={"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"},
@@ -369,6 +374,11 @@ class KubeClient:
         path = resource.path(namespace)
         if self._limiter is not None:
             await self._limiter.acquire()
+        if self.transport is None:  # a real API server: read the socket (kube/stream.py)
+            async with aclosing(self._watch_socket(resource, path, params, timeout_seconds)) as it:
+                async for event in it:
+                    yield event
+            return
         label = resource.label()
         # The server closes the stream after timeoutSeconds; a read that waits much longer
         # means the connection died silently.
@@ -410,6 +420,54 @@ class KubeClient:
             if code == "error":
                 metrics.KUBE_API_REQUESTS.labels("watch", label, code).inc()
             raise ApiUnavailable(f"GET {path} (watch): stream broken: {exc!r}") from None
+
+    async def _watch_socket(
+        self, resource: Resource, path: str, params: Mapping[str, str | int], timeout_seconds: int
+    ) -> AsyncGenerator[RawWatchEvent, None]:
+        """``watch`` over its own connection (``app.kube.stream``), same metrics and errors."""
+        label = resource.label()
+        headers = {"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"}
+        headers.update(self._headers())
+        start = time.perf_counter()
+        resp: WatchResponse | None = None
+        try:
+            # The server ends the stream after timeoutSeconds: one deadline for all of it.
+            async with asyncio.timeout(timeout_seconds + 30.0):
+                resp = await open_watch(
+                    self.access.host,
+                    path,
+                    params,
+                    headers,
+                    ssl_context=self._ssl,
+                    server_hostname=self.access.tls_server_name,
+                    connect_timeout=self.request_timeout,
+                )
+                metrics.KUBE_API_REQUESTS.labels("watch", label, str(resp.status)).inc()
+                metrics.KUBE_API_DURATION.labels("watch", label).observe(
+                    time.perf_counter() - start
+                )
+                if resp.status >= 400:
+                    body = await resp.body()
+                    raise error_from_status(
+                        resp.status,
+                        decode_status(body),
+                        retry_after_header=resp.headers.get("retry-after"),
+                        method="GET",
+                        path=path,
+                        fallback_message=body[:200].decode(errors="replace"),
+                    )
+                async with aclosing(decode_events(resp.chunks(), path=path)) as events:
+                    async for event in events:
+                        yield event
+        except TimeoutError:
+            raise Timeout(504, "watch stream stalled", "Timeout", method="GET", path=path) from None
+        except (StreamBroken, OSError, ssl.SSLError) as exc:
+            if resp is None:
+                metrics.KUBE_API_REQUESTS.labels("watch", label, "error").inc()
+            raise ApiUnavailable(f"GET {path} (watch): stream broken: {exc!r}") from None
+        finally:
+            if resp is not None:
+                resp.close()
 
 
 def log_dry_run(verb: str, path: str, body: Any = None) -> None:
