@@ -204,6 +204,10 @@ class Replay:
         for name in self.job_uids:
             r = self.plane.api.get(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}")
             notes = r.raise_for_status().json()["metadata"].get("annotations") or {}
+            # The record is written before the pods are marked and deleted: a pod's
+            # DisruptionTarget can be gone before a step sees it, the Job's record cannot.
+            if notes.get("runway.dev/eviction-reason") == "PodsReadyTimeout":
+                self.note("evicted", name)
             if notes.get("runway.dev/eviction-deactivated") == "true":
                 self.note("deactivated", name)
         # The kubelet: terminating pods go at once; bound pods run, Ready after the delay.
