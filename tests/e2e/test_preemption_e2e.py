@@ -165,6 +165,12 @@ def setup_ns(plane: ControlPlane, nodes: int, cpu: str) -> tuple[str, list[str]]
             json={"spec": {"unschedulable": True}},
             headers={"Content-Type": "application/merge-patch+json"},
         )
+    # ... and their pods still pending are gone: one (an elastic gang's unplaced pod) would
+    # otherwise preempt on this test's nodes and take the room this test frees.
+    pending = plane.api.get("/api/v1/pods", params={"fieldSelector": "spec.nodeName="})
+    for p in pending.raise_for_status().json()["items"]:
+        if p["metadata"]["namespace"].startswith("pre-"):
+            plane.delete_pod(p["metadata"]["name"], p["metadata"]["namespace"])
     names = [f"{ns}-n{i}" for i in range(nodes)]
     for name in names:
         plane.create_node(
