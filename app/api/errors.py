@@ -10,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.wire.schema import ErrorBody
+
+
+def error_body(message: str) -> bytes:
+    """The one error body shape, encoded: ``{"error": message}`` (the verbs' direct path)."""
+    return msgspec.json.encode({"error": message})
 
 
 def error_response(

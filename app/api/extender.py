@@ -11,14 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import msgspec
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from app import metrics
 from app.api.body import BodyTooLarge, BuffersResponse, ClientGone, read_body
 from app.api.context import ApiContext, context
-from app.api.errors import error_response
+from app.api.errors import error_body, error_response
 from app.logs import get_logger
 from app.policy import admission, scoring
 from app.state.preemption import PreemptOutcome
@@ -138,7 +137,7 @@ def answer_verb(
     try:
         if body is None:
             outcome = "too_large"
-            return 413, [_error_body(str(BodyTooLarge(ctx.config.server.max_body_bytes)))]
+            return 413, [error_body(str(BodyTooLarge(ctx.config.server.max_body_bytes)))]
         if verb == "filter":
             return 200, filter_parts(ctx, body)
         if verb == "preempt":
@@ -149,11 +148,11 @@ def answer_verb(
         return 200, [reply]
     except WireError as exc:
         outcome = "bad_request"
-        return 400, [_error_body(f"{verb}: {exc}")]
+        return 400, [error_body(f"{verb}: {exc}")]
     except Exception:
         outcome = "error"
         log.exception("extender verb failed", verb=verb)
-        return 500, [_error_body(f"{verb}: internal error (see runway's log)")]
+        return 500, [error_body(f"{verb}: internal error (see runway's log)")]
     finally:
         _account(verb, outcome, time.perf_counter() - start)
 
@@ -162,11 +161,6 @@ def _account(verb: str, outcome: str, elapsed: float) -> None:
     metrics.EXTENDER_REQUESTS.labels(verb, outcome).inc()
     metrics.EXTENDER_DURATION.labels(verb).observe(elapsed)
     log.debug("extender call", verb=verb, outcome=outcome, seconds=round(elapsed, 6))
-
-
-def _error_body(message: str) -> bytes:
-    """The API's one error shape, ``{"error": message}`` (as ``errors.error_response``)."""
-    return msgspec.json.encode({"error": message})
 
 
 async def serve_verb(request: Request, verb: str) -> Response:

@@ -27,6 +27,7 @@ from app.config.kubernetes import KubernetesConfig
 from app.config.loader import ConfigError
 from app.kube.access import ClusterAccess, KubeConfigError, load_access
 from app.kube.errors import (
+    ApiError,
     ApiUnavailable,
     Timeout,
     decode_status,
@@ -41,6 +42,9 @@ from app.kube.watch import decode_events, watch_params
 from app.logs import get_logger
 
 T = TypeVar("T")
+DEFAULT_HEADERS = {"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"}
+"""Sent with every call (the httpx client's defaults; the socket watch adds them itself)."""
+
 log = get_logger("kube.client")
 # httpx logs every request at INFO: one line per lease renewal is noise; our metrics count them.
 logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -86,7 +90,7 @@ class KubeClient:
             verify=self._ssl if self._ssl is not None else True,
             transport=self.transport,
             timeout=httpx.Timeout(self.request_timeout),
-            headers={"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"},
+            headers=DEFAULT_HEADERS,
             # Watches are long-lived connections; leave room for them next to normal calls.
             limits=httpx.Limits(max_connections=50, max_keepalive_connections=10),
             trust_env=False,
@@ -395,19 +399,11 @@ class KubeClient:
                 extensions=self._extensions(),
             ) as resp:
                 code = str(resp.status_code)
-                metrics.KUBE_API_REQUESTS.labels("watch", label, code).inc()
-                metrics.KUBE_API_DURATION.labels("watch", label).observe(
-                    time.perf_counter() - start
-                )
+                _watch_opened(label, resp.status_code, start)
                 if resp.status_code >= 400:
                     body = await resp.aread()
-                    raise error_from_status(
-                        resp.status_code,
-                        decode_status(body),
-                        retry_after_header=resp.headers.get("Retry-After"),
-                        method="GET",
-                        path=path,
-                        fallback_message=body[:200].decode(errors="replace"),
+                    raise _watch_refused(
+                        resp.status_code, body, resp.headers.get("Retry-After"), path
                     )
                 async with aclosing(decode_events(resp.aiter_bytes(), path=path)) as events:
                     async for event in events:
@@ -426,8 +422,7 @@ class KubeClient:
     ) -> AsyncGenerator[RawWatchEvent, None]:
         """``watch`` over its own connection (``app.kube.stream``), same metrics and errors."""
         label = resource.label()
-        headers = {"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"}
-        headers.update(self._headers())
+        headers = {**DEFAULT_HEADERS, **self._headers()}
         start = time.perf_counter()
         resp: WatchResponse | None = None
         try:
@@ -442,20 +437,10 @@ class KubeClient:
                     server_hostname=self.access.tls_server_name,
                     connect_timeout=self.request_timeout,
                 )
-                metrics.KUBE_API_REQUESTS.labels("watch", label, str(resp.status)).inc()
-                metrics.KUBE_API_DURATION.labels("watch", label).observe(
-                    time.perf_counter() - start
-                )
+                _watch_opened(label, resp.status, start)
                 if resp.status >= 400:
                     body = await resp.body()
-                    raise error_from_status(
-                        resp.status,
-                        decode_status(body),
-                        retry_after_header=resp.headers.get("retry-after"),
-                        method="GET",
-                        path=path,
-                        fallback_message=body[:200].decode(errors="replace"),
-                    )
+                    raise _watch_refused(resp.status, body, resp.headers.get("retry-after"), path)
                 async with aclosing(decode_events(resp.chunks(), path=path)) as events:
                     async for event in events:
                         yield event
@@ -468,6 +453,24 @@ class KubeClient:
         finally:
             if resp is not None:
                 resp.close()
+
+
+def _watch_opened(label: str, status: int, start: float) -> None:
+    """Count a watch's answer and time it until the stream opened (both ways of watching)."""
+    metrics.KUBE_API_REQUESTS.labels("watch", label, str(status)).inc()
+    metrics.KUBE_API_DURATION.labels("watch", label).observe(time.perf_counter() - start)
+
+
+def _watch_refused(status: int, body: bytes, retry_after: str | None, path: str) -> ApiError:
+    """The typed error of a watch the API server refused (410 Gone: relist)."""
+    return error_from_status(
+        status,
+        decode_status(body),
+        retry_after_header=retry_after,
+        method="GET",
+        path=path,
+        fallback_message=body[:200].decode(errors="replace"),
+    )
 
 
 def log_dry_run(verb: str, path: str, body: Any = None) -> None:

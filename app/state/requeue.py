@@ -395,8 +395,7 @@ class RequeueView:
                 found[uid] = None
                 free[uid] = known
                 continue
-            in_strict = bool(strict) and queue_of(pod, cache.queue_labels) in strict
-            if key is not None and not in_strict and self.surely_free(pod, key, now):
+            if key is not None and self.surely_free(pod, key, now):
                 # Nothing could hold it: free, without asking the rule chain (the first pass
                 # over a burst of new pods).
                 found[uid] = None
@@ -404,7 +403,7 @@ class RequeueView:
                 continue
             hold = hold_of(admission_of(pod, now))
             found[uid] = hold
-            if hold is None and not in_strict:
+            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
                 free[uid] = (pod, view)
         self._free, self._stamp = free, stamp
         return found
