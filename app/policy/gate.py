@@ -1,8 +1,8 @@
 """The preemption gate (KEP-4832 in the extender): when a held preemptor may be placed again.
 
 While its preemption is in flight, a preemptor P is held: ``filter`` passes only its nominated
-node and ``preempt`` vetoes. The gate opens when every victim is gone or terminating, when the
-task fails, or when a bound passes — whichever comes first.
+node and ``preempt`` vetoes. The gate opens when every victim is gone or terminating, when a
+bound passes, or after a failed task's back-off (``failed_retry_wait``) — whichever comes first.
 """
 
 from __future__ import annotations
@@ -13,6 +13,20 @@ from dataclasses import dataclass
 
 from app.model.gate import GateEntry, PodRef
 from app.model.timestamps import format_time
+from app.policy.backoff import exponential_wait
+
+FAILED_RETRY_BASE_S = 1.0
+FAILED_RETRY_MAX_S = 60.0
+"""A failed preemption (a victim's DELETE refused by a webhook, the API server failing) keeps
+its preemptor in the gate 1 s, then 2 s, 4 s ... up to 60 s after each consecutive failure.
+Without it kube-scheduler retries the preemptor at once (the gate's annotation removal is a
+pod update that moves it to the active queue) and a refused DELETE becomes a hot loop of
+annotation, nomination and DELETE calls, several a second, for as long as the refusal lasts."""
+
+
+def failed_retry_wait(failures: int) -> float:
+    """Seconds a preemptor stays gated after its ``failures``-th consecutive failed preemption."""
+    return exponential_wait(failures, FAILED_RETRY_BASE_S, FAILED_RETRY_MAX_S)
 
 
 class VictimState(enum.Enum):

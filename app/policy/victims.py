@@ -775,6 +775,7 @@ def decide(
     now: float,
     *,
     gated: bool = False,
+    gate_why: str = "",
     claimed: Mapping[str, str] | None = None,
 ) -> Decision:
     """Choose the victims of a preemption on one offered node (SPEC §3 steps 1-4) and say why.
@@ -782,9 +783,9 @@ def decide(
     ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
     pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a
     workload entry are workloads of their own). ``gated``: the preemptor's previous preemption
-    is still in flight → veto. ``claimed``: nodes another preemption in flight holds (node →
-    its preemptor), dropped (``policy.claims``). The result does not depend on the order of any
-    input.
+    is still in flight (or its failure backs off: ``gate_why`` says which) → veto.
+    ``claimed``: nodes another preemption in flight holds (node → its preemptor), dropped
+    (``policy.claims``). The result does not depend on the order of any input.
     """
     if gated:
         return Decision(
@@ -793,7 +794,10 @@ def decide(
             chosen=None,
             vetoed_by_gate=True,
             reason=(
-                f"{preemptor.key} is in the gate: its previous preemption is still in "
+                f"{preemptor.key} is in the gate: {gate_why}; preemption is vetoed until the "
+                "gate opens"
+                if gate_why and gate_why != "preemption in flight"
+                else f"{preemptor.key} is in the gate: its previous preemption is still in "
                 "flight; preemption is vetoed until its victims are gone"
             ),
         )

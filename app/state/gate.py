@@ -10,13 +10,15 @@ annotation.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from app import metrics
 from app.model import Pod
 from app.model.gate import GATE_ANNOTATION, GateEntry, decode_entry
+from app.model.timestamps import format_time
 from app.policy.claims import Claim, room_after
-from app.policy.gate import GateCheck, VictimState, check_gate
+from app.policy.gate import GateCheck, VictimState, check_gate, failed_retry_wait
 from app.policy.quantity import QuantityError, add_resources, parse_resources, pod_requests
 from app.state.cache import CacheEvent, ClusterCache
 
@@ -33,6 +35,11 @@ def victim_state(cache: ClusterCache, uid: str) -> VictimState:
     return VictimState.PRESENT
 
 
+RELEASED_MEMO = 4096
+"""Released gates remembered (by preemptor UID) so that their annotation, still on the cached
+pod until the watch shows its removal, does not hold the pod again."""
+
+
 class GateBook:
     """Held preemptors by UID, and whether their preemption task still runs or has failed; the
     entries other replicas (or an earlier run) mirrored on pods; the claims they make.
@@ -42,8 +49,12 @@ class GateBook:
         self.cache = cache if cache is not None else ClusterCache()
         self._entries: dict[str, GateEntry] = {}
         self._running: set[str] = set()
-        self._failed: set[str] = set()
+        self._failed: dict[str, float] = {}
+        """Preemptors whose task failed → when their gate opens (the failure back-off)."""
+        self._failures: OrderedDict[str, int] = OrderedDict()
+        """Consecutive failed preemptions per preemptor (bounded; a success resets it)."""
         self._mirrored: dict[str, GateEntry] = {}
+        self._released: OrderedDict[str, float] = OrderedDict()
         self._version = 0
         self.entries_version = 0
         """Bumped when an entry (local or mirrored) appears or goes: who is gated changed."""
@@ -64,7 +75,7 @@ class GateBook:
         uid = pod.metadata.uid
         entry = None
         if event.new is not None and event.new.annotation(GATE_ANNOTATION):
-            entry = decode_entry(event.new)
+            entry = self._live(decode_entry(event.new))
         if entry is None:
             changed = self._mirrored.pop(uid, None) is not None
         else:
@@ -84,17 +95,35 @@ class GateBook:
         uid = entry.preemptor.uid
         self._entries[uid] = entry
         self._running.add(uid)
-        self._failed.discard(uid)
+        self._failed.pop(uid, None)
         metrics.GATE_PODS.set(len(self._entries))
 
-    def finish(self, uid: str, *, ok: bool) -> None:
-        """The task of ``uid`` ended; a failed one opens the gate at the next check."""
+    def finish(self, uid: str, *, ok: bool, now: float | None = None) -> None:
+        """The task of ``uid`` ended. A failed one keeps the gate closed for its back-off
+        (``policy.gate.failed_retry_wait``, counted from ``now``; at once without it), then the
+        gate keeper opens it; its claim ends at once."""
         self._version += 1
         self._running.discard(uid)
-        if not ok and uid in self._entries:
-            self._failed.add(uid)
+        if ok:
+            self._failures.pop(uid, None)
+        elif uid in self._entries:
+            failures = self._failures.pop(uid, 0) + 1
+            self._failures[uid] = failures
+            while len(self._failures) > RELEASED_MEMO:
+                self._failures.popitem(last=False)
+            wait = failed_retry_wait(failures) if now is not None else 0.0
+            self._failed[uid] = (now or 0.0) + wait
         for listener in self.listeners:
             listener()
+
+    def backing_off(self, uid: str) -> bool:
+        """Whether ``uid``'s last preemption failed and its gate waits out the back-off (the
+        pod may be placed anywhere meanwhile; only a new preemption is vetoed)."""
+        return uid in self._failed
+
+    def failures(self, uid: str) -> int:
+        """Consecutive failed preemptions of ``uid`` (0 after a success)."""
+        return self._failures.get(uid, 0)
 
     def release(self, uid: str) -> GateEntry | None:
         """Open the gate for ``uid`` (the gate keeper's job); returns the entry held, if any.
@@ -102,9 +131,15 @@ class GateBook:
         self._version += 1
         self.entries_version += 1
         entry = self._entries.pop(uid, None)
-        self._mirrored.pop(uid, None)
+        mirrored = self._mirrored.pop(uid, None)
         self._running.discard(uid)
-        self._failed.discard(uid)
+        since = max((e.since for e in (entry, mirrored) if e is not None), default=None)
+        if since is not None:
+            self._released[uid] = since
+            self._released.move_to_end(uid)
+            while len(self._released) > RELEASED_MEMO:
+                self._released.popitem(last=False)
+        self._failed.pop(uid, None)
         metrics.GATE_PODS.set(len(self._entries))
         return entry
 
@@ -120,7 +155,17 @@ class GateBook:
 
     def lookup(self, pod: Pod) -> GateEntry | None:
         """The entry holding ``pod``: this replica's, else one mirrored on the pod by another."""
-        return self._entries.get(pod.metadata.uid) or decode_entry(pod)
+        return self._entries.get(pod.metadata.uid) or self._live(decode_entry(pod))
+
+    def _live(self, mirrored: GateEntry | None) -> GateEntry | None:
+        """``mirrored`` unless it is a gate already released here: the annotation stays on the
+        cached pod until the watch shows its removal, and kube-scheduler (whose informer may see
+        the removal first) retries the preemptor in that window; a held answer then would leave
+        it unschedulable until its queue's next flush. A new gate on the pod starts later."""
+        if mirrored is None:
+            return None
+        released = self._released.get(mirrored.preemptor.uid)
+        return None if released is not None and mirrored.since <= released else mirrored
 
     def running(self, uid: str) -> bool:
         """Whether this replica's task for ``uid`` is still making its calls."""
@@ -129,8 +174,15 @@ class GateBook:
     def check(self, entry: GateEntry, now: float) -> GateCheck:
         """Whether ``entry`` still holds (no side effect)."""
         uid = entry.preemptor.uid
-        if uid in self._failed:
-            return GateCheck(True, "preemption failed")
+        retry_at = self._failed.get(uid)
+        if retry_at is not None:
+            if now >= retry_at:
+                return GateCheck(True, "preemption failed")
+            return GateCheck(
+                False,
+                f"its preemption failed ({self.failures(uid)} in a row); retried after "
+                f"{format_time(retry_at)}",
+            )
         return check_gate(
             entry,
             lambda v: victim_state(self.cache, v),
@@ -156,8 +208,11 @@ class GateBook:
         if memo is None or memo[0] != self._version:
             found: dict[str, GateEntry] = dict(self._mirrored)
             found.update(self._entries)
+            # A failed preemption backing off claims nothing: its nomination is cleared.
             made = tuple(
-                self._claim(entry) for entry in found.values() if not self.check(entry, now).open
+                self._claim(entry)
+                for uid, entry in found.items()
+                if uid not in self._failed and not self.check(entry, now).open
             )
             memo = self._claims = (self._version, made)
         # A claim ends with its gate's bound, whatever else happens.

@@ -281,14 +281,20 @@ class PreemptDecider:
                 return self._refuse(args.pod, refusal)
             preemptor = cached  # its priority and labels come from the cache, not the payload
         facts = self.facts(args, preemptor)
-        gated = self.gate.held(preemptor, now) is not None
+        held = self.gate.held(preemptor, now)
         claimed = {
             c.node: c.preemptor
             for c in self.gate.claims(now)
             if c.preemptor_uid != preemptor.metadata.uid
         }
         decision = decide(
-            facts.preemptor, facts.offers, facts.workloads, now, gated=gated, claimed=claimed
+            facts.preemptor,
+            facts.offers,
+            facts.workloads,
+            now,
+            gated=held is not None,
+            gate_why=held[1].why if held is not None else "",
+            claimed=claimed,
         )
         self.decisions.add(decision)
         if decision.chosen is None:

@@ -272,9 +272,10 @@ class RequeueView:
     # --- the gate ---------------------------------------------------------------------------
 
     def gate_hold(self, pod: Pod, now: float) -> GateHold | None:
-        """The gate entry holding ``pod``, unless the gate is open already."""
+        """The gate entry holding ``pod``, unless the gate is open already or only backs off
+        after a failed preemption (then every node may take the pod; ``preempt`` vetoes)."""
         held = self.gate.held(pod, now)
-        if held is None:
+        if held is None or self.gate.backing_off(pod.uid):
             return None
         entry, check = held
         return GateHold(

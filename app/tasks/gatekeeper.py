@@ -1,6 +1,7 @@
 """Keeps the gate honest, and is the only code that releases it: opens a gate as its victims
-disappear, its task fails or its bound passes (removing the mirrored annotation), and at startup
-resumes (leader) or releases the gates mirrored on pods by a previous run or another replica."""
+disappear, its failed task's back-off ends or its bound passes (removing the mirrored
+annotation), and at startup resumes (leader) or releases the gates mirrored on pods by a
+previous run or another replica."""
 
 from __future__ import annotations
 

@@ -208,7 +208,7 @@ class PreemptionExecutor:
             self._gate.finish(plan.preemptor.uid, ok=True)
         except asyncio.CancelledError:
             record.result, record.error = "cancelled", "cancelled at shutdown"
-            await self._fail(plan, record)
+            await self._fail(plan, record, back_off=False)
             raise
         except Exception as exc:
             record.result, record.error = "error", f"{type(exc).__name__}: {exc}"
@@ -222,7 +222,9 @@ class PreemptionExecutor:
         finally:
             record.seconds = time.perf_counter() - start
             record.finished = self._clock.now()
-            self._in_flight.pop(plan.preemptor.uid, None)
+            # A retried preemption of the same pod may have started while this one reverted.
+            if self._in_flight.get(plan.preemptor.uid) is record:
+                del self._in_flight[plan.preemptor.uid]
             self._recent.append(record)
             metrics.PREEMPTION_IN_FLIGHT.set(len(self._in_flight))
             metrics.PREEMPTION_EXECUTIONS.labels(record.result).inc()
@@ -303,18 +305,24 @@ class PreemptionExecutor:
         while len(self._recorded) > RECORDED_MEMO:
             self._recorded.popitem(last=False)
 
-    async def _fail(self, plan: PreemptionPlan, record: PreemptionRecord) -> None:
-        """Undo what the scheduler would otherwise act on: the nomination. The gate opens at once
-        (the gate keeper releases it and removes its annotation)."""
-        self._gate.finish(plan.preemptor.uid, ok=False)
+    async def _fail(
+        self, plan: PreemptionPlan, record: PreemptionRecord, *, back_off: bool = True
+    ) -> None:
+        """Undo what the scheduler would otherwise act on: the nomination. The gate opens after
+        the failure back-off (the gate keeper releases it and removes its annotation)."""
+        # A shutdown is not the preemption's failure: its gate opens at once.
+        now = self._clock.now() if back_off else None
+        self._gate.finish(plan.preemptor.uid, ok=False, now=now)
         if not self.takeover:
-            record.steps.append("gate opened")
+            record.steps.append("gate backing off" if back_off else "gate opened")
             return
         try:
             # Bounded: at shutdown this runs after cancellation and must not hold drain() up.
             async with asyncio.timeout(self._revert_timeout_s):
                 await self.pods.nominate(plan.preemptor, None)
-            record.steps.append("nomination cleared, gate opened")
+            record.steps.append(
+                "nomination cleared, gate backing off" if back_off else "nomination cleared"
+            )
         except Exception as exc:  # the gate is open anyway; the annotation expires by deadline
             record.steps.append(f"revert failed: {type(exc).__name__}: {exc}")
 

@@ -70,24 +70,50 @@ async def test_calls_per_victim_in_order_then_nomination() -> None:
     await ex.drain(1)
 
 
-async def test_failure_clears_nomination_and_opens_the_gate() -> None:
+async def test_failure_clears_nomination_and_the_gate_backs_off_then_opens() -> None:
     api = FakeApi()
     api.fail = lambda op, pod: (
         RuntimeError("500 from API") if op == "delete" and pod == VICTIMS[1] else None
     )
-    ex, gate = executor(api)
+    clock = ManualClock(1000.0)
+    ex, gate = executor(api, clock)
     before = metrics.PREEMPTION_EXECUTIONS.labels("error")._value.get()
     record = await ex.run(PLAN)
     assert record.result == "error"
     assert "500 from API" in record.error
     assert ("nominate", P.key, None) in api.calls
-    # The gate is open at once (a read sees it open); the gate keeper releases it and removes
-    # the annotation (tests/integration/tasks/test_gatekeeper.py).
+    # The gate stays closed for the first failure's back-off (1 s), claims nothing meanwhile,
+    # then opens (a read sees it open; the gate keeper releases it and removes the annotation:
+    # tests/integration/tasks/test_gatekeeper.py).
     entry = gate.get(P.uid)
-    assert entry is not None and gate.check(entry, now=0).open
-    assert gate.check(entry, now=0).why == "preemption failed"
+    assert entry is not None and gate.backing_off(P.uid) and gate.failures(P.uid) == 1
+    closed = gate.check(entry, now=1000.5)
+    assert not closed.open and "failed (1 in a row)" in closed.why, closed
+    assert gate.claims(1000.5) == ()
+    assert gate.check(entry, now=1001.0).open
+    assert gate.check(entry, now=1001.0).why == "preemption failed"
     assert metrics.PREEMPTION_EXECUTIONS.labels("error")._value.get() == before + 1
     assert ex.recent()[0] is record
+    await ex.drain(1)
+
+
+async def test_consecutive_failures_back_off_longer_and_a_success_resets() -> None:
+    api = FakeApi()
+    api.fail = lambda op, pod: RuntimeError("403 webhook") if op == "delete" else None
+    clock = ManualClock(1000.0)
+    ex, gate = executor(api, clock)
+    waits = []
+    for _ in range(4):
+        await ex.run(PLAN)
+        entry = gate.get(P.uid)
+        assert entry is not None
+        opens = next(t for t in range(0, 200) if gate.check(entry, clock.now() + t).open)
+        waits.append(opens)
+        gate.release(P.uid)
+    assert waits == [1, 2, 4, 8], waits
+    api.fail = lambda op, pod: None
+    assert (await ex.run(PLAN)).result == "success"
+    assert gate.failures(P.uid) == 0
     await ex.drain(1)
 
 
