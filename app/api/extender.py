@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
@@ -157,10 +158,21 @@ def answer_verb(
         _account(verb, outcome, time.perf_counter() - start)
 
 
+_METRICS: dict[tuple[str, str], tuple[Any, Any]] = {}
+"""Each (verb, outcome)'s metric children, looked up once (``labels()`` costs a lock and a
+tuple per call: a measurable share of a 60 µs verb)."""
+
+
 def _account(verb: str, outcome: str, elapsed: float) -> None:
-    metrics.EXTENDER_REQUESTS.labels(verb, outcome).inc()
-    metrics.EXTENDER_DURATION.labels(verb).observe(elapsed)
-    log.debug("extender call", verb=verb, outcome=outcome, seconds=round(elapsed, 6))
+    children = _METRICS.get((verb, outcome))
+    if children is None:
+        children = _METRICS[verb, outcome] = (
+            metrics.EXTENDER_REQUESTS.labels(verb, outcome),
+            metrics.EXTENDER_DURATION.labels(verb),
+        )
+    children[0].inc()
+    children[1].observe(elapsed)
+    log.debug("extender call", verb=verb, outcome=outcome, seconds=elapsed)
 
 
 async def serve_verb(request: Request, verb: str) -> Response:

@@ -206,6 +206,11 @@ class ClusterCache:
         pods.sort(key=lambda p: p.metadata.name)
         return pods
 
+    def pending_workload_pods(self, key: WorkloadKey) -> list[Pod]:
+        """Pods of workload ``key`` with no node yet (in no particular order)."""
+        pending = self._pending
+        return [self._pods[u] for u in self._by_workload.get(key, ()) if u in pending]
+
     def workload(self, key: WorkloadKey) -> WorkloadView | None:
         """The workload with its derived start time and PodsReady (memoised until it changes)."""
         view = self._workloads.get(key)

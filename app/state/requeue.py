@@ -40,7 +40,7 @@ from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
 from app.policy.workload import WorkloadKey, bind_time, is_ready, live_pods, queue_of, workload_of
-from app.state.cache import ClusterCache, WorkloadView
+from app.state.cache import CacheEvent, ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
 
@@ -149,6 +149,10 @@ def workload_state(admitted: float | None, record: EvictionRecord | None, now: f
     return "admitted" if admitted is not None else "pending"
 
 
+CHANGED_LIMIT = 100_000
+"""Changed pods remembered between two waker passes; past it the next pass asks every pod."""
+
+
 class RequeueView:
     """The requeue facts of pods and workloads (read-only; see the module docstring)."""
 
@@ -174,10 +178,27 @@ class RequeueView:
         self.policy = policy
         self.pool_label = pool_label
         self.index = index or RequeueIndex()
-        self._free: dict[str, tuple[Pod, WorkloadView | None]] = {}
-        """Pods found free by the last ``pending_holds``, with their workload view then."""
+        self._found: dict[str, Hold | None] = {}
+        """The last ``pending_holds``: every pending pod's hold (None: free)."""
+        self._key_of: dict[str, WorkloadKey] = {}
+        """The workload of each pod in ``_found`` (where a changed pod was)."""
+        self._always: set[str] = set()
+        """Pending pods of StrictFIFO queues: asked on every pass (their head moves)."""
+        self._changed: set[str] | None = None
+        """UIDs of pods changed since the last pass (None: look at every pending pod)."""
         self._stamp: tuple[int, int, tuple[Blocker, ...]] | None = None
         self._strict_memo: tuple[int, frozenset[str]] | None = None
+        cache.subscribe(self._on_change)
+
+    def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
+        changed = self._changed
+        if changed is None or event.kind != "pod":
+            return
+        pod = event.new if event.new is not None else event.old
+        if pod is not None:
+            changed.add(pod.uid)
+            if len(changed) > CHANGED_LIMIT:  # nobody asks (a follower): look at all later
+                self._changed = None
 
     # --- PodsReady facts --------------------------------------------------------------------
 
@@ -367,47 +388,73 @@ class RequeueView:
         )
 
     def pending_holds(self, now: float) -> dict[str, Hold | None]:
-        """Every pending (unbound, not terminating) pod's UID with the filter's hold on it now:
-        the same facts and rule chain as the filter verb, so what the leader's waker expects
-        matches what any replica answers.
+        """Every pending pod's hold now (None: free), keyed by UID — what the waker compares
+        between passes. Asks, pod by pod, the same facts and rule chain as the filter verb, so
+        what the leader's waker expects matches what any replica answers.
 
-        A pod found free is not asked again while nothing that could hold it changed: the pod
-        object, its workload's cache view (new on any change of its pods), the records and
-        the queue tree (``RequeueIndex.facts``), the gate entries, the blockers. Time alone
-        never holds a free pod (it only ends holds), so during a scheduling burst a pass
-        costs a few identity checks per pending pod. Pods of StrictFIFO queues are always
-        asked (the head moves with other workloads).
+        A pass looks again only at what could have changed: pods whose workload changed since
+        the last pass (a pod event; the workload's cache view is new), pods held last time
+        (time ends holds) and pods of StrictFIFO queues (the head moves with other workloads).
+        Every pending pod is asked again when the records or the queue tree
+        (``RequeueIndex.facts``), the gate entries or the blockers change. Time alone never
+        holds a free pod, so during a scheduling burst a pass costs what changed, not every
+        pending pod. A pod nothing could hold (``surely_free``) is free without the rule chain.
         """
-        cache = self.cache
-        strict = self._strict_queues()
         stamp = (self.index.facts, self.gate.entries_version, self.blockers(now))
-        memo = self._free if self._stamp == stamp else {}
-        admission_of = self._admit_by_rules
-        free: dict[str, tuple[Pod, WorkloadView | None]] = {}
-        found: dict[str, Hold | None] = {}
-        for pod in cache.pending_pods():
+        changed, self._changed = self._changed, set()
+        strict = self._strict_queues()
+        if changed is None or stamp != self._stamp:
+            self._found, self._key_of, self._always = {}, {}, set()
+            recheck = self.cache.pending_pods()
+        else:
+            recheck = self._to_recheck(changed)
+        self._stamp = stamp
+        found, key_of, always = self._found, self._key_of, self._always
+        cache = self.cache
+        for pod in recheck:
+            uid = pod.uid
             if pod.metadata.deletionTimestamp is not None:
                 continue
-            uid = pod.uid
-            key = cache.workload_key_of(uid)
-            view = cache.workload(key) if key is not None else None
-            known = memo.get(uid)
-            if known is not None and known[0] is pod and known[1] is view:
+            key = cache.workload_key_of(uid) or workload_of(pod)
+            key_of[uid] = key
+            if strict and queue_of(pod, cache.queue_labels) in strict:
+                always.add(uid)
+            if self.surely_free(pod, key, now):
                 found[uid] = None
-                free[uid] = known
-                continue
-            if key is not None and self.surely_free(pod, key, now):
-                # Nothing could hold it: free, without asking the rule chain (the first pass
-                # over a burst of new pods).
-                found[uid] = None
-                free[uid] = (pod, view)
-                continue
-            hold = hold_of(admission_of(pod, now))
-            found[uid] = hold
-            if hold is None and not (strict and queue_of(pod, cache.queue_labels) in strict):
-                free[uid] = (pod, view)
-        self._free, self._stamp = free, stamp
-        return found
+            else:
+                found[uid] = hold_of(self._admit_by_rules(pod, now))
+        return dict(found)
+
+    def _to_recheck(self, changed: set[str]) -> list[Pod]:
+        """Forget what ``changed`` pods were found (and their workloads' pods); return the
+        pending pods to ask again: those of the changed workloads, the held and the StrictFIFO
+        ones."""
+        cache = self.cache
+        found, key_of, always = self._found, self._key_of, self._always
+        keys: set[WorkloadKey] = set()
+        for uid in changed:
+            before = key_of.pop(uid, None)
+            if before is not None:
+                keys.add(before)
+            found.pop(uid, None)
+            always.discard(uid)
+            now_key = cache.workload_key_of(uid)
+            if now_key is not None:
+                keys.add(now_key)
+        again: dict[str, Pod] = {}
+        for key in keys:
+            for pod in cache.pending_workload_pods(key):
+                again[pod.uid] = pod
+        for uid in [u for u, hold in found.items() if hold is not None] + list(always):
+            if uid not in again:
+                cached = cache.pod(uid)
+                if cached is not None and not cached.spec.nodeName:
+                    again[uid] = cached
+                else:  # gone or bound without an event seen here: forget it
+                    found.pop(uid, None)
+                    key_of.pop(uid, None)
+                    always.discard(uid)
+        return list(again.values())
 
     def _admit_by_rules(self, pod: Pod, now: float) -> admission.Admission:
         return admission.admit(self.filter_input(pod, now), now, self.policy)

@@ -58,10 +58,15 @@ class LifeRecorder(Ticker):
     def _on_event(self, event: CacheEvent[Pod] | CacheEvent[Node]) -> None:
         if event.kind != "pod":
             return
+        changed = False
         for pod in (event.old, event.new):
             if isinstance(pod, Pod):
-                self._dirty.add(workload_of(pod))
-        self.poke()
+                key = workload_of(pod)
+                if key.source != "pod":  # a pod alone has no facts to write (``record``)
+                    self._dirty.add(key)
+                    changed = True
+        if changed:
+            self.poke()
 
     async def run_once(self) -> float:
         """One pass (``Ticker``): the changed workloads, or all of them on a sweep."""

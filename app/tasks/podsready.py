@@ -93,9 +93,13 @@ class PodsReadyEvictor(Ticker):
 
     def start(self) -> None:
         """Subscribe to the cache, count the gauges at each scrape and start the loop."""
-        self.follow(lambda: self.cache.subscribe(lambda _event: self.poke()))
+        self.follow(lambda: self.cache.subscribe(self._on_change))
         self.follow(lambda: metrics.on_scrape(self._scraped))
         super().start()
+
+    def _on_change(self, _event: object) -> None:
+        if self.config.enable:  # disabled: a pass does nothing, so nothing wakes it
+            self.poke()
 
     async def stop(self) -> None:
         """Stop the loop and every eviction in flight; returns when none is left."""

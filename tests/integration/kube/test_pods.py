@@ -114,9 +114,11 @@ async def test_a_persistent_5xx_fails_the_task_and_reverts_the_nomination() -> N
     ]
     assert len(deletes) > 1, "5xx on an idempotent call is retried within the bound"
     assert calls(router)[-1][2] == {"status": {"nominatedNodeName": None}}
-    # The gate is open at once; the gate keeper releases it and removes the annotation.
+    # The gate backs off (1 s after a first failure), then the gate keeper releases it and
+    # removes the annotation.
     entry = gate.get(P.uid)
-    assert entry is not None and gate.check(entry, now=0).open
+    assert entry is not None and gate.backing_off(P.uid)
+    assert gate.check(entry, now=ManualClock().now() + 1).open
 
 
 async def test_preempt_answers_before_any_call_completes_and_timeouts_fail_cleanly() -> None:

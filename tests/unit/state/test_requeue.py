@@ -159,20 +159,34 @@ async def test_a_pending_replacement_runs_the_recovery_clock_not_the_start_clock
 
 OPS = st.lists(
     st.tuples(
-        st.sampled_from(["add", "bind", "record", "deactivate", "clear", "gate", "ungate", "tick"]),
+        st.sampled_from(
+            [
+                "add",
+                "bind",
+                "delete",
+                "move",
+                "record",
+                "deactivate",
+                "clear",
+                "gate",
+                "ungate",
+                "tick",
+            ]
+        ),
         st.integers(0, 5),
     ),
     max_size=25,
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(OPS, st.booleans())
 def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
     ops: list[tuple[str, int]], strict: bool
 ) -> None:
-    """Whatever changes between two passes (pods, records, gates, time, the blockers of
-    blockAdmission), the memoised pass answers what the filter answers for every pod now."""
+    """Whatever changes between two passes (pods added, bound, deleted or moved between
+    workloads, records, gates, time, the blockers of blockAdmission), the incremental pass
+    answers what the filter answers for every pod now."""
     config: dict[str, Any] = {
         "waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"},
         "queues": [{"name": "q", "queueingStrategy": "StrictFIFO" if strict else "BestEffortFIFO"}],
@@ -181,11 +195,16 @@ def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
     clock = rt.clock
     assert isinstance(clock, ManualClock)
 
+    moved: set[int] = set()
+
     def the_pod(i: int, *, bound: bool = False) -> Pod:
+        # Pods share workloads (w0: p0 and p3...), and a pod may move to another workload: a
+        # change of one pod changes what its siblings' rules read.
+        workload = f"w{(i + 1) % 3}" if i in moved else f"w{i % 3}"
         obj = raw_pod(
             f"p{i}",
             namespace="ns",
-            labels={"runway.dev/workload": f"w{i}", "runway.dev/queue": "q" if i % 2 else "other"},
+            labels={"runway.dev/workload": workload, "runway.dev/queue": "q" if i % 2 else "other"},
             node="n1" if bound else None,
             start_time=format_time(T0) if bound else None,
             conditions=[condition("PodScheduled", True, format_time(T0))] if bound else None,
@@ -194,11 +213,16 @@ def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
 
     for op, i in ops:
         now = clock.now()
-        key = WorkloadKey("ns", f"w{i}", "label")
+        key = WorkloadKey("ns", f"w{i % 3}", "label")
         if op == "add":
             rt.cache.upsert_pod(the_pod(i))
         elif op == "bind" and rt.cache.pod(f"uid-p{i}") is not None:
             rt.cache.upsert_pod(the_pod(i, bound=True))
+        elif op == "delete" and (gone := rt.cache.pod(f"uid-p{i}")) is not None:
+            rt.cache.delete_pod(gone)
+        elif op == "move" and (there := rt.cache.pod(f"uid-p{i}")) is not None:
+            moved.symmetric_difference_update({i})
+            rt.cache.upsert_pod(the_pod(i, bound=bool(there.spec.nodeName)))
         elif op == "record":
             record = EvictionRecord(PODS_READY_TIMEOUT, now, count=1, requeue_at=now + 7)
             asyncio.run(rt.records.write(key, record))
