@@ -4,9 +4,10 @@ Per config: preemptions (executed, one preemptor pod each), preempted workloads 
 evictions by preemption; a workload preempted twice counts twice), evicted pods, work lost
 (victim pod-seconds thrown away: the time each preempted pod had run), workloads preempted at
 least twice, PodsReady timeout evictions, deactivations, utilisation per resource (allocated
-resource-seconds over capacity x the simulated span), and per leaf queue the p50/p95 of each
-workload's queue wait (the time from its arrival, or from an eviction that reset its start, to
-its start — the minAvailable-th bind; a workload still waiting at the end counts until then).
+resource-seconds over capacity x the simulated span), and per leaf queue and per priority the
+p50/p95 of each workload's queue wait (the time from its arrival, or from an eviction that reset
+its start, to its start — the minAvailable-th bind; a workload still waiting at the end counts
+until then).
 Times are seconds of simulated time; every number is rounded to 3 decimals so the JSON of a
 trace, a config and a seed is byte-identical from run to run.
 """
@@ -60,10 +61,19 @@ def series(outcome: Outcome, bucket: float = SERIES_BUCKET_SECONDS) -> dict[str,
     }
 
 
+def _waits(samples: Sequence[float]) -> dict[str, Any]:
+    return {
+        "count": len(samples),
+        "p50Seconds": _r(percentile(samples, 50)),
+        "p95Seconds": _r(percentile(samples, 95)),
+    }
+
+
 def summarize(name: str, outcome: Outcome, *, decisions: bool = False) -> dict[str, Any]:
     """The JSON object of one run."""
     states: dict[str, int] = {"finished": 0, "deactivated": 0, "pending": 0, "running": 0}
     per_queue: dict[str, list[float]] = {}
+    per_priority: dict[int, list[float]] = {}
     for w in outcome.workloads:
         if w.state == "waiting":
             continue
@@ -74,6 +84,7 @@ def summarize(name: str, outcome: Outcome, *, decisions: bool = False) -> dict[s
         else:
             states[w.state] += 1
         per_queue.setdefault(w.spec.queue, []).append(w.wait)
+        per_priority.setdefault(w.spec.priority, []).append(w.wait)
     span = outcome.end
     utilisation = {
         k: _r(outcome.used_seconds.get(k, 0.0) / (cap * span)) if cap and span > 0 else 0.0
@@ -93,14 +104,8 @@ def summarize(name: str, outcome: Outcome, *, decisions: bool = False) -> dict[s
         "podsReadyTimeoutEvictions": outcome.pods_ready_evictions,
         "deactivations": outcome.deactivations,
         "utilisation": utilisation,
-        "queueWait": {
-            q: {
-                "count": len(v),
-                "p50Seconds": _r(percentile(v, 50)),
-                "p95Seconds": _r(percentile(v, 95)),
-            }
-            for q, v in sorted(per_queue.items())
-        },
+        "queueWait": {q: _waits(v) for q, v in sorted(per_queue.items())},
+        "queueWaitByPriority": {str(p): _waits(v) for p, v in sorted(per_priority.items())},
         "series": series(outcome),
     }
     if decisions:
@@ -143,12 +148,16 @@ def table(results: Sequence[Mapping[str, Any]]) -> str:
     for k in resources:
         row(f"utilisation {k}", lambda r, k=k: f"{100 * r['utilisation'].get(k, 0.0):.1f} %")
     queues = sorted({q for r in results for q in r["queueWait"]})
-    for q in queues:
-        for p in ("p50", "p95"):
+    priorities = sorted({int(p) for r in results for p in r["queueWaitByPriority"]})
+    for key, label, group in (
+        *(("queueWait", q, q) for q in queues),
+        *(("queueWaitByPriority", f"priority {p}", str(p)) for p in priorities),
+    ):
+        for pct in ("p50", "p95"):
             row(
-                f"queue wait {q} {p}",
-                lambda r, q=q, p=p: (
-                    _duration(r["queueWait"][q][f"{p}Seconds"]) if q in r["queueWait"] else "-"
+                f"queue wait {label} {pct}",
+                lambda r, key=key, g=group, pct=pct: (
+                    _duration(r[key][g][f"{pct}Seconds"]) if g in r[key] else "-"
                 ),
             )
     row(

@@ -52,7 +52,12 @@ def test_summary_counts_what_happened() -> None:
         "detail": "high",
     } or any(d["kind"] == "preempted" for d in base["decisions"])
     assert protected["preemptions"] == 0
+    assert base["queueWaitByPriority"] == {
+        "0": {"count": 1, "p50Seconds": 50.0, "p95Seconds": 50.0},
+        "1": {"count": 1, "p50Seconds": 0.0, "p95Seconds": 0.0},
+    }
     assert protected["queueWait"]["default"]["p50Seconds"] == 90.0
+    assert protected["queueWaitByPriority"]["1"]["p95Seconds"] == 90.0
 
 
 def test_table_puts_configs_side_by_side() -> None:
@@ -60,6 +65,8 @@ def test_table_puts_configs_side_by_side() -> None:
     assert text.splitlines()[0] == "|  | base | protected |"
     assert "| preemptions | 1 | 0 |" in text
     assert "| queue wait a p50 | 50 s | 0 s |" in text
+    assert "| queue wait priority 1 p95 | 0 s | 1.5 min |" in text
+    assert "| queue wait priority 0 p50 | 50 s | 0 s |" in text
 
 
 def test_json_is_byte_identical_and_sorted() -> None:
