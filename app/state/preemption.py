@@ -193,7 +193,9 @@ def preemption_history(
     records: RecordBook | None, key: WorkloadKey, pod: Pod | None = None
 ) -> tuple[float, ...]:
     """When the workload was last preempted (its eviction record; none without a record book)."""
-    record = records.read(key, pod) if records is not None else None
+    if records is None or not records.may_have_record(key, pod):
+        return ()  # nothing to parse: most victims were never preempted
+    record = records.read(key, pod)
     return record.preemption_history if record is not None else ()
 
 
