@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
-import time
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def parse_time(value: str | None) -> float | None:
@@ -26,18 +27,14 @@ def format_time(seconds: float) -> str:
 
 @lru_cache(maxsize=4096)
 def _format_second(second: int) -> str:
-    # time.gmtime and an f-string: half the cost of datetime.strftime, and a preemption's
-    # decision record formats two times per victim (the same ones, call after call).
+    # Memoised per second (a preemption's decision record formats two times per victim, the
+    # same ones call after call) and without strftime (half the cost). Not ``time.gmtime``:
+    # policy code uses this module, and policy may not reach the clock's module.
     try:
-        t = time.gmtime(second)
-    except (OverflowError, OSError) as exc:
+        d = _EPOCH + timedelta(seconds=second)
+    except OverflowError as exc:
         raise ValueError(f"time {second} out of range") from exc
-    if not 1 <= t.tm_year <= 9999:
-        raise ValueError(f"time {second} out of range")
-    return (
-        f"{t.tm_year:04d}-{t.tm_mon:02d}-{t.tm_mday:02d}"
-        f"T{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d}Z"
-    )
+    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}Z"
 
 
 def format_optional_time(seconds: float | None) -> str | None:
