@@ -516,3 +516,34 @@ def write_scheduler_config(
     config.update(extra or {})
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+@contextlib.contextmanager
+def runway_scheduling(
+    plane: ControlPlane,
+    tmp: Path,
+    config: dict[str, Any],
+    *,
+    scheduler_name: str,
+    priorities: dict[str, int],
+) -> Iterator[RunwayHandle]:
+    """The priority classes, runway started on ``config`` and a kube-scheduler whose profile
+    ``scheduler_name`` calls it (backoff 1 s to 2 s, so retries come quickly); the scheduler and
+    runway are stopped at exit, even on failure."""
+    for name, value in priorities.items():
+        plane.ensure_priority_class(name, value)
+    factory = RunwayFactory(plane, tmp)
+    try:
+        rw = factory.start(config)
+        scheduler = write_scheduler_config(
+            tmp / "scheduler.yaml",
+            rw.url,
+            scheduler_name=scheduler_name,
+            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
+        )
+        plane.start_scheduler(scheduler)
+        yield rw
+    finally:
+        with contextlib.suppress(Exception):  # not started, or already gone
+            plane.stop_scheduler()
+        factory.close()

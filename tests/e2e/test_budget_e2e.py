@@ -17,10 +17,9 @@ import pytest
 from app.model.timestamps import format_time
 from tests.e2e.conftest import (
     ControlPlane,
-    RunwayFactory,
     RunwayHandle,
     poll,
-    write_scheduler_config,
+    runway_scheduling,
 )
 from tests.e2e.test_preemption_e2e import (
     SCHEDULER,
@@ -42,37 +41,28 @@ def stack(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ControlPlane, RunwayHandle]]:
     plane = dedicated_plane
-    tmp = tmp_path_factory.mktemp("budget")
-    for name, value in (("low", 100), ("high", 1000)):
-        plane.ensure_priority_class(name, value)
-    factory = RunwayFactory(plane, tmp)
-    try:
-        rw = factory.start(
+    config = {
+        "queues": [
+            {"name": "org"},
             {
-                "queues": [
-                    {"name": "org"},
-                    {
-                        "name": "team-a",
-                        "parent": "org",
-                        "preemptionBudget": {"maxPreemptions": 1, "window": "1h"},
-                    },
-                    {"name": "team-b", "parent": "org"},
-                ],
-                "kubernetes": {"leaderElection": {"enable": False}},
-                "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
-                "logging": {"level": "info"},
-            }
-        )
-        config = write_scheduler_config(
-            tmp / "scheduler.yaml",
-            rw.url,
-            scheduler_name=SCHEDULER,
-            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
-        )
-        plane.start_scheduler(config)
+                "name": "team-a",
+                "parent": "org",
+                "preemptionBudget": {"maxPreemptions": 1, "window": "1h"},
+            },
+            {"name": "team-b", "parent": "org"},
+        ],
+        "kubernetes": {"leaderElection": {"enable": False}},
+        "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
+        "logging": {"level": "info"},
+    }
+    with runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("budget"),
+        config,
+        scheduler_name=SCHEDULER,
+        priorities={"low": 100, "high": 1000},
+    ) as rw:
         yield plane, rw
-    finally:
-        factory.close()
 
 
 def test_exhausted_budget_protects_then_the_history_grows(

@@ -57,10 +57,9 @@ from app.model.gate import GATE_ANNOTATION
 from app.tasks.wakeup import WAKE_ANNOTATION
 from tests.e2e.conftest import (
     ControlPlane,
-    RunwayFactory,
     RunwayHandle,
     poll,
-    write_scheduler_config,
+    runway_scheduling,
 )
 from tests.e2e.test_preemption_e2e import (
     SCHEDULER,
@@ -80,33 +79,24 @@ def stack(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ControlPlane, RunwayHandle]]:
     plane = dedicated_plane
-    tmp = tmp_path_factory.mktemp("nomination")
-    for name, value in (("low", 100), ("high", 1000)):
-        plane.ensure_priority_class(name, value)
-    factory = RunwayFactory(plane, tmp)
-    try:
-        rw = factory.start(
-            {
-                "queues": [
-                    {"name": "org"},
-                    {"name": "team-b", "parent": "org"},
-                    {"name": "team-f", "parent": "org"},
-                ],
-                "kubernetes": {"leaderElection": {"enable": False}},
-                "preemption": {"gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
-                "logging": {"level": "info"},
-            }
-        )
-        config = write_scheduler_config(
-            tmp / "scheduler.yaml",
-            rw.url,
-            scheduler_name=SCHEDULER,
-            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
-        )
-        plane.start_scheduler(config)
+    config = {
+        "queues": [
+            {"name": "org"},
+            {"name": "team-b", "parent": "org"},
+            {"name": "team-f", "parent": "org"},
+        ],
+        "kubernetes": {"leaderElection": {"enable": False}},
+        "preemption": {"gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
+        "logging": {"level": "info"},
+    }
+    with runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("nomination"),
+        config,
+        scheduler_name=SCHEDULER,
+        priorities={"low": 100, "high": 1000},
+    ) as rw:
         yield plane, rw
-    finally:
-        factory.close()
 
 
 def set_widgets(plane: ControlPlane, node: str, count: int) -> None:

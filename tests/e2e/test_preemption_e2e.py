@@ -29,10 +29,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.e2e.conftest import (
     ControlPlane,
-    RunwayFactory,
     RunwayHandle,
     poll,
-    write_scheduler_config,
+    runway_scheduling,
 )
 from tests.e2e.webhook import UNDELETABLE, DeleteWebhook
 
@@ -47,39 +46,30 @@ def stack(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[ControlPlane, RunwayHandle]]:
     plane = dedicated_plane
-    tmp = tmp_path_factory.mktemp("preempt")
-    for name, value in (("low", 100), ("high", 1000)):
-        plane.ensure_priority_class(name, value)
-    factory = RunwayFactory(plane, tmp)
-    try:
-        rw = factory.start(
+    config = {
+        "queues": [
+            {"name": "org"},
             {
-                "queues": [
-                    {"name": "org"},
-                    {
-                        "name": "team-a",
-                        "parent": "org",
-                        "reclaimMinRuntime": f"{D}s",
-                        "preemptMinRuntime": f"{D}s",
-                    },
-                    {"name": "team-b", "parent": "org"},
-                    {"name": "team-c", "parent": "org", "reclaimMinRuntime": "1h"},
-                ],
-                "kubernetes": {"leaderElection": {"enable": False}},
-                "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
-                "logging": {"level": "info"},
-            }
-        )
-        config = write_scheduler_config(
-            tmp / "scheduler.yaml",
-            rw.url,
-            scheduler_name=SCHEDULER,
-            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
-        )
-        plane.start_scheduler(config)
+                "name": "team-a",
+                "parent": "org",
+                "reclaimMinRuntime": f"{D}s",
+                "preemptMinRuntime": f"{D}s",
+            },
+            {"name": "team-b", "parent": "org"},
+            {"name": "team-c", "parent": "org", "reclaimMinRuntime": "1h"},
+        ],
+        "kubernetes": {"leaderElection": {"enable": False}},
+        "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
+        "logging": {"level": "info"},
+    }
+    with runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("preempt"),
+        config,
+        scheduler_name=SCHEDULER,
+        priorities={"low": 100, "high": 1000},
+    ) as rw:
         yield plane, rw
-    finally:
-        factory.close()
 
 
 def pod(

@@ -25,12 +25,10 @@ the simulator on its model's rules), so only the decisions and their order are c
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,7 +36,7 @@ import pytest
 from app.config import parse_config
 from app.simulator.engine import SimOptions, simulate
 from app.simulator.trace import parse_trace
-from tests.e2e.conftest import ControlPlane, RunwayFactory, poll, write_scheduler_config
+from tests.e2e.conftest import ControlPlane, poll, runway_scheduling
 
 pytestmark = pytest.mark.e2e
 
@@ -245,24 +243,14 @@ def stack(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ControlPlane]:
     plane = dedicated_plane
-    tmp: Path = tmp_path_factory.mktemp("agreement")
-    for name, value in PRIORITY.items():
-        plane.ensure_priority_class(f"sim-{name}", value)
-    factory = RunwayFactory(plane, tmp)
-    try:
-        rw = factory.start(RUNWAY)
-        config = write_scheduler_config(
-            tmp / "scheduler.yaml",
-            rw.url,
-            scheduler_name=SCHEDULER,
-            extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
-        )
-        plane.start_scheduler(config)
+    with runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("agreement"),
+        RUNWAY,
+        scheduler_name=SCHEDULER,
+        priorities={f"sim-{name}": value for name, value in PRIORITY.items()},
+    ):
         yield plane
-    finally:
-        with contextlib.suppress(Exception):
-            plane.stop_scheduler()
-        factory.close()
 
 
 def test_control_plane_and_simulator_make_the_same_decisions(stack: ControlPlane) -> None:
