@@ -783,7 +783,7 @@ def decide(
     ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
     pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a
     workload entry are workloads of their own). ``gated``: the preemptor's previous preemption
-    is still in flight (or its failure backs off: ``gate_why`` says which) → veto.
+    is still in flight (or its failure backs off: ``gate_why`` then says until when) → veto.
     ``claimed``: nodes another preemption in flight holds (node → its preemptor), dropped
     (``policy.claims``). The result does not depend on the order of any input.
     """
@@ -796,7 +796,7 @@ def decide(
             reason=(
                 f"{preemptor.key} is in the gate: {gate_why}; preemption is vetoed until the "
                 "gate opens"
-                if gate_why and gate_why != "preemption in flight"
+                if gate_why
                 else f"{preemptor.key} is in the gate: its previous preemption is still in "
                 "flight; preemption is vetoed until its victims are gone"
             ),

@@ -35,9 +35,10 @@ def victim_state(cache: ClusterCache, uid: str) -> VictimState:
     return VictimState.PRESENT
 
 
-RELEASED_MEMO = 4096
-"""Released gates remembered (by preemptor UID) so that their annotation, still on the cached
-pod until the watch shows its removal, does not hold the pod again."""
+MEMO_LIMIT = 4096
+"""Preemptors remembered per memo (released gates, so that their annotation, still on the
+cached pod until the watch shows its removal, does not hold the pod again; consecutive
+failures); the oldest are forgotten first."""
 
 
 class GateBook:
@@ -109,7 +110,7 @@ class GateBook:
         elif uid in self._entries:
             failures = self._failures.pop(uid, 0) + 1
             self._failures[uid] = failures
-            while len(self._failures) > RELEASED_MEMO:
+            while len(self._failures) > MEMO_LIMIT:
                 self._failures.popitem(last=False)
             wait = failed_retry_wait(failures) if now is not None else 0.0
             self._failed[uid] = (now or 0.0) + wait
@@ -137,7 +138,7 @@ class GateBook:
         if since is not None:
             self._released[uid] = since
             self._released.move_to_end(uid)
-            while len(self._released) > RELEASED_MEMO:
+            while len(self._released) > MEMO_LIMIT:
                 self._released.popitem(last=False)
         self._failed.pop(uid, None)
         metrics.GATE_PODS.set(len(self._entries))

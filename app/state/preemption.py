@@ -284,6 +284,8 @@ class PreemptDecider:
             preemptor = cached  # its priority and labels come from the cache, not the payload
         facts = self.facts(args, preemptor)
         held = self.gate.held(preemptor, now)
+        # Only a failure's back-off has its own veto reason; in flight is the default one.
+        why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
         claimed = {
             c.node: c.preemptor
             for c in self.gate.claims(now)
@@ -295,7 +297,7 @@ class PreemptDecider:
             facts.workloads,
             now,
             gated=held is not None,
-            gate_why=held[1].why if held is not None else "",
+            gate_why=why,
             claimed=claimed,
         )
         self.decisions.add(decision)
