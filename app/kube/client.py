@@ -33,17 +33,19 @@ from app.kube.errors import (
     decode_status,
     error_from_status,
 )
-from app.kube.objects import RawWatchEvent
 from app.kube.ratelimit import RateLimiter
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
-from app.kube.stream import StreamBroken, WatchResponse, open_watch
-from app.kube.watch import decode_events, watch_params
+from app.kube.stream import StreamBroken, WatchSocket, open_watch
+from app.kube.watch import LineSplitter, watch_params
 from app.logs import get_logger
 
 T = TypeVar("T")
 DEFAULT_HEADERS = {"Accept": "application/json", "User-Agent": f"runway/{package.__version__}"}
 """Sent with every call (the httpx client's defaults; the socket watch adds them itself)."""
+
+WatchBatch = list[bytes]
+"""Watch event lines (JSON, one event each) read together (``KubeClient.watch``)."""
 
 log = get_logger("kube.client")
 # httpx logs every request at INFO: one line per lease renewal is noise; our metrics count them.
@@ -362,8 +364,10 @@ class KubeClient:
         allow_bookmarks: bool = True,
         label_selector: str | None = None,
         field_selector: str | None = None,
-    ) -> AsyncGenerator[RawWatchEvent, None]:
-        """WATCH from ``resource_version``: yields raw events until the server ends the stream.
+    ) -> AsyncGenerator[WatchBatch, None]:
+        """WATCH from ``resource_version``: yields the stream's event lines (JSON, one event
+        each) in batches — every line that arrived since the previous batch — until the server
+        ends the stream. Decoding is the caller's (``app.kube.watch``).
 
         Errors opening the stream are typed (410 Gone → relist); a broken stream raises
         ``ApiUnavailable``. Not retried here: the reflector decides where to resume.
@@ -405,9 +409,12 @@ class KubeClient:
                     raise _watch_refused(
                         resp.status_code, body, resp.headers.get("Retry-After"), path
                     )
-                async with aclosing(decode_events(resp.aiter_bytes(), path=path)) as events:
-                    async for event in events:
-                        yield event
+                lines = LineSplitter(path)
+                async for data in resp.aiter_bytes():
+                    if batch := lines.feed(data):
+                        yield batch
+                if batch := lines.rest():
+                    yield batch
         except httpx.TimeoutException as exc:
             raise Timeout(
                 504, f"watch stream stalled ({exc!r})", "Timeout", method="GET", path=path
@@ -419,12 +426,12 @@ class KubeClient:
 
     async def _watch_socket(
         self, resource: Resource, path: str, params: Mapping[str, str | int], timeout_seconds: int
-    ) -> AsyncGenerator[RawWatchEvent, None]:
+    ) -> AsyncGenerator[WatchBatch, None]:
         """``watch`` over its own connection (``app.kube.stream``), same metrics and errors."""
         label = resource.label()
         headers = {**DEFAULT_HEADERS, **self._headers()}
         start = time.perf_counter()
-        resp: WatchResponse | None = None
+        resp: WatchSocket | None = None
         try:
             # The server ends the stream after timeoutSeconds: one deadline for all of it.
             async with asyncio.timeout(timeout_seconds + 30.0):
@@ -441,9 +448,12 @@ class KubeClient:
                 if resp.status >= 400:
                     body = await resp.body()
                     raise _watch_refused(resp.status, body, resp.headers.get("retry-after"), path)
-                async with aclosing(decode_events(resp.chunks(), path=path)) as events:
-                    async for event in events:
-                        yield event
+                lines = LineSplitter(path)
+                while data := await resp.read():
+                    if batch := lines.feed(data):
+                        yield batch
+                if batch := lines.rest():
+                    yield batch
         except TimeoutError:
             raise Timeout(504, "watch stream stalled", "Timeout", method="GET", path=path) from None
         except (StreamBroken, OSError, ssl.SSLError) as exc:

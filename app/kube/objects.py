@@ -5,7 +5,11 @@ Unknown fields are skipped while decoding, so a cached object costs only the fie
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 import msgspec
+
+T = TypeVar("T")
 
 
 class ListMeta(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -33,6 +37,15 @@ class RawWatchEvent(msgspec.Struct, frozen=True):
 
     type: str
     object: msgspec.Raw
+
+
+class WatchEvent(msgspec.Struct, Generic[T], frozen=True):
+    """One line of a watch stream decoded at once with its object (ADDED, MODIFIED, DELETED,
+    BOOKMARK: one decode per event); an ERROR's Status does not decode as ``T``, and falls back
+    to ``RawWatchEvent``."""
+
+    type: str
+    object: T
 
 
 class LeaseSpec(msgspec.Struct, omit_defaults=True):

@@ -19,9 +19,10 @@ import msgspec
 from app import metrics
 from app.kube.client import KubeClient
 from app.kube.errors import ApiError, Gone, KubeError, Status, error_from_status
-from app.kube.objects import AnyObject, ListMeta
+from app.kube.objects import AnyObject, ListMeta, WatchEvent
 from app.kube.resources import Resource
 from app.kube.retry import Backoff
+from app.kube.watch import decode_raw
 from app.logs import get_logger
 
 log = get_logger("kube.reflector")
@@ -77,6 +78,7 @@ class Reflector(Generic[T]):
         field_selector: str | None = None,
         backoff: Backoff | None = None,
         transform: Callable[[T], T] | None = None,
+        batch_window: float = 0.0,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -94,6 +96,12 @@ class Reflector(Generic[T]):
         full-size objects at once). ``store.replace`` then receives the transformed objects."""
         self._list_type: type[ObjectList[T]] = ObjectList[item_type]  # type: ignore[valid-type]
         self._item_decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(item_type)
+        self._event_decoder: msgspec.json.Decoder[WatchEvent[T]] = msgspec.json.Decoder(
+            WatchEvent[item_type]  # type: ignore[valid-type]
+        )
+        self.batch_window = batch_window
+        """After applying a batch of watch events, wait this long before reading the next: the
+        events that arrive meanwhile are read and applied in one wake (``app.kube.stream``)."""
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         """The last version seen; the next watch starts here. None: LIST first."""
@@ -197,6 +205,39 @@ class Reflector(Generic[T]):
         self.synced.set()
         log.info("listed", resource=self.name, count=len(items), resource_version=rv)
 
+    def _apply(self, line: bytes) -> None:
+        """One watch event into the store (its resourceVersion is where the next watch starts)."""
+        try:
+            event = self._event_decoder.decode(line)
+            kind, obj = event.type, event.object
+        except msgspec.DecodeError:
+            # Not a typed event: an ERROR (its object is a Status), or an object runway cannot
+            # read (raised below, as the decoding error it is: the reflector relists).
+            raw = decode_raw(line, self.resource.path(self.namespace))
+            kind = raw.type
+            if kind == "ERROR":
+                self._count(kind)
+                raise _watch_error(_status_decoder.decode(raw.object)) from None
+            if kind == "BOOKMARK":
+                self._count(kind)
+                self.resource_version = _any_decoder.decode(raw.object).metadata.resourceVersion
+                return
+            obj = self._item_decoder.decode(raw.object)  # raises what is wrong with it
+        self._count(kind)
+        if kind == "ADDED" or kind == "MODIFIED":
+            self.store.upsert(obj)
+        elif kind == "DELETED":
+            self.store.delete(obj)
+        elif kind != "BOOKMARK":
+            return  # an event type of a newer API server: nothing to apply
+        self.resource_version = _resource_version(obj)
+
+    def _count(self, kind: str) -> None:
+        counter = self._event_counters.get(kind)
+        if counter is None:  # each type's child once (labels() costs a lookup)
+            counter = self._event_counters[kind] = metrics.WATCH_EVENTS.labels(self.name, kind)
+        counter.inc()
+
     async def watch_once(self, resource_version: str | None) -> int:
         """One watch from ``resource_version`` until the server ends it; returns the number of
         events applied. Raises ``Gone`` (relist) or another ``KubeError`` (resume later)."""
@@ -210,30 +251,14 @@ class Reflector(Generic[T]):
             field_selector=self.field_selector,
         )
         try:
-            counters = self._event_counters
-            async for event in stream:
-                kind = event.type
-                counter = counters.get(kind)
-                if counter is None:  # each type's child once (labels() costs a lookup)
-                    counter = counters[kind] = metrics.WATCH_EVENTS.labels(self.name, kind)
-                counter.inc()
-                if kind == "ADDED" or kind == "MODIFIED":
-                    obj = self._item_decoder.decode(event.object)
-                    self.store.upsert(obj)
-                    self.resource_version = _resource_version(obj)
-                elif kind == "DELETED":
-                    obj = self._item_decoder.decode(event.object)
-                    self.store.delete(obj)
-                    self.resource_version = _resource_version(obj)
-                elif kind == "BOOKMARK":
-                    self.resource_version = _any_decoder.decode(
-                        event.object
-                    ).metadata.resourceVersion
-                elif kind == "ERROR":
-                    raise _watch_error(_status_decoder.decode(event.object))
-                count += 1
-                self.events += 1
+            async for lines in stream:
+                for line in lines:
+                    self._apply(line)
+                    count += 1
+                    self.events += 1
                 self.failing_since = None  # events (bookmarks included) arrive: fed
+                if self.batch_window:
+                    await asyncio.sleep(self.batch_window)
         finally:
             await stream.aclose()
         return count

@@ -44,6 +44,7 @@ class ClusterSync:
             pods,
             page_size=config.page_size,
             watch_timeout=watch_timeout,
+            batch_window=config.watch_batch_window,
         )
         self.nodes: Reflector[Node] = Reflector(
             client,
@@ -52,6 +53,7 @@ class ClusterSync:
             nodes,
             page_size=config.page_size,
             watch_timeout=watch_timeout,
+            batch_window=config.watch_batch_window,
         )
         le = config.leader_election
         self.leader: LeaderElector | None = None

@@ -1,12 +1,12 @@
 """The WATCH protocol: the query of a watch request and the decoding of its event stream.
 
 ``KubeClient.watch`` opens the stream (one HTTP call, typed errors, metrics); this module says
-what to ask for and turns the newline-delimited JSON into ``RawWatchEvent`` values.
+what to ask for and cuts the newline-delimited JSON into lines; the reflector decodes each line
+straight into its typed event (``WatchEvent``), and a line that is not one (an ERROR's Status)
+as a ``RawWatchEvent``.
 """
 
 from __future__ import annotations
-
-from collections.abc import AsyncGenerator, AsyncIterable
 
 import msgspec
 
@@ -43,39 +43,42 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 """A line longer than this (no newline in 64 MiB) is a broken stream, not an object."""
 
 
-async def decode_events(
-    chunks: AsyncIterable[bytes], *, path: str
-) -> AsyncGenerator[RawWatchEvent, None]:
-    """The events of a watch stream, one JSON object a line (undecodable: ``ApiUnavailable``).
+class LineSplitter:
+    """Cuts a watch body into its lines (one JSON event each), whatever the pieces it arrives
+    in: raw bytes, no text decoding; blank lines are dropped."""
 
-    Reads the body's raw bytes and splits them itself: no text decoding, no line decoder per
-    chunk (httpx's ``aiter_lines``), which was a third of the cost of an event."""
-    pending: list[bytes] = []  # a line's parts so far (a big object spans many chunks)
-    size = 0
-    async for chunk in chunks:
-        if b"\n" not in chunk:
-            pending.append(chunk)
-            size += len(chunk)
-            if size > MAX_EVENT_BYTES:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._pending: list[bytes] = []  # a line's parts so far (a big object spans many reads)
+        self._size = 0
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines ``data`` completes (a line past ``MAX_EVENT_BYTES``: ``ApiUnavailable``)."""
+        if b"\n" not in data:
+            self._pending.append(data)
+            self._size += len(data)
+            if self._size > MAX_EVENT_BYTES:
                 raise ApiUnavailable(
-                    f"GET {path} (watch): an event longer than {MAX_EVENT_BYTES} bytes"
+                    f"GET {self.path} (watch): an event longer than {MAX_EVENT_BYTES} bytes"
                 )
-            continue
-        if pending:
-            pending.append(chunk)
-            chunk = b"".join(pending)
-        lines = chunk.split(b"\n")
+            return []
+        if self._pending:
+            self._pending.append(data)
+            data = b"".join(self._pending)
+        lines = data.split(b"\n")
         tail = lines.pop()
-        pending, size = ([tail], len(tail)) if tail else ([], 0)
-        for line in lines:
-            if line.strip():
-                yield _decode(line, path)
-    rest = b"".join(pending)
-    if rest.strip():
-        yield _decode(rest, path)
+        self._pending, self._size = ([tail], len(tail)) if tail else ([], 0)
+        return [line for line in lines if line.strip()]
+
+    def rest(self) -> list[bytes]:
+        """The last line, if the body ended without a newline."""
+        rest = b"".join(self._pending)
+        self._pending, self._size = [], 0
+        return [rest] if rest.strip() else []
 
 
-def _decode(line: bytes, path: str) -> RawWatchEvent:
+def decode_raw(line: bytes, path: str) -> RawWatchEvent:
+    """One line as a ``RawWatchEvent`` (undecodable: ``ApiUnavailable``)."""
     try:
         return _event_decoder.decode(line)
     except msgspec.DecodeError as exc:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+import msgspec
+
 from app import metrics
 from app.logs import get_logger
 from app.model import Pod
@@ -72,6 +74,15 @@ def _older(new: Pod, old: Pod) -> bool:
     by contract but etcd revisions in practice; anything unparsable is never called older."""
     a, b = new.metadata.resourceVersion, old.metadata.resourceVersion
     return a.isdigit() and b.isdigit() and len(a) <= 20 and len(b) <= 20 and int(a) < int(b)
+
+
+def _only_version_changed(old: Pod, new: Pod) -> bool:
+    """Whether ``new`` differs from the cached ``old`` in its resourceVersion only (as decoded:
+    the fields runway reads)."""
+    if old.spec != new.spec or old.status != new.status:
+        return False
+    meta = new.metadata
+    return meta == msgspec.structs.replace(old.metadata, resourceVersion=meta.resourceVersion)
 
 
 def _same_index_keys(old: Pod, new: Pod) -> bool:
@@ -246,6 +257,14 @@ class ClusterCache:
         if old is not None and (old == pod or _older(pod, old)):
             # A relist hands back what we have; or our own PATCH's answer (read after write)
             # arrives after the watch already brought a newer version: keep the newer one.
+            return
+        if old is not None and _only_version_changed(old, pod):
+            # An update of fields runway does not read (container statuses, IPs, managed
+            # fields...): keep the cached pod under its new version (so an older answer never
+            # replaces it); nothing to index, nothing for the subscribers.
+            version = pod.metadata.resourceVersion
+            meta = msgspec.structs.replace(old.metadata, resourceVersion=version)
+            self._pods[uid] = msgspec.structs.replace(old, metadata=meta)
             return
         if self._compactor is not None and not compacted:
             pod = self._compactor.pod(pod, old)

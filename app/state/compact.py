@@ -84,23 +84,34 @@ class Compactor:
             if m.ownerReferences
             else m.ownerReferences,
         )
-        if previous is not None and pod.spec == previous.spec:
-            return Pod(metadata=meta, spec=previous.spec, status=self._status(pod.status))
-        return Pod(metadata=meta, spec=self._spec(pod.spec), status=self._status(pod.status))
+        ps = previous.spec if previous is not None else None
+        if ps is not None and pod.spec == ps:
+            return Pod(metadata=meta, spec=ps, status=self._status(pod.status))
+        return Pod(metadata=meta, spec=self._spec(pod.spec, ps), status=self._status(pod.status))
 
-    def _spec(self, s: PodSpec) -> PodSpec:
+    def _spec(self, s: PodSpec, previous: PodSpec | None = None) -> PodSpec:
+        # A bind changes nodeName only: the containers (most of a spec's objects) are reused.
         return PodSpec(
             nodeName=self._str(s.nodeName),
             priority=s.priority,
             priorityClassName=self._str(s.priorityClassName),
             schedulerName=self._str(s.schedulerName),
             preemptionPolicy=self._str(s.preemptionPolicy),
-            containers=[self._container(c) for c in s.containers] if s.containers else None,
-            initContainers=[self._container(c) for c in s.initContainers]
-            if s.initContainers
-            else None,
+            containers=self._containers(s.containers, previous.containers if previous else None),
+            initContainers=self._containers(
+                s.initContainers, previous.initContainers if previous else None
+            ),
             overhead=self._map(s.overhead),
         )
+
+    def _containers(
+        self, containers: list[Container] | None, previous: list[Container] | None
+    ) -> list[Container] | None:
+        if not containers:
+            return None
+        if previous is not None and containers == previous:
+            return previous
+        return [self._container(c) for c in containers]
 
     def _status(self, st: PodStatus) -> PodStatus:
         return PodStatus(

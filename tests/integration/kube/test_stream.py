@@ -5,7 +5,9 @@ or broken framing."""
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -13,6 +15,7 @@ import pytest
 from app.kube.client import KubeClient
 from app.kube.errors import ApiUnavailable, Gone
 from app.kube.resources import PODS
+from tests.certs import CA
 from tests.integration.kube_helpers import access
 
 Reply = Callable[[bytes], bytes]
@@ -52,8 +55,9 @@ async def watched(reply: Reply) -> tuple[list[str], list[bytes]]:
     names: list[str] = []
     try:
         stream = client.watch(PODS, "ns", resource_version="7", timeout_seconds=5)
-        async for ev in stream:
-            names.append(msgspec.json.decode(ev.object)["metadata"]["name"])
+        async for lines in stream:
+            for line in lines:
+                names.append(msgspec.json.decode(line)["object"]["metadata"]["name"])
     finally:
         await client.aclose()
         server.close()
@@ -103,3 +107,84 @@ async def test_nothing_listening_is_an_unavailable_stream() -> None:
                 pass
     finally:
         await client.aclose()
+
+
+async def test_events_that_arrive_while_the_reader_pauses_come_in_one_batch() -> None:
+    """The socket is read only when the reader asks: what arrived meanwhile is one batch (the
+    reflector's batch window rests on this)."""
+    sent_rest = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+        writer.write(head + b"%x\r\n%s\r\n" % (len(event("a", "8")), event("a", "8")))
+        await writer.drain()
+        await got_first.wait()
+        for name, rv in (("b", "9"), ("c", "10")):
+            line = event(name, rv)
+            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+            await writer.drain()
+            await asyncio.sleep(0.02)  # two separate TCP segments
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        sent_rest.set()
+        writer.close()
+
+    got_first = asyncio.Event()
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = KubeClient(access(url), request_timeout=5)
+    batches: list[list[str]] = []
+    try:
+        async for lines in client.watch(PODS, resource_version="7", timeout_seconds=5):
+            batches.append([msgspec.json.decode(x)["object"]["metadata"]["name"] for x in lines])
+            got_first.set()
+            await sent_rest.wait()  # the reader pauses while b and c arrive
+            await asyncio.sleep(0.05)
+    finally:
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+    assert batches == [["a"], ["b", "c"]]
+
+
+async def test_a_tls_watch_checks_the_server_certificate(tmp_path: Path) -> None:
+    ca = CA("test-ca")
+    leaf = ca.issue("127.0.0.1", server=True)
+    (tmp_path / "ca.pem").write_bytes(ca.pem)
+    (tmp_path / "tls.crt").write_bytes(leaf.cert)
+    (tmp_path / "tls.key").write_bytes(leaf.key)
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    a, b = event("a", "8"), event("b", "9")
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(chunked(a, b[:7], b[7:]))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_ctx)
+    url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    async def names(ca_file: Path) -> list[str]:
+        cluster = access(url)
+        cluster.configuration.ssl_ca_cert = str(ca_file)
+        client = KubeClient(cluster, request_timeout=5)
+        out: list[str] = []
+        try:
+            async for lines in client.watch(PODS, resource_version="7", timeout_seconds=5):
+                out += [msgspec.json.decode(x)["object"]["metadata"]["name"] for x in lines]
+        finally:
+            await client.aclose()
+        return out
+
+    try:
+        assert await names(tmp_path / "ca.pem") == ["a", "b"]
+        other = tmp_path / "other-ca.pem"
+        other.write_bytes(CA("someone-else").pem)
+        with pytest.raises(ApiUnavailable, match="connect/head failed"):
+            await names(other)
+    finally:
+        server.close()
+        await server.wait_closed()

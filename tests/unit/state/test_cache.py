@@ -201,3 +201,29 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     cache.upsert_pod(pod("a", rv="not-a-number", node="n1"))  # opaque: taken as it comes
     kept = cache.pod("u-a")
     assert kept is not None and kept.metadata.resourceVersion == "not-a-number"
+
+
+def test_an_update_of_unread_fields_only_moves_the_version() -> None:
+    # A kubelet status update runway does not read (IPs, container statuses, managed fields):
+    # decoded, it differs only in resourceVersion; nothing is re-indexed or told to anyone.
+    cache = ClusterCache()
+    events: list[CacheEvent[Any]] = []
+    cache.upsert_pod(pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z"))
+    cache.subscribe(events.append)
+    before = cache.pod("u-a")
+    assert before is not None
+    cache.upsert_pod(pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", rv="2"))
+    after = cache.pod("u-a")
+    assert after is not None and after.metadata.resourceVersion == "2"
+    assert after.spec is before.spec and after.status is before.status
+    assert events == []
+    # The newer version counts: an older answer arriving later is still refused...
+    cache.upsert_pod(pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", rv="1"))
+    assert cache.pod("u-a") is after
+    # ...and a change of what runway reads is one event, as before.
+    cache.upsert_pod(
+        pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", rv="3", ready=True)
+    )
+    assert [(e.type, e.new.metadata.resourceVersion if e.new else None) for e in events] == [
+        ("MODIFIED", "3")
+    ]

@@ -40,3 +40,13 @@ def test_table_is_bounded() -> None:
     for i in range(20):
         assert compactor.pod(decode(i * 8)) == decode(i * 8)
     assert len(compactor._shared) <= 3
+
+
+def test_a_bind_reuses_the_compacted_containers() -> None:
+    compactor = Compactor()
+    pending = compactor.pod(decode(1))
+    raw = decode(1)
+    bound = msgspec.structs.replace(raw, spec=msgspec.structs.replace(raw.spec, nodeName="n7"))
+    after = compactor.pod(bound, pending)
+    assert after == bound and after.spec.nodeName == "n7"
+    assert after.spec.containers is pending.spec.containers
