@@ -76,6 +76,8 @@ def format_duration(seconds: float) -> str:
         if n:
             out.append(f"{n}{unit}")
             rest -= n * size
+    if not out and rest < 1 and round(rest * 1000, 6).is_integer():
+        return f"{round(rest * 1000)}ms"  # sub-second settings read as Go writes them: "20ms"
     if rest or not out:
         out.append(f"{rest:g}s")
     return "".join(out)

@@ -103,9 +103,15 @@ def test_bad_durations(text: str) -> None:
         parse_duration(text)
 
 
-@pytest.mark.parametrize("seconds", [0, 1, 59, 60, 90, 3600, 5400, 9915, 172800, 1.5])
+@pytest.mark.parametrize(
+    "seconds", [0, 1, 59, 60, 90, 3600, 5400, 9915, 172800, 1.5, 0.02, 0.5, 0.0005]
+)
 def test_format_round_trips(seconds: float) -> None:
     assert parse_duration(format_duration(seconds)) == pytest.approx(seconds)
+
+
+def test_sub_second_durations_are_written_in_milliseconds() -> None:
+    assert format_duration(0.02) == "20ms" and format_duration(0.0005) == "0.0005s"
 
 
 def test_configuration_reference_is_up_to_date() -> None:
