@@ -325,6 +325,9 @@ def build(
         if kube is not None
         else None
     )
+    if sync is not None:
+        # A verb about a pod not cached yet ends the pod watch's batch window at once.
+        cache.hurry = sync.pods.hurry
     leader = sync.leader if sync is not None else None
 
     def is_leader() -> bool:

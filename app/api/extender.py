@@ -41,6 +41,7 @@ VERBS = ("filter", "prioritize", "preempt")
 def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
     args = decode_extender_args(body)
+    ctx.cache.expect(args.pod.metadata.uid)
     verdict = ctx.requeue.admit(args.pod, ctx.clock.now())
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()

@@ -93,12 +93,12 @@ class KubernetesConfig(Section):
         0.02,
         ge=0,
         le=1,
-        description="After the cache applies a batch of pod or node watch events, it waits this "
-        "long before reading the next: the events that arrive meanwhile are read and applied "
-        "together, in one wake of the process instead of one each (on cores shared with "
-        "kube-scheduler, every wake costs CPU the scheduler does not get). The price is at most "
-        "this much more staleness under load; an event after a quiet spell is applied at once. "
-        "`0s` applies every event as it arrives.",
+        description="Under load (pod or node watch events arriving less than this apart), the "
+        "cache waits this long after applying a batch of events before reading the next: the "
+        "events that arrive meanwhile are read and applied together, in one wake of the process "
+        "instead of one each (on cores shared with kube-scheduler, every wake costs CPU the "
+        "scheduler does not get). The price is at most this much more staleness under load; an "
+        "event after a quiet spell is applied at once. `0s` applies every event as it arrives.",
     )
     page_size: int = Field(
         500, ge=0, description="Objects per LIST page (`limit`); 0 = one unpaginated LIST."

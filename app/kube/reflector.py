@@ -100,8 +100,10 @@ class Reflector(Generic[T]):
             WatchEvent[item_type]  # type: ignore[valid-type]
         )
         self.batch_window = batch_window
-        """After applying a batch of watch events, wait this long before reading the next: the
-        events that arrive meanwhile are read and applied in one wake (``app.kube.stream``)."""
+        self._napping: asyncio.Future[None] | None = None
+        """Under load (a batch of watch events came within this long of asking for it), wait
+        this long after applying it before reading the next: the events that arrive meanwhile
+        are read and applied in one wake (``app.kube.stream``)."""
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         """The last version seen; the next watch starts here. None: LIST first."""
@@ -238,6 +240,25 @@ class Reflector(Generic[T]):
             counter = self._event_counters[kind] = metrics.WATCH_EVENTS.labels(self.name, kind)
         counter.inc()
 
+    async def _nap(self, seconds: float) -> None:
+        """Sleep ``seconds`` unless ``hurry`` ends it first."""
+        loop = asyncio.get_running_loop()
+        nap: asyncio.Future[None] = loop.create_future()
+        timer = loop.call_later(seconds, _wake, nap)
+        self._napping = nap
+        try:
+            await nap
+        finally:
+            self._napping = None
+            timer.cancel()
+
+    def hurry(self) -> None:
+        """End the batch window now: the next events are read at once (a verb asks about a pod
+        the cache does not hold yet)."""
+        nap = self._napping
+        if nap is not None:
+            _wake(nap)
+
     async def watch_once(self, resource_version: str | None) -> int:
         """One watch from ``resource_version`` until the server ends it; returns the number of
         events applied. Raises ``Gone`` (relist) or another ``KubeError`` (resume later)."""
@@ -250,18 +271,30 @@ class Reflector(Generic[T]):
             label_selector=self.label_selector,
             field_selector=self.field_selector,
         )
+        window = self.batch_window
+        waiting_since = time.monotonic()
         try:
             async for lines in stream:
+                arrived = time.monotonic()
                 for line in lines:
                     self._apply(line)
                     count += 1
                     self.events += 1
                 self.failing_since = None  # events (bookmarks included) arrive: fed
-                if self.batch_window:
-                    await asyncio.sleep(self.batch_window)
+                if window and arrived - waiting_since < window:
+                    # Under load only (this batch came within the window): let the next events
+                    # gather. An event after a quiet spell is applied at once — kube-scheduler
+                    # asks about a new pod within milliseconds of its creation.
+                    await self._nap(window)
+                waiting_since = time.monotonic()
         finally:
             await stream.aclose()
         return count
+
+
+def _wake(nap: asyncio.Future[None]) -> None:
+    if not nap.done():
+        nap.set_result(None)
 
 
 def _watch_error(status: Status) -> ApiError:

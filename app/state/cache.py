@@ -137,6 +137,9 @@ class ClusterCache:
         self._nodes: dict[str, Node] = {}
         self._subscribers: list[Subscriber] = []
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
+        self.hurry: Callable[[], None] | None = None
+        """Asks the pod watch to read what has arrived now (set by ``wiring``): called when a
+        verb names a pod the cache does not hold yet (``expect``)."""
         self.pods_synced = False
         self.nodes_synced = False
 
@@ -172,6 +175,13 @@ class ClusterCache:
     def pod(self, uid: str) -> Pod | None:
         """The pod with this UID."""
         return self._pods.get(uid)
+
+    def expect(self, uid: str) -> None:
+        """A verb asks about pod ``uid``: if it is not cached yet, its ADDED event is likely
+        waiting in the watch's batch window (kube-scheduler asks about a pod within milliseconds
+        of its creation, and may call ``preempt`` next): have the watch read now."""
+        if uid not in self._pods and self.hurry is not None:
+            self.hurry()
 
     def pod_by_key(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``."""

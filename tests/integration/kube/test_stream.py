@@ -16,7 +16,7 @@ from app.kube.client import KubeClient
 from app.kube.errors import ApiUnavailable, Gone
 from app.kube.resources import PODS
 from tests.certs import CA
-from tests.integration.kube_helpers import access
+from tests.integration.kube_helpers import access, until
 
 Reply = Callable[[bytes], bytes]
 
@@ -186,5 +186,69 @@ async def test_a_tls_watch_checks_the_server_certificate(tmp_path: Path) -> None
         with pytest.raises(ApiUnavailable, match="connect/head failed"):
             await names(other)
     finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
+    """A batch that came quickly is followed by the window (the next events wait); a verb about
+    a pod the cache lacks (``ClusterCache.expect`` → ``hurry``) ends it at once."""
+    from app.kube.reflector import Reflector
+    from app.model import Pod
+
+    writers: list[asyncio.StreamWriter] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        head = await reader.readuntil(b"\r\n\r\n")
+        if b"watch=true" not in head:
+            body = b'{"metadata": {"resourceVersion": "7"}, "items": []}'
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            await writer.drain()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for name, rv in (("a", "8"), ("b", "9")):
+            line = event(name, rv)
+            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        await done.wait()
+        writer.close()
+
+    done = asyncio.Event()
+
+    class Store:
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def replace(self, items: list[Pod]) -> None:
+            pass
+
+        def upsert(self, obj: Pod) -> None:
+            self.names.append(obj.metadata.name)
+
+        def delete(self, obj: Pod) -> None:
+            pass
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = KubeClient(access(url), request_timeout=5)
+    store = Store()
+    reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
+    task = asyncio.create_task(reflector.run())
+    try:
+        await until(lambda: store.names == ["a"], what="the first event")
+        await asyncio.sleep(0.3)  # b has arrived on the socket meanwhile
+        assert store.names == ["a"], "the window should hold b back"
+        reflector.hurry()
+        await until(lambda: store.names == ["a", "b"], within=2, what="b, once hurried")
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+        done.set()
+        for writer in writers:
+            writer.close()
+        await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         server.close()
         await server.wait_closed()

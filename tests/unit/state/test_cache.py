@@ -227,3 +227,15 @@ def test_an_update_of_unread_fields_only_moves_the_version() -> None:
     assert [(e.type, e.new.metadata.resourceVersion if e.new else None) for e in events] == [
         ("MODIFIED", "3")
     ]
+
+
+def test_a_verb_about_an_unknown_pod_hurries_the_watch() -> None:
+    cache = ClusterCache()
+    calls: list[str] = []
+    cache.expect("u-a")  # no watch wired (embedded default): nothing to do
+    cache.hurry = lambda: calls.append("hurry")
+    cache.upsert_pod(pod("a"))
+    cache.expect("u-a")
+    assert calls == []
+    cache.expect("u-new")
+    assert calls == ["hurry"]
