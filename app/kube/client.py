@@ -13,7 +13,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -364,10 +364,15 @@ class KubeClient:
         allow_bookmarks: bool = True,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        on_open: Callable[[Callable[[], WatchBatch] | None], None] | None = None,
     ) -> AsyncGenerator[WatchBatch, None]:
         """WATCH from ``resource_version``: yields the stream's event lines (JSON, one event
         each) in batches — every line that arrived since the previous batch — until the server
         ends the stream. Decoding is the caller's (``app.kube.watch``).
+
+        ``on_open`` receives, once the stream is open, a function that returns at once (no
+        await) the lines that have arrived on the socket since the last batch, or None when
+        the stream cannot be read that way (an injected transport); and None when it closes.
 
         Errors opening the stream are typed (410 Gone → relist); a broken stream raises
         ``ApiUnavailable``. Not retried here: the reflector decides where to resume.
@@ -383,7 +388,8 @@ class KubeClient:
         if self._limiter is not None:
             await self._limiter.acquire()
         if self.transport is None:  # a real API server: read the socket (kube/stream.py)
-            async with aclosing(self._watch_socket(resource, path, params, timeout_seconds)) as it:
+            stream = self._watch_socket(resource, path, params, timeout_seconds, on_open)
+            async with aclosing(stream) as it:
                 async for event in it:
                     yield event
             return
@@ -425,7 +431,12 @@ class KubeClient:
             raise ApiUnavailable(f"GET {path} (watch): stream broken: {exc!r}") from None
 
     async def _watch_socket(
-        self, resource: Resource, path: str, params: Mapping[str, str | int], timeout_seconds: int
+        self,
+        resource: Resource,
+        path: str,
+        params: Mapping[str, str | int],
+        timeout_seconds: int,
+        on_open: Callable[[Callable[[], WatchBatch] | None], None] | None = None,
     ) -> AsyncGenerator[WatchBatch, None]:
         """``watch`` over its own connection (``app.kube.stream``), same metrics and errors."""
         label = resource.label()
@@ -449,6 +460,15 @@ class KubeClient:
                     body = await resp.body()
                     raise _watch_refused(resp.status, body, resp.headers.get("retry-after"), path)
                 lines = LineSplitter(path)
+                opened = resp
+
+                def arrived() -> WatchBatch:
+                    """The lines on the socket now (the watch is suspended at an await)."""
+                    data = opened.read_now()
+                    return lines.feed(data) if data else []
+
+                if on_open is not None:
+                    on_open(arrived)
                 while data := await resp.read():
                     if batch := lines.feed(data):
                         yield batch
@@ -461,6 +481,8 @@ class KubeClient:
                 metrics.KUBE_API_REQUESTS.labels("watch", label, "error").inc()
             raise ApiUnavailable(f"GET {path} (watch): stream broken: {exc!r}") from None
         finally:
+            if on_open is not None:
+                on_open(None)
             if resp is not None:
                 resp.close()
 

@@ -101,6 +101,9 @@ class Reflector(Generic[T]):
         )
         self.batch_window = batch_window
         self._napping: asyncio.Future[None] | None = None
+        self._drain: Callable[[], list[bytes]] | None = None
+        self._caught: Exception | None = None
+        """What a catch-up (``hurry``) met, for the watch loop to raise."""
         """Under load (a batch of watch events came within this long of asking for it), wait
         this long after applying it before reading the next: the events that arrive meanwhile
         are read and applied in one wake (``app.kube.stream``)."""
@@ -252,12 +255,27 @@ class Reflector(Generic[T]):
             self._napping = None
             timer.cancel()
 
+    def _set_drain(self, drain: Callable[[], list[bytes]] | None) -> None:
+        self._drain = drain
+
     def hurry(self) -> None:
-        """End the batch window now: the next events are read at once (a verb asks about a pod
-        the cache does not hold yet)."""
+        """Apply now, synchronously, the events that have arrived on the socket, and end the
+        batch window (a verb asks about a pod the cache does not hold yet). A stream that
+        breaks here is left for the watch loop to find on its next read."""
         nap = self._napping
         if nap is not None:
             _wake(nap)
+        drain = self._drain
+        if drain is None:
+            return
+        try:
+            lines = drain()
+            for line in lines:
+                self._apply(line)
+                self.events += 1
+        except Exception as exc:  # raised in the watch loop, which handles it
+            self._drain = None
+            self._caught = exc
 
     async def watch_once(self, resource_version: str | None) -> int:
         """One watch from ``resource_version`` until the server ends it; returns the number of
@@ -270,11 +288,14 @@ class Reflector(Generic[T]):
             timeout_seconds=self.watch_timeout,
             label_selector=self.label_selector,
             field_selector=self.field_selector,
+            on_open=self._set_drain,
         )
         window = self.batch_window
         waiting_since = time.monotonic()
+        self._caught = None
         try:
             async for lines in stream:
+                self._raise_caught()
                 arrived = time.monotonic()
                 for line in lines:
                     self._apply(line)
@@ -286,10 +307,17 @@ class Reflector(Generic[T]):
                     # gather. An event after a quiet spell is applied at once — kube-scheduler
                     # asks about a new pod within milliseconds of its creation.
                     await self._nap(window)
+                    self._raise_caught()
                 waiting_since = time.monotonic()
+            self._raise_caught()
         finally:
             await stream.aclose()
         return count
+
+    def _raise_caught(self) -> None:
+        caught, self._caught = self._caught, None
+        if caught is not None:
+            raise caught
 
 
 def _wake(nap: asyncio.Future[None]) -> None:

@@ -230,6 +230,14 @@ class WatchSocket:
             return self._chunked.done
         return self._length == 0
 
+    def read_now(self) -> bytes:
+        """The body bytes that have arrived, without waiting (``b""``: none yet, or the end;
+        ``StreamBroken`` as ``read``)."""
+        if self._ended():
+            return b""
+        self._receive()
+        return self._take()
+
     async def read(self) -> bytes:
         """The body bytes that arrived since the last read, waiting only if there are none;
         ``b""`` once the body ended (``StreamBroken`` if the connection ended it early)."""

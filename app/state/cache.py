@@ -138,8 +138,9 @@ class ClusterCache:
         self._subscribers: list[Subscriber] = []
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
         self.hurry: Callable[[], None] | None = None
-        """Asks the pod watch to read what has arrived now (set by ``wiring``): called when a
-        verb names a pod the cache does not hold yet (``expect``)."""
+        """Has the pod watch apply, now and synchronously, what has arrived on its socket, and
+        end its batch window (set by ``wiring``): called when a verb names a pod the cache does
+        not hold yet (``expect``)."""
         self.pods_synced = False
         self.nodes_synced = False
 
@@ -177,9 +178,10 @@ class ClusterCache:
         return self._pods.get(uid)
 
     def expect(self, uid: str) -> None:
-        """A verb asks about pod ``uid``: if it is not cached yet, its ADDED event is likely
-        waiting in the watch's batch window (kube-scheduler asks about a pod within milliseconds
-        of its creation, and may call ``preempt`` next): have the watch read now."""
+        """A verb asks about pod ``uid``: if it is not cached yet, its ADDED event may be
+        waiting on the watch's socket (kube-scheduler asks about a pod within milliseconds of
+        its creation, and a preemptor runway does not know is refused): have the watch apply
+        what has arrived, before the verb reads the cache."""
         if uid not in self._pods and self.hurry is not None:
             self.hurry()
 
