@@ -464,7 +464,11 @@ class KubeClient:
 
                 def arrived() -> WatchBatch:
                     """The lines on the socket now (the watch is suspended at an await)."""
-                    data = opened.read_now()
+                    try:
+                        data = opened.read_now()
+                    except StreamBroken as exc:
+                        broken = f"GET {path} (watch): stream broken: {exc!r}"
+                        raise ApiUnavailable(broken) from None
                     return lines.feed(data) if data else []
 
                 if on_open is not None:

@@ -253,3 +253,57 @@ async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
         await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         server.close()
         await server.wait_closed()
+
+
+async def test_a_catch_up_that_meets_broken_framing_ends_the_watch_as_unavailable() -> None:
+    from app.kube.reflector import Reflector
+    from app.model import Pod
+
+    writers: list[asyncio.StreamWriter] = []
+    done = asyncio.Event()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)
+        await reader.readuntil(b"\r\n\r\n")
+        line = event("a", "8")
+        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        writer.write(b"%x\r\n%s\r\n" % (len(line), line))
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"zz\r\n")  # not a chunk size
+        await writer.drain()
+        await done.wait()
+
+    class Store:
+        names: list[str] = []
+
+        def replace(self, items: list[Pod]) -> None:
+            pass
+
+        def upsert(self, obj: Pod) -> None:
+            self.names.append(obj.metadata.name)
+
+        def delete(self, obj: Pod) -> None:
+            pass
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    client = KubeClient(access(url), request_timeout=5)
+    reflector = Reflector(client, PODS, Pod, Store(), batch_window=60.0)
+    watching = asyncio.create_task(reflector.watch_once("7"))
+    try:
+        await until(lambda: Store.names == ["a"], what="the first event")
+        await asyncio.sleep(0.2)  # the broken framing has arrived
+        reflector.hurry()
+        with pytest.raises(ApiUnavailable, match="stream broken"):
+            await asyncio.wait_for(watching, 5)
+    finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
+        await client.aclose()
+        done.set()
+        for writer in writers:
+            writer.close()
+        await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
+        server.close()
+        await server.wait_closed()
