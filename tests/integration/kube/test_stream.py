@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,9 @@ import pytest
 
 from app.kube.client import KubeClient
 from app.kube.errors import ApiUnavailable, Gone
+from app.kube.reflector import Reflector
 from app.kube.resources import PODS
+from app.model import Pod
 from tests.certs import CA
 from tests.integration.kube_helpers import access, until
 
@@ -190,14 +193,30 @@ async def test_a_tls_watch_checks_the_server_certificate(tmp_path: Path) -> None
         await server.wait_closed()
 
 
-async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
-    """A batch that came quickly is followed by the window (the next events wait); a verb about
-    a pod the cache lacks (``ClusterCache.expect`` → ``hurry``) has what arrived applied at once,
-    synchronously, before the verb reads the cache."""
-    from app.kube.reflector import Reflector
-    from app.model import Pod
+class NameStore:
+    """A reflector's store that keeps the names of what it is given, in order."""
 
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def replace(self, items: list[Pod]) -> None:
+        pass
+
+    def upsert(self, obj: Pod) -> None:
+        self.names.append(obj.metadata.name)
+
+    def delete(self, obj: Pod) -> None:
+        pass
+
+
+@asynccontextmanager
+async def watch_server(
+    stream: Callable[[asyncio.StreamWriter], Awaitable[None]],
+) -> AsyncIterator[str]:
+    """A loopback API server: LISTs answered empty at version 7; a watch gets its head, then
+    ``stream`` writes the body. Every connection is closed at exit."""
     writers: list[asyncio.StreamWriter] = []
+    done = asyncio.Event()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writers.append(writer)
@@ -208,102 +227,72 @@ async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
             await writer.drain()
             return
         writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-        for name, rv in (("a", "8"), ("b", "9")):
-            line = event(name, rv)
-            writer.write(b"%x\r\n%s\r\n" % (len(line), line))
-            await writer.drain()
-            await asyncio.sleep(0.05)
+        await stream(writer)
         await done.wait()
-        writer.close()
-
-    done = asyncio.Event()
-
-    class Store:
-        def __init__(self) -> None:
-            self.names: list[str] = []
-
-        def replace(self, items: list[Pod]) -> None:
-            pass
-
-        def upsert(self, obj: Pod) -> None:
-            self.names.append(obj.metadata.name)
-
-        def delete(self, obj: Pod) -> None:
-            pass
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    client = KubeClient(access(url), request_timeout=5)
-    store = Store()
-    reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
-    task = asyncio.create_task(reflector.run())
     try:
-        await until(lambda: store.names == ["a"], what="the first event")
-        await asyncio.sleep(0.3)  # b has arrived on the socket meanwhile
-        assert store.names == ["a"], "the window should hold b back"
-        reflector.hurry()  # b is applied before hurry returns: the verb then reads it
-        assert store.names == ["a", "b"]
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await client.aclose()
         done.set()
         for writer in writers:
             writer.close()
         await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
         server.close()
         await server.wait_closed()
+
+
+async def send_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
+    writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+    await writer.drain()
+
+
+async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
+    """A batch that came quickly is followed by the window (the next events wait); a verb about
+    a pod the cache lacks (``ClusterCache.expect`` → ``hurry``) has what arrived applied at once,
+    synchronously, before the verb reads the cache."""
+
+    async def stream(writer: asyncio.StreamWriter) -> None:
+        await send_chunk(writer, event("a", "8"))
+        await asyncio.sleep(0.05)
+        await send_chunk(writer, event("b", "9"))
+
+    async with watch_server(stream) as url:
+        client = KubeClient(access(url), request_timeout=5)
+        store = NameStore()
+        reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
+        task = asyncio.create_task(reflector.run())
+        try:
+            await until(lambda: store.names == ["a"], what="the first event")
+            await asyncio.sleep(0.3)  # b has arrived on the socket meanwhile
+            assert store.names == ["a"], "the window should hold b back"
+            reflector.hurry()  # b is applied before hurry returns: the verb then reads it
+            assert store.names == ["a", "b"]
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.aclose()
 
 
 async def test_a_catch_up_that_meets_broken_framing_ends_the_watch_as_unavailable() -> None:
-    from app.kube.reflector import Reflector
-    from app.model import Pod
-
-    writers: list[asyncio.StreamWriter] = []
-    done = asyncio.Event()
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writers.append(writer)
-        await reader.readuntil(b"\r\n\r\n")
-        line = event("a", "8")
-        writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
-        writer.write(b"%x\r\n%s\r\n" % (len(line), line))
-        await writer.drain()
+    async def stream(writer: asyncio.StreamWriter) -> None:
+        await send_chunk(writer, event("a", "8"))
         await asyncio.sleep(0.05)
         writer.write(b"zz\r\n")  # not a chunk size
         await writer.drain()
-        await done.wait()
 
-    class Store:
-        names: list[str] = []
-
-        def replace(self, items: list[Pod]) -> None:
-            pass
-
-        def upsert(self, obj: Pod) -> None:
-            self.names.append(obj.metadata.name)
-
-        def delete(self, obj: Pod) -> None:
-            pass
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-    client = KubeClient(access(url), request_timeout=5)
-    reflector = Reflector(client, PODS, Pod, Store(), batch_window=60.0)
-    watching = asyncio.create_task(reflector.watch_once("7"))
-    try:
-        await until(lambda: Store.names == ["a"], what="the first event")
-        await asyncio.sleep(0.2)  # the broken framing has arrived
-        reflector.hurry()
-        with pytest.raises(ApiUnavailable, match="stream broken"):
-            await asyncio.wait_for(watching, 5)
-    finally:
-        watching.cancel()
-        await asyncio.gather(watching, return_exceptions=True)
-        await client.aclose()
-        done.set()
-        for writer in writers:
-            writer.close()
-        await asyncio.gather(*(w.wait_closed() for w in writers), return_exceptions=True)
-        server.close()
-        await server.wait_closed()
+    async with watch_server(stream) as url:
+        client = KubeClient(access(url), request_timeout=5)
+        store = NameStore()
+        reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
+        watching = asyncio.create_task(reflector.watch_once("7"))
+        try:
+            await until(lambda: store.names == ["a"], what="the first event")
+            await asyncio.sleep(0.2)  # the broken framing has arrived
+            reflector.hurry()
+            with pytest.raises(ApiUnavailable, match="stream broken"):
+                await asyncio.wait_for(watching, 5)
+        finally:
+            watching.cancel()
+            await asyncio.gather(watching, return_exceptions=True)
+            await client.aclose()
