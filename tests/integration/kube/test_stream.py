@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -199,7 +199,7 @@ class NameStore:
     def __init__(self) -> None:
         self.names: list[str] = []
 
-    def replace(self, items: list[Pod]) -> None:
+    def replace(self, items: Sequence[Pod]) -> None:
         pass
 
     def upsert(self, obj: Pod) -> None:
