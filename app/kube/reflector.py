@@ -100,13 +100,14 @@ class Reflector(Generic[T]):
             WatchEvent[item_type]  # type: ignore[valid-type]
         )
         self.batch_window = batch_window
-        self._napping: asyncio.Future[None] | None = None
-        self._drain: Callable[[], list[bytes]] | None = None
-        self._caught: Exception | None = None
-        """What a catch-up (``hurry``) met, for the watch loop to raise."""
         """Under load (a batch of watch events came within this long of asking for it), wait
         this long after applying it before reading the next: the events that arrive meanwhile
         are read and applied in one wake (``app.kube.stream``)."""
+        self._napping: asyncio.Future[None] | None = None
+        self._drain: Callable[[], list[bytes]] | None = None
+        """The open stream's lines that have arrived, without waiting (``hurry``)."""
+        self._caught: Exception | None = None
+        """What a catch-up (``hurry``) met, for the watch loop to raise."""
         self.synced = asyncio.Event()
         self.resource_version: str | None = None
         """The last version seen; the next watch starts here. None: LIST first."""
@@ -260,8 +261,8 @@ class Reflector(Generic[T]):
 
     def hurry(self) -> None:
         """Apply now, synchronously, the events that have arrived on the socket, and end the
-        batch window (a verb asks about a pod the cache does not hold yet). A stream that
-        breaks here is left for the watch loop to find on its next read."""
+        batch window (a verb asks about a pod the cache does not hold yet). What goes wrong
+        here (a broken stream, an ERROR event) is raised by the watch loop when it resumes."""
         nap = self._napping
         if nap is not None:
             _wake(nap)
