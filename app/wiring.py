@@ -326,7 +326,7 @@ def build(
         else None
     )
     if sync is not None:
-        # A verb about a pod not cached yet ends the pod watch's batch window at once.
+        # A verb about a pod not cached yet has the pod watch apply what has arrived first.
         cache.hurry = sync.pods.hurry
     leader = sync.leader if sync is not None else None
 

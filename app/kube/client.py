@@ -371,8 +371,8 @@ class KubeClient:
         ends the stream. Decoding is the caller's (``app.kube.watch``).
 
         ``on_open`` receives, once the stream is open, a function that returns at once (no
-        await) the lines that have arrived on the socket since the last batch, or None when
-        the stream cannot be read that way (an injected transport); and None when it closes.
+        await) the lines that have arrived on the socket since the last batch; and None when
+        the stream closes. With an injected transport (tests) it is never called.
 
         Errors opening the stream are typed (410 Gone → relist); a broken stream raises
         ``ApiUnavailable``. Not retried here: the reflector decides where to resume.

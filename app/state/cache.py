@@ -177,13 +177,16 @@ class ClusterCache:
         """The pod with this UID."""
         return self._pods.get(uid)
 
-    def expect(self, uid: str) -> None:
-        """A verb asks about pod ``uid``: if it is not cached yet, its ADDED event may be
-        waiting on the watch's socket (kube-scheduler asks about a pod within milliseconds of
-        its creation, and a preemptor runway does not know is refused): have the watch apply
-        what has arrived, before the verb reads the cache."""
-        if uid not in self._pods and self.hurry is not None:
+    def expect(self, uid: str) -> Pod | None:
+        """The pod with this UID, which a verb asks about: if it is not cached yet, its ADDED
+        event may be waiting on the watch's socket (kube-scheduler asks about a pod within
+        milliseconds of its creation, and a preemptor runway does not know is refused): the
+        watch applies what has arrived first."""
+        pod = self._pods.get(uid)
+        if pod is None and self.hurry is not None:
             self.hurry()
+            pod = self._pods.get(uid)
+        return pod
 
     def pod_by_key(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``."""

@@ -277,9 +277,8 @@ class PreemptDecider:
         now = self.clock.now()
         preemptor = args.pod
         if self.verify:
-            if args.pod.uid:
-                self.cache.expect(args.pod.uid)  # its ADDED event may be on the socket still
-            cached = self.cache.pod(args.pod.uid) if args.pod.uid else None
+            # expect: its ADDED event may still be on the watch's socket
+            cached = self.cache.expect(args.pod.uid) if args.pod.uid else None
             refusal = check_preemptor(args.pod.uid, cached, self.scheduler_names)
             if refusal is not None or cached is None:
                 return self._refuse(args.pod, refusal)

@@ -235,7 +235,14 @@ def test_a_verb_about_an_unknown_pod_hurries_the_watch() -> None:
     cache.expect("u-a")  # no watch wired (embedded default): nothing to do
     cache.hurry = lambda: calls.append("hurry")
     cache.upsert_pod(pod("a"))
-    cache.expect("u-a")
+    found = cache.expect("u-a")
+    assert found is not None and found.uid == "u-a"
     assert calls == []
-    cache.expect("u-new")
-    assert calls == ["hurry"]
+
+    def catch_up() -> None:  # the watch applies the pod's ADDED event
+        calls.append("hurry")
+        cache.upsert_pod(pod("new"))
+
+    cache.hurry = catch_up
+    found = cache.expect("u-new")  # what the catch-up applied is what the verb gets
+    assert calls == ["hurry"] and found is not None and found.uid == "u-new"
