@@ -83,6 +83,10 @@ class Run:
     runway_prioritize_p50_ms: float | None = None
     watch_events: float | None = None
     profile: dict[str, float] | None = None
+    scheduler_cpu_s: float | None = None
+    apiserver_cpu_s: float | None = None
+    algorithm_ms: float | None = None
+    e2e_ms: float | None = None
 
 
 @contextmanager
@@ -238,6 +242,21 @@ def scheduler_attempts(url: str, profile: str) -> dict[str, float]:
         if name == "scheduler_schedule_attempts_total" and labels.get("profile") == profile:
             out[labels.get("result", "")] = value
     return out
+
+
+def histogram_mean_ms(url: str, metric: str) -> float | None:
+    """The mean of a Prometheus histogram over every label set, in milliseconds."""
+    total = {"sum": 0.0, "count": 0.0}
+    for name, _, value in samples(url):
+        for part in total:
+            if name == f"{metric}_{part}":
+                total[part] += value
+    return total["sum"] / total["count"] * 1e3 if total["count"] else None
+
+
+def plane_cpu(plane: ControlPlane, name: str) -> float:
+    """CPU seconds used so far by the control plane's process ``name`` (its pid file)."""
+    return cpu_seconds(int((plane.dir / f"{name}.pid").read_text().strip()))
 
 
 def histogram_p50(url: str, metric: str, verb: str) -> float | None:
@@ -411,6 +430,7 @@ def measure(
         try:
             events0 = watch_events(url) if extender == "runway" else 0.0
             cpu0 = cpu_seconds(pid)
+            api0 = plane_cpu(plane, "apiserver")
             t0 = time.monotonic()
             with sampling(pid, spy):
                 if start == "stream":
@@ -423,6 +443,14 @@ def measure(
                     thread = in_thread(lambda: plane.start_scheduler(config))
                 seen = wait_scheduled(plane, tag, pods, failure, t0 + RUN_DEADLINE_S)
                 cpu = cpu_seconds(pid) - cpu0
+                api_cpu = plane_cpu(plane, "apiserver") - api0
+                scheduler_cpu = plane_cpu(plane, "scheduler")
+                sched_url = scheduler_metrics_url(plane)
+                assert sched_url is not None
+                algorithm = histogram_mean_ms(
+                    sched_url, "scheduler_scheduling_algorithm_duration_seconds"
+                )
+                e2e = histogram_mean_ms(sched_url, "scheduler_e2e_scheduling_duration_seconds")
             thread.join(timeout=120)
             if failure:
                 raise RuntimeError(f"{tag}: {failure[0]}") from failure[0]
@@ -444,6 +472,10 @@ def measure(
                 unschedulable=seen.attempts.get("unschedulable", 0),
                 errors=seen.attempts.get("error", 0),
                 extender_cpu_s=cpu,
+                scheduler_cpu_s=scheduler_cpu,
+                apiserver_cpu_s=api_cpu,
+                algorithm_ms=algorithm,
+                e2e_ms=e2e,
             )
             if extender == "runway":
                 run.watch_events = watch_events(url) - events0
@@ -516,8 +548,8 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
     return out
 
 
-def fmt_ms(value: float | None) -> str:
-    """Milliseconds for the table, or a dash."""
+def fmt_opt(value: float | None) -> str:
+    """Two decimals for the table, or a dash."""
     return "-" if value is None else f"{value:.2f}"
 
 
@@ -589,6 +621,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds",
             "pods/s",
             "ext CPU s",
+            "sched CPU s",
+            "apisrv CPU s",
+            "algo ms",
+            "e2e ms",
             "filter p50 ms",
             "prio p50 ms",
         ),
@@ -601,8 +637,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r.seconds:.2f}",
                 f"{r.pods_per_s:.1f}",
                 f"{r.extender_cpu_s:.2f}",
-                fmt_ms(r.runway_filter_p50_ms),
-                fmt_ms(r.runway_prioritize_p50_ms),
+                fmt_opt(r.scheduler_cpu_s),
+                fmt_opt(r.apiserver_cpu_s),
+                fmt_opt(r.algorithm_ms),
+                fmt_opt(r.e2e_ms),
+                fmt_opt(r.runway_filter_p50_ms),
+                fmt_opt(r.runway_prioritize_p50_ms),
             )
             for r in runs
         ],
