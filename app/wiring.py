@@ -326,8 +326,9 @@ def build(
         else None
     )
     if sync is not None:
-        # A verb about a pod not cached yet has the pod watch apply what has arrived first.
-        cache.hurry = sync.pods.hurry
+        # Verbs drive the pod watch: one about a pod not cached yet, preempt and a filter
+        # rejection have it apply what has arrived on its socket first.
+        cache.feed = sync.pods
     leader = sync.leader if sync is not None else None
 
     def is_leader() -> bool:

@@ -391,6 +391,7 @@ def measure(
     pods: int,
     start: str,
     profile_dir: Path | None = None,
+    runway_config: dict[str, Any] | None = None,
 ) -> Run:
     """Start the extender and a scheduler pointing at it, schedule ``pods`` pods, clean up.
 
@@ -401,7 +402,7 @@ def measure(
     """
     tag = f"tp-r{rnd}-{extender}-{mode}"
     plane.ensure_namespace(tag)
-    with start_extender(extender, plane, tmp) as (url, pid):
+    with start_extender(extender, plane, tmp, runway_config) as (url, pid):
         config = write_scheduler_config(
             tmp / f"{tag}.yaml",
             url,
@@ -579,7 +580,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sample runway with py-spy during each run (raw stacks in DIR) and print where "
         "its CPU went; sampling costs CPU, so do not quote these runs' pods/s",
     )
+    parser.add_argument(
+        "--runway-config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="runway's config file for the runs (leader election is switched off in it); "
+        "default: leader election off, everything else default",
+    )
     ns = parser.parse_args(argv)
+    runway_config: dict[str, Any] | None = None
+    if ns.runway_config:
+        runway_config = yaml.safe_load(ns.runway_config.read_text()) or {}
+        runway_config.setdefault("kubernetes", {})["leaderElection"] = {"enable": False}
     if ns.profile:
         ns.profile.mkdir(parents=True, exist_ok=True)
     modes = ns.modes.split(",")
@@ -608,7 +621,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 order = chosen if rnd % 2 == 0 else chosen[::-1]
                 for ext in order:
                     runs.append(
-                        measure(plane, Path(tmp), ext, mode, rnd, ns.pods, ns.start, ns.profile)
+                        measure(
+                            plane,
+                            Path(tmp),
+                            ext,
+                            mode,
+                            rnd,
+                            ns.pods,
+                            ns.start,
+                            ns.profile,
+                            runway_config,
+                        )
                     )
     print_table(
         f"scheduling throughput: kube-scheduler 1.20, {ns.nodes} nodes, "

@@ -42,7 +42,12 @@ def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
     args = decode_extender_args(body)
     ctx.cache.expect(args.pod.metadata.uid)
-    verdict = ctx.requeue.admit(args.pod, ctx.clock.now())
+    now = ctx.clock.now()
+    verdict = ctx.requeue.admit(args.pod, now)
+    if not verdict.allowed and ctx.cache.refresh():
+        # A rejection may rest on other pods' state (a StrictFIFO head, a blocker): it is
+        # checked against every event that has arrived, not the last batch applied.
+        verdict = ctx.requeue.admit(args.pod, now)
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     if verdict.allowed and verdict.only_nodes is None and not verdict.except_nodes:

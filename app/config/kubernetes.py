@@ -90,7 +90,7 @@ class KubernetesConfig(Section):
         description="A watch is re-opened after this long (server-side timeoutSeconds).",
     )
     watch_batch_window: Duration = Field(
-        0.02,
+        0.1,
         ge=0,
         le=1,
         description="Under load (pod or node watch events arriving less than this apart), the "
@@ -98,7 +98,9 @@ class KubernetesConfig(Section):
         "events that arrive meanwhile are read and applied together, in one wake of the process "
         "instead of one each (on cores shared with kube-scheduler, every wake costs CPU the "
         "scheduler does not get). The price is at most this much more staleness under load; an "
-        "event after a quiet spell is applied at once. `0s` applies every event as it arrives.",
+        "event after a quiet spell is applied at once, and a verb that needs more (about a pod "
+        "not cached yet, preempt, a filter rejection) first applies what has arrived. `0s` "
+        "applies every event as it arrives.",
     )
     page_size: int = Field(
         500, ge=0, description="Objects per LIST page (`limit`); 0 = one unpaginated LIST."

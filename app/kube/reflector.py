@@ -266,17 +266,24 @@ class Reflector(Generic[T]):
         nap = self._napping
         if nap is not None:
             _wake(nap)
+        self.catch_up()
+
+    def catch_up(self) -> int:
+        """Apply now, synchronously, the events that have arrived on the socket; how many.
+        The batch window goes on. Errors are raised by the watch loop, as ``hurry``'s."""
         drain = self._drain
         if drain is None:
-            return
+            return 0
+        count = 0
         try:
-            lines = drain()
-            for line in lines:
+            for line in drain():
                 self._apply(line)
+                count += 1
                 self.events += 1
         except Exception as exc:  # raised in the watch loop, which handles it
             self._drain = None
             self._caught = exc
+        return count
 
     async def watch_once(self, resource_version: str | None) -> int:
         """One watch from ``resource_version`` until the server ends it; returns the number of

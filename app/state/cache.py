@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -51,6 +51,17 @@ class CacheEvent(Generic[ObjT]):
 
 
 Subscriber = Callable[[CacheEvent[Pod] | CacheEvent[Node]], None]
+
+
+class PodFeed(Protocol):
+    """The pod watch feeding the cache (``kube.reflector.Reflector``), as a verb may drive it:
+    both apply, synchronously, the events that have arrived on its socket."""
+
+    def hurry(self) -> None:
+        """Apply what has arrived and end the batch window."""
+
+    def catch_up(self) -> int:
+        """Apply what has arrived (the batch window goes on); how many events."""
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,9 @@ class ClusterCache:
         self._nodes: dict[str, Node] = {}
         self._subscribers: list[Subscriber] = []
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
-        self.hurry: Callable[[], None] | None = None
-        """Has the pod watch apply, now and synchronously, what has arrived on its socket, and
-        end its batch window (set by ``wiring``): called when a verb names a pod the cache does
-        not hold yet (``expect``)."""
+        self.feed: PodFeed | None = None
+        """The pod watch (set by ``wiring``; None on the embedded default), which verbs drive:
+        ``expect`` and ``refresh``."""
         self.pods_synced = False
         self.nodes_synced = False
 
@@ -183,10 +193,16 @@ class ClusterCache:
         milliseconds of its creation, and a preemptor runway does not know is refused): the
         watch applies what has arrived first."""
         pod = self._pods.get(uid)
-        if pod is None and self.hurry is not None:
-            self.hurry()
+        if pod is None and self.feed is not None:
+            self.feed.hurry()
             pod = self._pods.get(uid)
         return pod
+
+    def refresh(self) -> bool:
+        """Apply, now, the pod events that have arrived on the watch's socket (under load the
+        watch reads in batches, ``kubernetes.watchBatchWindow``); whether anything changed.
+        For a verb about to act on other pods' state: preempt, a filter rejection."""
+        return self.feed is not None and self.feed.catch_up() > 0
 
     def pod_by_key(self, namespace: str, name: str) -> Pod | None:
         """The pod ``namespace/name``."""

@@ -276,6 +276,8 @@ class PreemptDecider:
         """Cross-check, decide and record one preempt call."""
         now = self.clock.now()
         preemptor = args.pod
+        # Victims and nominations are read from the cache: with every event that has arrived.
+        self.cache.refresh()
         if self.verify:
             # expect: its ADDED event may still be on the watch's socket
             cached = self.cache.expect(args.pod.uid) if args.pod.uid else None

@@ -18,6 +18,7 @@ from app.config import parse_config
 from app.model import Node, Pod
 from app.server import create_app
 from app.wiring import Runway
+from tests.feed import ArrivingFeed
 from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client
 
@@ -146,3 +147,18 @@ def test_a_claim_keeps_other_preemptors_and_lower_pods_off_the_node(runway: Runw
     # The preemptor itself still passes its node.
     mine = json.dumps({"Pod": as_payload(PREEMPTOR), "NodeNames": ["n1", "n2"]}).encode()
     assert json.loads(handle_filter(ctx, mine))["NodeNames"] == ["n1"]
+
+
+def test_preempt_reads_victims_with_every_event_that_has_arrived(runway: Runway) -> None:
+    """Under load the pod watch applies events in batches: a victim bound a moment ago may
+    still sit on the socket. preempt applies what has arrived before it reads the cache, so the
+    victim is known (not refused as ``victim-unknown``)."""
+    fresh = pod("batch-fresh", node="n1", priority=10)
+    feed = ArrivingFeed(runway.cache)
+    feed.arriving = [fresh]
+    runway.cache.feed = feed
+    payload = as_payload(PREEMPTOR)
+    _, outcome = plan_preempt(runway.api_context(), body(payload, {"n1": ["uid-batch-fresh"]}))
+    assert feed.calls == ["catch_up"]
+    assert outcome.refusal is None and outcome.plan is not None
+    assert [v.key for v in outcome.plan.victims] == ["prod/batch-fresh"]

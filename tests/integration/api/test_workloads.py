@@ -21,6 +21,7 @@ from app.server import create_app
 from app.wiring import Runway
 from tests.asgi import asgi_client
 from tests.builders import bind, pod, pod_obj, pool_node
+from tests.feed import ArrivingFeed
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -163,6 +164,37 @@ async def test_filter_applies_strict_fifo_and_anti_flapping(
     assert "still pending" in held["FailedAndUnresolvableNodes"]["n2"]
     clock.advance(61)  # requeueStrategy.antiFlappingTimeout defaults to 60s
     assert (await filter_(first))["NodeNames"] == ["n1", "n2"]
+
+
+async def test_a_filter_rejection_is_checked_against_the_events_that_have_arrived(
+    setup: tuple[httpx.AsyncClient, Runway, ManualClock],
+) -> None:
+    """Under load the pod watch applies events in batches: the StrictFIFO head's bind may sit
+    on the socket when the next pod's filter comes. A rejection is asked again after what has
+    arrived is applied; an admission is not (nothing is read for it)."""
+    http, runtime, _ = setup
+    labels = {"runway.dev/queue": "strict"}
+    first = pod_obj("first", labels={**labels, "runway.dev/workload": "first"})
+    first["metadata"]["creationTimestamp"] = format_time(T0 - 100)
+    second = pod_obj("second", labels={**labels, "runway.dev/workload": "second"})
+    add(runtime, first)
+    add(runtime, second)
+    runtime.cache.pods_synced = True
+    feed = ArrivingFeed(runtime.cache)
+    runtime.cache.feed = feed
+
+    async def filter_(obj: dict[str, Any]) -> dict[str, Any]:
+        body = {"Pod": obj, "Nodes": None, "NodeNames": ["n1", "n2"]}
+        result: dict[str, Any] = (await http.post("/scheduler/filter", json=body)).json()
+        return result
+
+    assert (await filter_(first))["NodeNames"] == ["n1", "n2"]
+    assert feed.calls == []
+    held = await filter_(second)  # nothing has arrived: the rejection stands
+    assert held["NodeNames"] == [] and feed.calls == ["catch_up"]
+    feed.arriving = [pod(bind(first, T0, node="n1"))]  # the head's bind, not yet applied
+    assert (await filter_(second))["NodeNames"] == ["n1", "n2"]
+    assert feed.calls == ["catch_up", "catch_up"] and runtime.cache.pod("uid-first") is not None
 
 
 async def test_prioritize_scores_failed_pools_low_from_the_record() -> None:

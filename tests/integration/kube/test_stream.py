@@ -274,6 +274,39 @@ async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
             await client.aclose()
 
 
+async def test_a_catch_up_applies_what_has_arrived_and_the_window_goes_on() -> None:
+    """``catch_up`` (a filter rejection, preempt: ``ClusterCache.refresh``) applies what has
+    arrived, synchronously, and says how many; the reflector's batch window is not ended."""
+    arrived = asyncio.Event()
+
+    async def stream(writer: asyncio.StreamWriter) -> None:
+        await send_chunk(writer, event("a", "8"))
+        await asyncio.sleep(0.05)
+        await send_chunk(writer, event("b", "9"))
+        arrived.set()
+
+    async with watch_server(stream) as url:
+        client = KubeClient(access(url), request_timeout=5)
+        store = NameStore()
+        reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
+        task = asyncio.create_task(reflector.run())
+        try:
+            await until(lambda: store.names == ["a"], what="the first event")
+            await arrived.wait()
+            caught: list[int] = []
+            await until(
+                lambda: bool(caught.append(reflector.catch_up()) or store.names[1:]),
+                what="b applied by a catch-up",
+            )
+            assert store.names == ["a", "b"] and sum(caught) == 1
+            assert reflector.catch_up() == 0  # nothing more has arrived
+            assert reflector._napping is not None, "the window should go on"
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await client.aclose()
+
+
 async def test_a_catch_up_that_meets_broken_framing_ends_the_watch_as_unavailable() -> None:
     async def stream(writer: asyncio.StreamWriter) -> None:
         await send_chunk(writer, event("a", "8"))

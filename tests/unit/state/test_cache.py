@@ -11,6 +11,7 @@ from app.state.cache import CacheEvent, ClusterCache
 from tests.builders import condition, raw_pod
 from tests.builders import node as build_node
 from tests.builders import pod as build_pod
+from tests.feed import ArrivingFeed
 
 
 def pod(
@@ -231,18 +232,24 @@ def test_an_update_of_unread_fields_only_moves_the_version() -> None:
 
 def test_a_verb_about_an_unknown_pod_hurries_the_watch() -> None:
     cache = ClusterCache()
-    calls: list[str] = []
-    cache.expect("u-a")  # no watch wired (embedded default): nothing to do
-    cache.hurry = lambda: calls.append("hurry")
+    assert cache.expect("u-a") is None  # no watch wired (embedded default): nothing to do
+    assert not cache.refresh()
+    feed = ArrivingFeed(cache)
+    cache.feed = feed
     cache.upsert_pod(pod("a"))
     found = cache.expect("u-a")
     assert found is not None and found.uid == "u-a"
-    assert calls == []
+    assert feed.calls == []
+    feed.arriving = [pod("new")]  # the watch holds the pod's ADDED event
+    found = cache.expect("u-new")  # what the hurry applied is what the verb gets
+    assert feed.calls == ["hurry"] and found is not None and found.uid == "u-new"
 
-    def catch_up() -> None:  # the watch applies the pod's ADDED event
-        calls.append("hurry")
-        cache.upsert_pod(pod("new"))
 
-    cache.hurry = catch_up
-    found = cache.expect("u-new")  # what the catch-up applied is what the verb gets
-    assert calls == ["hurry"] and found is not None and found.uid == "u-new"
+def test_refresh_applies_what_has_arrived_and_says_whether_anything_did() -> None:
+    cache = ClusterCache()
+    feed = ArrivingFeed(cache)
+    cache.feed = feed
+    assert not cache.refresh()
+    feed.arriving = [pod("later")]
+    assert cache.refresh() and cache.pod("u-later") is not None
+    assert feed.calls == ["catch_up", "catch_up"]
