@@ -83,6 +83,9 @@ class Run:
     runway_prioritize_p50_ms: float | None = None
     watch_events: float | None = None
     profile: dict[str, float] | None = None
+    extender_create_cpu_s: float | None = None
+    """backlog: the part of ``extender_cpu_s`` spent while the pods were created (runway
+    watches them arrive; the Go peer idles)."""
     scheduler_cpu_s: float | None = None
     apiserver_cpu_s: float | None = None
     algorithm_ms: float | None = None
@@ -430,6 +433,7 @@ def measure(
         spy = profile_dir / f"{tag}.txt" if profile_dir and extender == "runway" else None
         try:
             events0 = watch_events(url) if extender == "runway" else 0.0
+            create_cpu: float | None = None
             cpu0 = cpu_seconds(pid)
             api0 = plane_cpu(plane, "apiserver")
             t0 = time.monotonic()
@@ -441,6 +445,7 @@ def measure(
                 else:
                     create_pods(plane, tag, tag, pods)
                     created_at.append(time.monotonic())
+                    create_cpu = cpu_seconds(pid) - cpu0
                     thread = in_thread(lambda: plane.start_scheduler(config))
                 seen = wait_scheduled(plane, tag, pods, failure, t0 + RUN_DEADLINE_S)
                 cpu = cpu_seconds(pid) - cpu0
@@ -473,6 +478,7 @@ def measure(
                 unschedulable=seen.attempts.get("unschedulable", 0),
                 errors=seen.attempts.get("error", 0),
                 extender_cpu_s=cpu,
+                extender_create_cpu_s=create_cpu,
                 scheduler_cpu_s=scheduler_cpu,
                 apiserver_cpu_s=api_cpu,
                 algorithm_ms=algorithm,
@@ -644,6 +650,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds",
             "pods/s",
             "ext CPU s",
+            "of which create",
             "sched CPU s",
             "apisrv CPU s",
             "algo ms",
@@ -660,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{r.seconds:.2f}",
                 f"{r.pods_per_s:.1f}",
                 f"{r.extender_cpu_s:.2f}",
+                fmt_opt(r.extender_create_cpu_s),
                 fmt_opt(r.scheduler_cpu_s),
                 fmt_opt(r.apiserver_cpu_s),
                 fmt_opt(r.algorithm_ms),
