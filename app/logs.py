@@ -46,10 +46,21 @@ def _component_from_logger(
     return event
 
 
+_debug = False
+
+
+def debug_enabled() -> bool:
+    """Whether debug lines are written: a hot path checks before it builds one (a disabled
+    structlog call still costs a few µs through the lazy logger proxy)."""
+    return _debug
+
+
 def configure_logging(config: LoggingConfig) -> None:
     """Route structlog and stdlib loggers (uvicorn's...) to stderr at the configured level, all
     rendered alike (text or JSON)."""
+    global _debug
     level = _LEVELS[config.level]
+    _debug = level <= logging.DEBUG
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer()
         if config.format == "json"

@@ -110,9 +110,14 @@ async def _measure(
     server: list[float] = []
     # Server-side time (what the scheduler waits for, minus the transport): the verb's own
     # duration histogram sees every call; capture its observations.
-    child = metrics.EXTENDER_DURATION.labels("preempt")
-    original = child.observe
-    child.observe = server.append  # type: ignore[method-assign]
+    original = metrics.VERB_CALLS.record
+
+    def record(verb: str, outcome: str, seconds: float | None = None) -> None:
+        if verb == "preempt" and seconds is not None:
+            server.append(seconds)
+        original(verb, outcome, seconds)
+
+    metrics.VERB_CALLS.record = record  # type: ignore[method-assign]
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
@@ -155,7 +160,7 @@ async def _measure(
         await runtime.executor.drain(600)
         results = [r.result for r in runtime.executor.recent()]
         assert all(r == "success" for r in results), results
-    child.observe = original  # type: ignore[method-assign]
+    metrics.VERB_CALLS.record = original  # type: ignore[method-assign]
     await kube.aclose()
     return server, times
 

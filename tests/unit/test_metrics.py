@@ -7,6 +7,9 @@ import platform
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
 from app import metrics
 
@@ -94,3 +97,42 @@ def test_cli_writes_the_table(tmp_path: Path) -> None:
     (tmp_path / "plain.md").write_text("no markers\n")
     assert main(["metrics-reference", "--write", str(tmp_path / "plain.md")]) == 2
     assert main(["metrics-reference", "--write", str(tmp_path / "missing.md")]) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["filter", "prioritize", "preempt", "unknown"]),
+            st.sampled_from(["ok", "bad_request", "error"]),
+            st.one_of(
+                st.none(),
+                st.sampled_from(metrics.LATENCY_BUCKETS),  # on a bound: "le" includes it
+                st.floats(min_value=0, max_value=20, allow_nan=False),
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_verb_calls_expose_what_a_counter_and_a_histogram_would(
+    calls: list[tuple[str, str, float | None]],
+) -> None:
+    """The verbs' plain-number counter and histogram (``VerbCalls``) scrape exactly as
+    prometheus_client's own Counter and Histogram fed the same calls."""
+    mine, reference = CollectorRegistry(), CollectorRegistry()
+    verbs = metrics.VerbCalls(metrics.LATENCY_BUCKETS)
+    mine.register(verbs)
+    counter = Counter(verbs.REQUESTS, verbs.REQUESTS_DOC, ["verb", "outcome"], registry=reference)
+    histogram = Histogram(
+        verbs.DURATION,
+        verbs.DURATION_DOC,
+        ["verb"],
+        buckets=metrics.LATENCY_BUCKETS,
+        registry=reference,
+    )
+    for verb, outcome, seconds in calls:
+        verbs.record(verb, outcome, seconds)
+        counter.labels(verb, outcome).inc()
+        if seconds is not None:
+            histogram.labels(verb).observe(seconds)
+    assert generate_latest(mine).decode() == generate_latest(reference).decode()
