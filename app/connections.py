@@ -14,7 +14,8 @@ returns a subclass with, from ``server.*``:
   flight (idle, or still sending its head); when every connection has a request in flight, the
   new one is closed at once.
 
-Idle keep-alive connections are closed by uvicorn's own ``timeout_keep_alive``.
+Idle keep-alive connections are closed after ``idleTimeout`` (uvicorn's ``timeout_keep_alive``:
+its timer after an ASGI response, the connection's own deadline after a verb call).
 
 It also writes each response with a known length in one ``write`` (``OneWrite``): uvicorn
 writes the head and the body separately, two syscalls and two wake-ups of kube-scheduler's
@@ -28,7 +29,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from app.config.model import ServerConfig
@@ -135,6 +135,9 @@ def bounded_protocol(
         # the timer (when it fires early) re-schedules itself for the current one. A keep-alive
         # connection of kube-scheduler's then costs no timer creation or cancellation per call.
         _timer_at = 0.0
+        _idle = False
+        """Waiting for the next request after a verb's reply (``timeout_keep_alive``): the
+        deadline that replaces uvicorn's keep-alive timer, one less timer per call."""
 
         def _arm(self, seconds: float, why: str) -> None:
             deadline = self.loop.time() + seconds
@@ -161,7 +164,10 @@ def bounded_protocol(
                 return
             self._deadline = None
             if not self.transport.is_closing():
-                log.info("closing a slow connection", client=_peer(self.client), reason=self._why)
+                if not self._idle:  # an idle keep-alive connection is closed quietly
+                    log.info(
+                        "closing a slow connection", client=_peer(self.client), reason=self._why
+                    )
                 self.transport.close()
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -201,7 +207,8 @@ def bounded_protocol(
             if not self._in_head:
                 super().data_received(data)
                 return
-            if self._deadline is None:  # the first byte of a keep-alive request
+            if self._idle or self._deadline is None:  # the first byte of a keep-alive request
+                self._idle = False
                 self._arm(header_timeout, "no request head in time")
             self._head_bytes += len(data)
             super().data_received(data)
@@ -214,6 +221,7 @@ def bounded_protocol(
         def on_message_begin(self) -> None:
             super().on_message_begin()
             self._in_head = True
+            self._idle = False
 
         _verb: str | None = None
         _body: list[bytes] | None = None
@@ -231,19 +239,21 @@ def bounded_protocol(
                 cycle.transport = OneWrite(cycle.transport)  # type: ignore[assignment]
 
         def _take_direct(self, direct: DirectVerbs) -> bool:
-            """Whether this request is a verb call answered here (no ASGI cycle)."""
+            """Whether this request is a verb call answered here (no ASGI cycle): kube-scheduler's
+            ``POST <path>`` (origin form, no query; anything else takes the ASGI path, whose
+            fast path answers the same verbs)."""
+            verb = direct.paths.get(self.url)
+            if verb is None:
+                return False
             parser = self.parser
             if (
-                parser.get_method() != b"POST"
-                or parser.get_http_version() != "1.1"
-                or self.expect_100_continue
-                or parser.should_upgrade()
+                self.expect_100_continue
                 or self.pipeline
                 or (self.cycle is not None and not self.cycle.response_complete)
+                or parser.get_method() != b"POST"
+                or parser.get_http_version() != "1.1"
+                or parser.should_upgrade()
             ):
-                return False
-            verb = direct.paths.get(httptools.parse_url(self.url).path)
-            if verb is None:
                 return False
             self._verb, self._body, self._body_size = verb, [], 0
             for name, value in self.headers:
@@ -284,8 +294,19 @@ def bounded_protocol(
             self._verb, self._body = None, None
             status, parts = direct.answer(verb, body)
             self._reply(status, parts, keep_alive=self.parser.should_keep_alive())
+            self._direct_complete()
+
+        def _direct_complete(self) -> None:
+            """What uvicorn's ``on_response_complete`` does after a response, for a verb call:
+            count it and wait for the next request — a deadline (``_idle``) instead of a new
+            keep-alive timer per call. Reading is never paused by a verb call (its body is not
+            buffered for an ASGI cycle)."""
+            self.server_state.total_requests += 1
+            self._in_head = True
+            self._head_bytes = 0
             if not self.transport.is_closing():
-                self.on_response_complete()
+                self._idle = True
+                self._arm(self.timeout_keep_alive, "idle")
 
         def _reply(
             self, status: int, parts: Sequence[bytes | memoryview], *, keep_alive: bool
@@ -293,18 +314,16 @@ def bounded_protocol(
             """Write a JSON response in one go (head and body together)."""
             if self.transport.is_closing():
                 return
-            length = sum(len(p) for p in parts)
-            head = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
-            for name, value in self.server_state.default_headers:
-                head += [name, b": ", value, b"\r\n"]
-            head.append(b"content-type: application/json\r\ncontent-length: %d\r\n" % length)
-            if not keep_alive:
-                head.append(b"connection: close\r\n")
-            head.append(b"\r\n")
+            length = sum(map(len, parts))
+            head = _head_start(self.server_state.default_headers, status) + (
+                b"content-length: %d\r\n\r\n" % length
+                if keep_alive
+                else b"content-length: %d\r\nconnection: close\r\n\r\n" % length
+            )
             if length < _WRITE_JOINED_BELOW:
-                self.transport.write(b"".join([*head, *parts]))
+                self.transport.write(b"".join([head, *parts]))
             else:  # a big NodeList echo: not copied again
-                self.transport.writelines([b"".join(head), *parts])
+                self.transport.writelines([head, *parts])
             if not keep_alive:
                 self.transport.close()
 
@@ -317,6 +336,26 @@ def bounded_protocol(
             super().on_response_complete()
 
     return BoundedHttpToolsProtocol
+
+
+_heads: dict[int, bytes] = {}
+_heads_of: list[object] = [None]
+
+
+def _head_start(default_headers: list[tuple[bytes, bytes]], status: int) -> bytes:
+    """A verb reply's status line, uvicorn's default headers (``date``, ``server``) and the
+    content type. uvicorn replaces the header list each second (the date): built once per
+    list and status, not once per call."""
+    if default_headers is not _heads_of[0]:
+        _heads.clear()
+        _heads_of[0] = default_headers
+    head = _heads.get(status)
+    if head is None:
+        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+        lines += [b"%s: %s\r\n" % (name, value) for name, value in default_headers]
+        lines.append(b"content-type: application/json\r\n")
+        head = _heads[status] = b"".join(lines)
+    return head
 
 
 def _peer(client: Any) -> str:

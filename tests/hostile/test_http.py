@@ -206,3 +206,33 @@ def test_a_body_bound_shorter_than_the_header_bound_still_cuts_in_time(tmp_path:
             assert closed_by_server(sock, within=8) is not None
         finally:
             sock.close()
+
+
+def test_a_verb_connection_is_idle_between_calls_and_closed_at_the_idle_timeout(
+    runway: RunwayProcess,
+) -> None:
+    """After a verb's reply (answered by the connection itself) the connection waits for the
+    next call under ``idleTimeout`` (2 s here), not ``headerTimeout`` (1 s): a call 1.5 s later
+    is answered on the same connection; 2 s after the last reply it is closed."""
+    body = b'{"Pod":{"metadata":{"uid":"u"}},"NodeNames":["n1"]}'
+    call = (
+        b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+        b"content-length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+    def answered(sock: socket.socket) -> float:
+        sock.sendall(call)
+        got = b""
+        deadline = time.monotonic() + 10
+        while b'"NodeNames":["n1"]' not in got and time.monotonic() < deadline:
+            got += sock.recv(65536)
+        assert got.startswith(b"HTTP/1.1 200 OK") and got.count(b"HTTP/1.1") == 1
+        return time.monotonic()
+
+    with contextlib.closing(connect(runway.port)) as sock:
+        answered(sock)
+        time.sleep(1.5)  # the idle gap under test: past headerTimeout, within idleTimeout
+        last = answered(sock)
+        assert closed_by_server(sock, within=10) is not None
+        waited = time.monotonic() - last
+        assert 1.8 <= waited < 6, f"closed {waited:.2f} s after the last reply (idleTimeout 2s)"

@@ -180,7 +180,8 @@ def test_the_protocol_answers_verbs_itself_and_keeps_http_semantics(
     runway: RunwayProcess,
 ) -> None:
     """The verbs answered by the connection (app.connections.DirectVerbs): one reply per call,
-    Connection: close honoured, HTTP/1.0 and other paths through ASGI, same counters."""
+    Connection: close honoured, HTTP/1.0, a query string and other paths through ASGI, same
+    counters."""
     body = json.dumps(FILTER).encode()
     call = b"POST /scheduler/filter HTTP/1.1\r\nhost: x\r\ncontent-length: %d\r\n" % len(body)
     ok = raw_exchange(runway, call + b"\r\n" + body)
@@ -190,6 +191,9 @@ def test_the_protocol_answers_verbs_itself_and_keeps_http_semantics(
     assert closed.startswith(b"HTTP/1.1 200 OK") and b"connection: close" in closed
     old = b"POST /scheduler/filter HTTP/1.0\r\ncontent-length: %d\r\n\r\n" % len(body) + body
     assert raw_exchange(runway, old, until_closed=True).startswith(b"HTTP/1.1 200 OK")
+    query = call.replace(b"/scheduler/filter", b"/scheduler/filter?trace=1")
+    answered = raw_exchange(runway, query + b"\r\n" + body)  # through ASGI: the same answer
+    assert json.loads(answered.partition(b"\r\n\r\n")[2])["NodeNames"] == FILTER["NodeNames"]
     bad = raw_exchange(
         runway, b"POST /scheduler/prioritize HTTP/1.1\r\ncontent-length: 3\r\n\r\n{x}"
     )
