@@ -48,6 +48,18 @@ def add(runtime: Runway, obj: dict[str, Any]) -> Pod:
     return added
 
 
+def strict_pair(runtime: Runway) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two pending workloads of the StrictFIFO queue, cached: ``first`` (older) is its head."""
+    labels = {"runway.dev/queue": "strict"}
+    first = pod_obj("first", labels={**labels, "runway.dev/workload": "first"})
+    first["metadata"]["creationTimestamp"] = format_time(T0 - 100)
+    second = pod_obj("second", labels={**labels, "runway.dev/workload": "second"})
+    add(runtime, first)
+    add(runtime, second)
+    runtime.cache.pods_synced = True
+    return first, second
+
+
 @pytest.fixture
 async def setup() -> AsyncIterator[tuple[httpx.AsyncClient, Runway, ManualClock]]:
     app, runtime, clock = build()
@@ -136,13 +148,7 @@ async def test_filter_applies_strict_fifo_and_anti_flapping(
     setup: tuple[httpx.AsyncClient, Runway, ManualClock],
 ) -> None:
     http, runtime, clock = setup
-    labels = {"runway.dev/queue": "strict"}
-    first = pod_obj("first", labels={**labels, "runway.dev/workload": "first"})
-    first["metadata"]["creationTimestamp"] = format_time(T0 - 100)
-    second = pod_obj("second", labels={**labels, "runway.dev/workload": "second"})
-    add(runtime, first)
-    add(runtime, second)
-    runtime.cache.pods_synced = True
+    first, second = strict_pair(runtime)
 
     async def filter_(pod: dict[str, Any]) -> dict[str, Any]:
         body = {"Pod": pod, "Nodes": None, "NodeNames": ["n1", "n2"]}
@@ -173,13 +179,7 @@ async def test_a_filter_rejection_is_checked_against_the_events_that_have_arrive
     on the socket when the next pod's filter comes. A rejection is asked again after what has
     arrived is applied; an admission is not (nothing is read for it)."""
     http, runtime, _ = setup
-    labels = {"runway.dev/queue": "strict"}
-    first = pod_obj("first", labels={**labels, "runway.dev/workload": "first"})
-    first["metadata"]["creationTimestamp"] = format_time(T0 - 100)
-    second = pod_obj("second", labels={**labels, "runway.dev/workload": "second"})
-    add(runtime, first)
-    add(runtime, second)
-    runtime.cache.pods_synced = True
+    first, second = strict_pair(runtime)
     feed = ArrivingFeed(runtime.cache)
     runtime.cache.feed = feed
 

@@ -247,6 +247,21 @@ async def send_chunk(writer: asyncio.StreamWriter, data: bytes) -> None:
     await writer.drain()
 
 
+@asynccontextmanager
+async def windowed_reflector(url: str) -> AsyncIterator[tuple[Reflector[Pod], NameStore]]:
+    """A pod reflector with a 60 s batch window running against ``url``; stopped at exit."""
+    client = KubeClient(access(url), request_timeout=5)
+    store = NameStore()
+    reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
+    task = asyncio.create_task(reflector.run())
+    try:
+        yield reflector, store
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await client.aclose()
+
+
 async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
     """A batch that came quickly is followed by the window (the next events wait); a verb about
     a pod the cache lacks (``ClusterCache.expect`` → ``hurry``) has what arrived applied at once,
@@ -257,21 +272,12 @@ async def test_the_batch_window_holds_under_load_and_hurry_ends_it() -> None:
         await asyncio.sleep(0.05)
         await send_chunk(writer, event("b", "9"))
 
-    async with watch_server(stream) as url:
-        client = KubeClient(access(url), request_timeout=5)
-        store = NameStore()
-        reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
-        task = asyncio.create_task(reflector.run())
-        try:
-            await until(lambda: store.names == ["a"], what="the first event")
-            await asyncio.sleep(0.3)  # b has arrived on the socket meanwhile
-            assert store.names == ["a"], "the window should hold b back"
-            reflector.hurry()  # b is applied before hurry returns: the verb then reads it
-            assert store.names == ["a", "b"]
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await client.aclose()
+    async with watch_server(stream) as url, windowed_reflector(url) as (reflector, store):
+        await until(lambda: store.names == ["a"], what="the first event")
+        await asyncio.sleep(0.3)  # b has arrived on the socket meanwhile
+        assert store.names == ["a"], "the window should hold b back"
+        reflector.hurry()  # b is applied before hurry returns: the verb then reads it
+        assert store.names == ["a", "b"]
 
 
 async def test_a_catch_up_applies_what_has_arrived_and_the_window_goes_on() -> None:
@@ -285,26 +291,17 @@ async def test_a_catch_up_applies_what_has_arrived_and_the_window_goes_on() -> N
         await send_chunk(writer, event("b", "9"))
         arrived.set()
 
-    async with watch_server(stream) as url:
-        client = KubeClient(access(url), request_timeout=5)
-        store = NameStore()
-        reflector = Reflector(client, PODS, Pod, store, batch_window=60.0)
-        task = asyncio.create_task(reflector.run())
-        try:
-            await until(lambda: store.names == ["a"], what="the first event")
-            await arrived.wait()
-            caught: list[int] = []
-            await until(
-                lambda: bool(caught.append(reflector.catch_up()) or store.names[1:]),
-                what="b applied by a catch-up",
-            )
-            assert store.names == ["a", "b"] and sum(caught) == 1
-            assert reflector.catch_up() == 0  # nothing more has arrived
-            assert reflector._napping is not None, "the window should go on"
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await client.aclose()
+    async with watch_server(stream) as url, windowed_reflector(url) as (reflector, store):
+        await until(lambda: store.names == ["a"], what="the first event")
+        await arrived.wait()
+        caught: list[int] = []
+        await until(
+            lambda: bool(caught.append(reflector.catch_up()) or store.names[1:]),
+            what="b applied by a catch-up",
+        )
+        assert store.names == ["a", "b"] and sum(caught) == 1
+        assert reflector.catch_up() == 0  # nothing more has arrived
+        assert reflector._napping is not None, "the window should go on"
 
 
 async def test_a_catch_up_that_meets_broken_framing_ends_the_watch_as_unavailable() -> None:
