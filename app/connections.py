@@ -122,6 +122,7 @@ def bounded_protocol(
     header_timeout = server.header_timeout
     body_timeout = server.body_timeout
     max_connections = server.max_connections
+    heads = _ReplyHeads()
 
     class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _head_bytes = 0
@@ -315,7 +316,7 @@ def bounded_protocol(
             if self.transport.is_closing():
                 return
             length = sum(map(len, parts))
-            head = _head_start(self.server_state.default_headers, status) + (
+            head = heads.start(self.server_state.default_headers, status) + (
                 b"content-length: %d\r\n\r\n" % length
                 if keep_alive
                 else b"content-length: %d\r\nconnection: close\r\n\r\n" % length
@@ -338,24 +339,28 @@ def bounded_protocol(
     return BoundedHttpToolsProtocol
 
 
-_heads: dict[int, bytes] = {}
-_heads_of: list[object] = [None]
-
-
-def _head_start(default_headers: list[tuple[bytes, bytes]], status: int) -> bytes:
+class _ReplyHeads:
     """A verb reply's status line, uvicorn's default headers (``date``, ``server``) and the
-    content type. uvicorn replaces the header list each second (the date): built once per
-    list and status, not once per call."""
-    if default_headers is not _heads_of[0]:
-        _heads.clear()
-        _heads_of[0] = default_headers
-    head = _heads.get(status)
-    if head is None:
-        lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
-        lines += [b"%s: %s\r\n" % (name, value) for name, value in default_headers]
-        lines.append(b"content-type: application/json\r\n")
-        head = _heads[status] = b"".join(lines)
-    return head
+    content type, per status. uvicorn replaces its header list each second (the date): built
+    once per list and status, not once per call."""
+
+    __slots__ = ("_built", "_of")
+
+    def __init__(self) -> None:
+        self._of: list[tuple[bytes, bytes]] | None = None
+        self._built: dict[int, bytes] = {}
+
+    def start(self, default_headers: list[tuple[bytes, bytes]], status: int) -> bytes:
+        """The head up to (not including) ``content-length``."""
+        if default_headers is not self._of:
+            self._of, self._built = default_headers, {}
+        head = self._built.get(status)
+        if head is None:
+            lines = [b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))]
+            lines += [b"%s: %s\r\n" % (name, value) for name, value in default_headers]
+            lines.append(b"content-type: application/json\r\n")
+            head = self._built[status] = b"".join(lines)
+        return head
 
 
 def _peer(client: Any) -> str:

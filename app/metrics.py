@@ -141,18 +141,20 @@ class VerbCalls:
 
     def describe(self) -> list[Metric]:
         """The two families, empty (what the registry checks names against)."""
-        return [
+        return list(self._families())
+
+    def _families(self) -> tuple[CounterMetricFamily, HistogramMetricFamily]:
+        return (
             CounterMetricFamily(self.REQUESTS, self.REQUESTS_DOC, labels=("verb", "outcome")),
             HistogramMetricFamily(self.DURATION, self.DURATION_DOC, labels=("verb",)),
-        ]
+        )
 
     def collect(self) -> Iterator[Metric]:
         """The two families with every verb's numbers so far."""
-        requests = CounterMetricFamily(self.REQUESTS, self.REQUESTS_DOC, labels=("verb", "outcome"))
+        requests, durations = self._families()
         for (verb, outcome), count in list(self._calls.items()):
             requests.add_metric((verb, outcome), count)
         yield requests
-        durations = HistogramMetricFamily(self.DURATION, self.DURATION_DOC, labels=("verb",))
         for verb, times in list(self._durations.items()):
             cumulative = list(accumulate(times[:-1]))
             durations.add_metric(

@@ -274,16 +274,20 @@ class Reflector(Generic[T]):
         drain = self._drain
         if drain is None:
             return 0
-        count = 0
+        before = self.events
         try:
-            for line in drain():
-                self._apply(line)
-                count += 1
-                self.events += 1
+            self._apply_lines(drain())
         except Exception as exc:  # raised in the watch loop, which handles it
             self._drain = None
             self._caught = exc
-        return count
+        return self.events - before
+
+    def _apply_lines(self, lines: list[bytes]) -> int:
+        """Apply a batch of event lines in order, counting each in ``events``; how many."""
+        for line in lines:
+            self._apply(line)
+            self.events += 1
+        return len(lines)
 
     async def watch_once(self, resource_version: str | None) -> int:
         """One watch from ``resource_version`` until the server ends it; returns the number of
@@ -305,10 +309,7 @@ class Reflector(Generic[T]):
             async for lines in stream:
                 self._raise_caught()
                 arrived = time.monotonic()
-                for line in lines:
-                    self._apply(line)
-                    count += 1
-                    self.events += 1
+                count += self._apply_lines(lines)
                 self.failing_since = None  # events (bookmarks included) arrive: fed
                 if window and arrived - waiting_since < window:
                     # Under load only (this batch came within the window): let the next events
