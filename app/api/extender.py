@@ -22,13 +22,13 @@ from app.logs import debug_enabled, get_logger
 from app.policy import admission, scoring
 from app.state.preemption import PreemptOutcome
 from app.wire import (
+    NO_PREFERENCE,
     WireError,
     decode_extender_args,
     decode_preemption_args,
     encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
-    encode_uniform_priorities,
     schema,
 )
 
@@ -66,8 +66,11 @@ def handle_prioritize(ctx: ApiContext, body: bytes) -> bytes:
     args = decode_extender_args(body)
     history = ctx.requeue.scoring_input(args.pod)
     if history.uniform:
-        # The common case: nothing to prefer, so no per-node facts are built at all.
-        return encode_uniform_priorities(args.names(), scoring.MAX_SCORE)
+        # The common case: nothing to prefer. Every node would score MAX_SCORE, and kube-scheduler
+        # adds an extender's score to each node's total (1.20 prioritizeNodes: an unlisted node
+        # adds 0), so a uniform list changes no ranking: the empty list says the same and spares
+        # the scheduler decoding one entry per node (~290 µs of its CPU for 200; RESULTS #13).
+        return NO_PREFERENCE
     if args.nodes is not None:
         facts = [
             scoring.NodeFacts(n, lab)

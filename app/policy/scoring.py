@@ -17,6 +17,11 @@ Formula, per node::
 So without locality the scores are exactly 0 (failed pool) and 10 (elsewhere); with it they are
 0 / 2 (failed pool, without / with a local pod) and 8 / 10 (elsewhere). A node without labels
 (node-cache-capable mode without a node cache) is never in a failed pool.
+
+When every node would score 10 (no failed pool, no locality: ``ScoringInput.uniform``) the verb
+answers the empty list instead: kube-scheduler adds an extender's scores to the nodes' totals, so
+a uniform list and no list rank the nodes alike, and the empty one spares it decoding an entry per
+node (``app/api/extender.py``).
 """
 
 from __future__ import annotations

@@ -7,18 +7,19 @@ back verbatim (see ``bench/RESULTS.md`` for the measurements behind this choice)
 """
 
 from app.wire.codec import (
+    NO_PREFERENCE,
     decode_extender_args,
     decode_preemption_args,
     encode_filter_result,
     encode_filter_result_parts,
     encode_host_priorities,
     encode_preemption_result,
-    encode_uniform_priorities,
 )
 from app.wire.errors import WireError
 from app.wire.types import ExtenderArgs, NodeItems, PreemptionArgs, VictimCandidate
 
 __all__ = [
+    "NO_PREFERENCE",
     "ExtenderArgs",
     "NodeItems",
     "PreemptionArgs",
@@ -30,5 +31,4 @@ __all__ = [
     "encode_filter_result_parts",
     "encode_host_priorities",
     "encode_preemption_result",
-    "encode_uniform_priorities",
 ]

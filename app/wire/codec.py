@@ -226,19 +226,9 @@ def encode_host_priorities(scores: Iterable[tuple[str, int]]) -> bytes:
     return _encoder.encode([_HostPriority(host, score) for host, score in scores])
 
 
-def encode_uniform_priorities(hosts: Sequence[str], score: int) -> bytes:
-    """``HostPriorityList`` giving every host the same score, built by one C-level replace.
-
-    Host names are encoded as one JSON list; without escapes in it, every ``","`` separates two
-    names, so the list turns into the reply by substitution. Otherwise the general path runs.
-    """
-    if not hosts:
-        return b"[]"
-    names = _encoder.encode(list(hosts))
-    if b"\\" in names:
-        return encode_host_priorities((h, score) for h in hosts)
-    close = b'","Score":%d}' % score
-    return b'[{"Host":"' + names[2:-2].replace(b'","', close + b',{"Host":"') + close + b"]"
+NO_PREFERENCE = b"[]"
+"""A ``HostPriorityList`` with no entry: kube-scheduler adds nothing to any node's score, which
+ranks the nodes exactly as a list giving every node the same score would."""
 
 
 def encode_preemption_result(chosen: Mapping[str, tuple[Sequence[str], int]]) -> bytes:

@@ -18,11 +18,16 @@ from fastapi import FastAPI
 
 from app.api.extender import handle_filter, handle_preempt, handle_prioritize
 from app.config import RunwayConfig
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.policy.workload import workload_of
 from app.server import create_app
 from app.wiring import build
+from tests.builders import pod as lean_pod
+from tests.builders import pool_node
 from tests.reference import wire_cases
 
 CASES = wire_cases()
+PRIORITIZE = [c for c in CASES if c["verb"] == "prioritize"]
 HANDLERS = {"filter": handle_filter, "prioritize": handle_prioritize, "preempt": handle_preempt}
 
 
@@ -136,10 +141,28 @@ def test_accepted_response_shape_matches(case: dict[str, Any]) -> None:
         )
         assert names == want
     elif case["verb"] == "prioritize":
-        assert [e["Host"] for e in reply] == [e["Host"] for e in accepted]
+        # No policy, no preference: the empty list (every node's score unchanged), which ranks
+        # the nodes as any uniform list would. A reply with a preference is checked below.
+        assert reply == []
     else:
         # Accepted replies are pass-through; runway returns at most one of these nodes.
         assert set(reply["NodeNameToMetaVictims"]) <= set(accepted["NodeNameToMetaVictims"])
+
+
+@pytest.mark.parametrize("case", PRIORITIZE, ids=[c["name"] for c in PRIORITIZE])
+async def test_prioritize_with_a_preference_lists_every_accepted_host(case: dict[str, Any]) -> None:
+    """The pod's workload last failed readiness in pool b: the reply carries what the captured
+    reply carried (every offered host, in order), node-2 (pool b) scoring low."""
+    runtime = build(RunwayConfig())
+    for name, pool in (("node-0", "a"), ("node-1", "a"), ("node-2", "b")):
+        runtime.cache.upsert_node(pool_node(name, pool))  # nodeCacheCapable: labels from here
+    request = case["request"]
+    record = EvictionRecord(PODS_READY_TIMEOUT, 1_800_000_000.0, count=1, failed_pools=("b",))
+    await runtime.records.write(workload_of(lean_pod(request["Pod"])), record)
+    reply = json.loads(handle_prioritize(runtime.api_context(), json.dumps(request).encode()))
+    check_prioritize(request, reply)
+    assert [e["Host"] for e in reply] == [e["Host"] for e in case["accepted_response"]]
+    assert [e["Score"] for e in reply] == [10, 10, 0]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])

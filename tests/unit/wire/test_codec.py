@@ -5,25 +5,14 @@ from __future__ import annotations
 import json
 
 import msgspec
-from hypothesis import given
-from hypothesis import strategies as st
 
 from app.wire import (
     decode_extender_args,
     encode_filter_result,
     encode_filter_result_parts,
-    encode_host_priorities,
-    encode_uniform_priorities,
 )
 from app.wire.buffers import span_in
 from bench.payloads import extender_args
-
-
-@given(st.lists(st.text(), max_size=20), st.integers(0, 10))
-def test_uniform_priorities_equal_the_general_encoder(hosts: list[str], score: int) -> None:
-    fast = encode_uniform_priorities(hosts, score)
-    general = encode_host_priorities((h, score) for h in hosts)
-    assert json.loads(fast) == json.loads(general)
 
 
 def test_nodelist_echo_is_one_slice_of_the_request_body() -> None:
