@@ -90,6 +90,11 @@ class Run:
     apiserver_cpu_s: float | None = None
     algorithm_ms: float | None = None
     e2e_ms: float | None = None
+    runway_api_calls: dict[str, float] | None = None
+    """The Kubernetes API calls runway made during the run, by verb and resource."""
+    steal_s: float | None = None
+    """CPU time the hypervisor gave other guests while this run's VM wanted it (``/proc/stat``
+    steal, both cores): how noisy the host was during the run."""
 
 
 @contextmanager
@@ -291,6 +296,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def steal_seconds() -> float:
+    """The host's steal time so far, all CPUs (Linux ``/proc/stat``; 0 where it is not kept)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def _healthy(url: str) -> bool:
     try:
         return httpx.get(f"{url}/readyz", timeout=1).status_code == 200
@@ -380,6 +391,16 @@ def wait_scheduled(
         time.sleep(0.02)  # polling interval, not a wait for a condition
 
 
+def api_calls(url: str) -> dict[str, float]:
+    """runway's ``runway_kube_api_requests_total`` by ``verb resource``."""
+    calls: dict[str, float] = {}
+    for name, labels, value in samples(f"{url}/metrics"):
+        if name == "runway_kube_api_requests_total":
+            key = f"{labels['verb']} {labels['resource']}"
+            calls[key] = calls.get(key, 0.0) + value
+    return calls
+
+
 def watch_events(url: str) -> float:
     """runway's ``runway_watch_events_total`` over every resource and type."""
     return sum(v for n, _, v in samples(f"{url}/metrics") if n == "runway_watch_events_total")
@@ -433,9 +454,11 @@ def measure(
         spy = profile_dir / f"{tag}.txt" if profile_dir and extender == "runway" else None
         try:
             events0 = watch_events(url) if extender == "runway" else 0.0
+            calls0 = api_calls(url) if extender == "runway" else {}
             create_cpu: float | None = None
             cpu0 = cpu_seconds(pid)
             api0 = plane_cpu(plane, "apiserver")
+            steal0 = steal_seconds()
             t0 = time.monotonic()
             with sampling(pid, spy):
                 if start == "stream":
@@ -450,6 +473,7 @@ def measure(
                 seen = wait_scheduled(plane, tag, pods, failure, t0 + RUN_DEADLINE_S)
                 cpu = cpu_seconds(pid) - cpu0
                 api_cpu = plane_cpu(plane, "apiserver") - api0
+                steal = steal_seconds() - steal0
                 scheduler_cpu = plane_cpu(plane, "scheduler")
                 sched_url = scheduler_metrics_url(plane)
                 assert sched_url is not None
@@ -483,9 +507,15 @@ def measure(
                 apiserver_cpu_s=api_cpu,
                 algorithm_ms=algorithm,
                 e2e_ms=e2e,
+                steal_s=steal,
             )
             if extender == "runway":
                 run.watch_events = watch_events(url) - events0
+                run.runway_api_calls = {
+                    k: v - calls0.get(k, 0.0)
+                    for k, v in api_calls(url).items()
+                    if v - calls0.get(k, 0.0)
+                }
                 if spy is not None and spy.exists():
                     counted_samples = cpu_profile.categorize(spy.read_text().splitlines())
                     total = sum(counted_samples.values()) or 1
@@ -655,6 +685,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "apisrv CPU s",
             "algo ms",
             "e2e ms",
+            "steal s",
             "filter p50 ms",
             "prio p50 ms",
         ),
@@ -672,6 +703,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 fmt_opt(r.apiserver_cpu_s),
                 fmt_opt(r.algorithm_ms),
                 fmt_opt(r.e2e_ms),
+                fmt_opt(r.steal_s),
                 fmt_opt(r.runway_filter_p50_ms),
                 fmt_opt(r.runway_prioritize_p50_ms),
             )

@@ -8,6 +8,7 @@ preemption budget per victim queue, against the preemption history in the worklo
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
@@ -235,6 +236,35 @@ def _message(decision: Decision) -> str:
     )
 
 
+class AwaitedPreemptors:
+    """Preemptors whose preempt call was refused because runway's cache did not know them yet
+    (their ADDED event had not reached runway's watch). kube-scheduler parks such a pod as
+    unschedulable and, unless something about it changes, retries it only at its 60 s flush; the
+    requeue waker touches it when its ADDED arrives (``take``), so it is retried at once.
+    Bounded (the oldest are forgotten first) and short-lived (``ttl``): a pod that never shows
+    up is nobody's to wake."""
+
+    def __init__(self, limit: int = 1024, ttl: float = 300.0) -> None:
+        self.limit = limit
+        self.ttl = ttl
+        self._since: OrderedDict[str, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._since)
+
+    def add(self, uid: str, now: float) -> None:
+        """Remember ``uid``, refused at ``now``."""
+        self._since[uid] = now
+        self._since.move_to_end(uid)
+        while len(self._since) > self.limit:
+            self._since.popitem(last=False)
+
+    def take(self, uid: str, now: float) -> bool:
+        """Whether ``uid`` was refused as unknown within ``ttl`` (and forget it)."""
+        since = self._since.pop(uid, None) if self._since else None
+        return since is not None and now - since <= self.ttl
+
+
 class PreemptDecider:
     """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
     cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
@@ -266,6 +296,8 @@ class PreemptDecider:
         self.clock = clock
         self.verify = verify
         self.scheduler_names = frozenset(scheduler_names)
+        self.awaited = AwaitedPreemptors()
+        """Preemptors refused as unknown to the cache: woken when they arrive."""
 
     def facts(self, args: PreemptionArgs, preemptor: Pod | None = None) -> PreemptionFacts:
         """The facts of one preempt call (no I/O: cache and payload only)."""
@@ -283,6 +315,8 @@ class PreemptDecider:
             cached = self.cache.expect(args.pod.uid) if args.pod.uid else None
             refusal = check_preemptor(args.pod.uid, cached, self.scheduler_names)
             if refusal is not None or cached is None:
+                if cached is None and args.pod.uid:
+                    self.awaited.add(args.pod.uid, now)
                 return self._refuse(args.pod, refusal)
             preemptor = cached  # its priority and labels come from the cache, not the payload
         facts = self.facts(args, preemptor)

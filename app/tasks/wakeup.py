@@ -9,7 +9,9 @@ PodsReady, the StrictFIFO head moved — the leader sets the annotation
 patch with a UID precondition). The same touch wakes a pending pod nominated to a node (a
 preemptor) when the last lower-priority pod there is gone, seen as the cache's delete event: the
 victims' deletion sends it to kube-scheduler's backoff queue (up to 10 s), the touch to the
-active queue (``policy.wakeup.freed_by``). What to wake and when is decided in
+active queue (``policy.wakeup.freed_by``). And a preemptor whose preempt call was refused
+because its ADDED event had not reached runway yet is touched when it arrives
+(``state.preemption.AwaitedPreemptors``). What to wake and when is decided in
 ``app.policy.wakeup`` and ``app.state.wakeup``; this module only runs the loop and the patches.
 
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
@@ -35,6 +37,7 @@ from app.policy.rate import TokenBucket
 from app.policy.wakeup import Hold, WakePlan, WakeSchedule, freed_by, plan_wakeups
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import CacheEvent
+from app.state.preemption import AwaitedPreemptors
 from app.state.requeue import RequeueView
 from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi
@@ -72,8 +75,11 @@ class RequeueWaker(Ticker):
         concurrency: int = 8,
         is_leader: Callable[[], bool] = lambda: True,
         dry_run: bool = False,
+        awaited: AwaitedPreemptors | None = None,
     ) -> None:
         super().__init__("requeue-waker", tick=tick, debounce=debounce)
+        self.awaited = awaited
+        """Preemptors refused as unknown (``PreemptDecider.awaited``): woken on their ADDED."""
         self.dry_run = dry_run
         """The pod writer only logs (embedded default): touches count as ``dry_run``."""
         self.view = view
@@ -128,7 +134,11 @@ class RequeueWaker(Ticker):
         old: Pod | None = event.old
         new: Pod | None = event.new
         self._track(old, new)
-        if old is None or new is not None:
+        if old is None:
+            if new is not None and self.awaited and self.is_leader():
+                self.wake_arrived(new)
+            return
+        if new is not None:
             return
         node = old.spec.nodeName  # a bound pod gone: its room is free in kube-scheduler's cache
         if node and node in self._nominated and self.is_leader():
@@ -160,6 +170,19 @@ class RequeueWaker(Ticker):
             log.info("victims gone: waking nominated pods", node=node, pods=len(uids))
             self.poke()
         return uids
+
+    def wake_arrived(self, pod: Pod) -> bool:
+        """``pod`` just reached the cache: if its preempt call was refused because runway did not
+        know it yet, schedule a touch (kube-scheduler parked it as unschedulable) and poke the
+        loop. Whether it was one of those."""
+        awaited = self.awaited
+        now = self.clock.now()
+        if awaited is None or not awaited.take(pod.uid, now) or pod.spec.nodeName:
+            return False
+        self.schedule.push(pod.uid, now)
+        log.info("preemptor known now, its preempt was refused before: waking it", pod=pod.key)
+        self.poke()
+        return True
 
     # -- deciding -------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ only; failed patches are retried a few times; without a cluster the patch is a d
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +20,9 @@ from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
 from app.server import create_app
+from app.state.preemption import AwaitedPreemptors
 from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
+from app.wire import decode_preemption_args
 from app.wiring import Runway
 from tests.asgi import asgi_client
 from tests.builders import bind, job_obj, pod, pod_obj, pool_node
@@ -50,7 +53,7 @@ class World:
             self.clock,
             is_leader=lambda: self.leader,
             dry_run=self.kube is None,
-            **({"tick": 60.0} | waker),
+            **({"tick": 60.0, "awaited": self.runtime.decider.awaited} | waker),
         )
         self.api.jobs["ml/train"] = job_obj("train", "ml")
         self.runtime.cache.upsert_node(pool_node("n1", "a"))
@@ -372,3 +375,43 @@ async def test_the_loop_wakes_on_time_and_stops_cleanly() -> None:
         await asyncio.sleep(0)
     finally:
         await w.close()
+
+
+async def test_a_preemptor_refused_as_unknown_is_woken_when_it_arrives() -> None:
+    """kube-scheduler asked to preempt for a pod whose ADDED event had not reached runway: the
+    call is refused (runway acts only on pods its cache confirms) and kube-scheduler parks the pod
+    as unschedulable; when the pod reaches the cache the waker touches it, once."""
+    w = World()
+    try:
+        victim = w.add_pod("victim", node="n1")
+        victim["spec"]["priority"] = 100
+        w.job_pods(1)  # another pod arrives: nothing refused about it, nothing to wake
+        boss = pod_obj("boss", namespace="ml")
+        boss["spec"]["priority"] = 1000
+        body = {"Pod": boss, "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": "uid-victim"}]}}}
+        outcome = w.runtime.decider.decide(decode_preemption_args(json.dumps(body).encode()))
+        assert outcome.refusal is not None and outcome.refusal.reason == "preemptor-unknown"
+        await w.run()
+        assert w.wakes() == []
+
+        w.api.pods["ml/boss"] = boss  # its ADDED event arrives
+        w.sync()
+        w.clock.advance(0.5)
+        await w.run()
+        assert w.wakes() == [("boss", "uid-boss")]
+        w.sync()  # the touch comes back as an update: no second wake
+        w.clock.advance(5)
+        await w.run()
+        assert len(w.wakes()) == 1
+    finally:
+        await w.close()
+
+
+def test_awaited_preemptors_are_bounded_and_short_lived() -> None:
+    book = AwaitedPreemptors(limit=2, ttl=10.0)
+    for i, uid in enumerate(("a", "b", "c")):
+        book.add(uid, T0 + i)
+    assert len(book) == 2 and not book.take("a", T0 + 3)  # the oldest was forgotten
+    assert book.take("b", T0 + 3) and not book.take("b", T0 + 3)  # taken once
+    assert not book.take("c", T0 + 2 + 10.5)  # refused too long ago
+    assert len(book) == 0
