@@ -1,0 +1,3 @@
+module godecode
+
+go 1.15
