@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from fastapi import Request
@@ -18,6 +18,7 @@ from app.state.records import RecordBook
 from app.state.requeue import RequeueView
 from app.tasks.ports import EventSink
 from app.tasks.preemption import PreemptionExecutor
+from app.wire import ArgsReader
 
 
 class ClusterInfo(Protocol):
@@ -72,6 +73,8 @@ class ApiContext:
     executor: PreemptionExecutor
     cluster: ClusterInfo
     events: EventSink
+    read_args: ArgsReader = field(default_factory=ArgsReader)
+    """filter's and prioritize's request decoder (prioritize often repeats filter's body)."""
 
 
 def context(request: Request) -> ApiContext:

@@ -24,7 +24,6 @@ from app.state.preemption import PreemptOutcome
 from app.wire import (
     NO_PREFERENCE,
     WireError,
-    decode_extender_args,
     decode_preemption_args,
     encode_filter_result_parts,
     encode_host_priorities,
@@ -39,7 +38,7 @@ VERBS = ("filter", "prioritize", "preempt")
 
 def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
-    args = decode_extender_args(body)
+    args = ctx.read_args(body)
     ctx.cache.expect(args.pod.metadata.uid)
     now = ctx.clock.now()
     verdict = ctx.requeue.admit(args.pod, now)
@@ -63,7 +62,7 @@ def handle_filter(ctx: ApiContext, body: bytes) -> bytes:
 
 def handle_prioritize(ctx: ApiContext, body: bytes) -> bytes:
     """``ExtenderArgs`` → ``HostPriorityList``."""
-    args = decode_extender_args(body)
+    args = ctx.read_args(body)
     history = ctx.requeue.scoring_input(args.pod)
     if history.uniform:
         # The common case: nothing to prefer. Every node would score MAX_SCORE, and kube-scheduler

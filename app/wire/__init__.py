@@ -8,6 +8,7 @@ back verbatim (see ``bench/RESULTS.md`` for the measurements behind this choice)
 
 from app.wire.codec import (
     NO_PREFERENCE,
+    ArgsReader,
     decode_extender_args,
     decode_preemption_args,
     encode_filter_result,
@@ -20,6 +21,7 @@ from app.wire.types import ExtenderArgs, NodeItems, PreemptionArgs, VictimCandid
 
 __all__ = [
     "NO_PREFERENCE",
+    "ArgsReader",
     "ExtenderArgs",
     "NodeItems",
     "PreemptionArgs",

@@ -119,6 +119,31 @@ def decode_extender_args(body: bytes) -> ExtenderArgs:
     return ExtenderArgs(pod=decoded.pod, node_names=decoded.node_names, nodes=nodes, body=body)
 
 
+class ArgsReader:
+    """``decode_extender_args`` that remembers its last answer.
+
+    kube-scheduler sends prioritize the bytes it sent filter when the extender kept every node
+    (the same pod marshalled again, the same names): the second decode of the pod is skipped.
+    Only bodies up to ``MEMO_BYTES`` are kept, so a big NodeList is not held between calls;
+    a body that does not decode is never remembered. Decoded arguments are read-only (``Pod``
+    is frozen; nothing appends to the names)."""
+
+    MEMO_BYTES = 256 * 1024
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: ExtenderArgs | None = None
+
+    def __call__(self, body: bytes) -> ExtenderArgs:
+        last = self._last
+        if last is not None and last.body == body:
+            return last
+        args = decode_extender_args(body)
+        self._last = args if len(body) <= self.MEMO_BYTES else None
+        return args
+
+
 def decode_preemption_args(body: bytes) -> PreemptionArgs:
     """Decode an ``ExtenderPreemptionArgs`` body in either mode (full pods or UIDs only)."""
     decoded = _decode(_preemption_decoder, body)
