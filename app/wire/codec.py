@@ -124,23 +124,24 @@ class ArgsReader:
 
     kube-scheduler sends prioritize the bytes it sent filter when the extender kept every node
     (the same pod marshalled again, the same names): the second decode of the pod is skipped.
-    Only bodies up to ``MEMO_BYTES`` are kept, so a big NodeList is not held between calls;
-    a body that does not decode is never remembered. Decoded arguments are read-only (``Pod``
+    Only bodies up to ``memo_bytes`` (0: none) are kept, so a big NodeList is not held between
+    calls; a body that does not decode is never remembered. Decoded arguments are read-only (``Pod``
     is frozen; nothing appends to the names)."""
 
     MEMO_BYTES = 256 * 1024
 
-    __slots__ = ("_last",)
+    __slots__ = ("_last", "_memo_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, memo_bytes: int = MEMO_BYTES) -> None:
         self._last: ExtenderArgs | None = None
+        self._memo_bytes = memo_bytes
 
     def __call__(self, body: bytes) -> ExtenderArgs:
         last = self._last
         if last is not None and last.body == body:
             return last
         args = decode_extender_args(body)
-        self._last = args if len(body) <= self.MEMO_BYTES else None
+        self._last = args if len(body) <= self._memo_bytes else None
         return args
 
 
