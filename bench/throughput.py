@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -561,6 +562,8 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
             for ext, rs in mine.items()
         }
         bar = PODS_RATIO_BAR[mode]
+        go_in = {r.round: r.pods_per_s for r in mine["go"]}
+        paired = [r.pods_per_s / go_in[r.round] for r in mine["runway"] if r.round in go_in]
         out.append(
             {
                 "bar": f"pods/s with runway >= {bar}x with the Go peer (nodeCacheCapable "
@@ -569,6 +572,9 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
                 "go_pods_per_s": rate["go"],
                 "ratio": rate["runway"] / rate["go"],
                 "met": rate["runway"] >= bar * rate["go"],
+                "paired_ratios": paired,
+                "runway_ahead": sum(1 for x in paired if x > 1.0),
+                "paired_median_interval": median_interval(paired),
             }
         )
         if mode == "cache":
@@ -583,6 +589,19 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
                 }
             )
     return out
+
+
+def median_interval(
+    values: Sequence[float], level: float = 0.9, draws: int = 4000
+) -> tuple[float, float] | None:
+    """A bootstrap interval (``level``, percentile method, fixed seed) of the median of
+    ``values``: how far the rounds' own spread leaves the median uncertain. None under 3."""
+    if len(values) < 3:
+        return None
+    rng = random.Random(13)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(draws))
+    tail = (1.0 - level) / 2
+    return medians[int(tail * draws)], medians[min(draws - 1, int((1.0 - tail) * draws))]
 
 
 def fmt_opt(value: float | None) -> str:
@@ -723,6 +742,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  [{'MET' if b['met'] else 'MISSED':6s}] {b['bar']}: runway {mine:.2f} vs Go "
             f"{go:.2f} {unit} ({b['ratio']:.2f}x)"
         )
+        if b.get("paired_ratios"):
+            interval = b["paired_median_interval"]
+            print(
+                f"           same-round ratios {', '.join(f'{x:.2f}' for x in b['paired_ratios'])};"
+                f" runway ahead in {b['runway_ahead']}/{len(b['paired_ratios'])}"
+                + (
+                    f"; median {statistics.median(b['paired_ratios']):.3f}x, 90% bootstrap "
+                    f"interval {interval[0]:.3f}-{interval[1]:.3f}x"
+                    if interval
+                    else ""
+                )
+            )
     for r in runs:
         if r.profile:
             cpu_profile.print_rows(
