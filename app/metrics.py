@@ -381,9 +381,16 @@ LOOP_RESTARTS = Counter(
 INVALID_OBJECTS = Counter(
     "runway_invalid_objects_total",
     "Cluster objects carrying a value runway cannot use, by field (min-available, "
-    "preemption-gate, eviction-<field>, owner-reference); counted once per object version, the "
-    "value is ignored for that object.",
+    "owner-reference, state-annotation: a retired runway.dev state annotation, never read); "
+    "counted once per object version, the value is ignored for that object.",
     ["field"],
+    registry=REGISTRY,
+)
+QUEUE_DENIED = Counter(
+    "runway_queue_denied_total",
+    "Pods naming a queue their namespace may not use (the queue's `namespaces`), queued in "
+    "`default` instead; counted once per pod version, by the queue named.",
+    ["queue"],
     registry=REGISTRY,
 )
 

@@ -201,7 +201,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
     facts = ctx.requeue.life(view)
     life = facts.life
     _, check = ctx.requeue.evaluate(view, now)
-    queue = queue_of(view.pods[0], ctx.cache.queue_labels)
+    queue = queue_of(view.pods[0], ctx.cache.queue_tree)
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
     res = resolve_preempt(ctx.queues, defaults, queue)
     gates = []
@@ -303,8 +303,9 @@ async def activate_workload(
     name: str,
     principal: Annotated[Principal, Depends(require_auth("write"))],
 ) -> WorkloadResponse | JSONResponse:
-    """Kueue's reactivation: count and requeueAt reset, deactivation cleared, written to the
-    record on the workload's owner (or pods). A workload without a record is left as it is."""
+    """Kueue's reactivation: count and requeueAt reset, deactivation cleared (``spec.active:
+    true``), written to the workload's WorkloadRecord. A workload without a record is left as
+    it is."""
     del principal  # authenticated and authorized by the dependency
     ctx = context(request)
     key = ctx.requeue.find_workload(namespace, name)
@@ -319,10 +320,42 @@ async def activate_workload(
     return found
 
 
+@router.post(
+    "/workloads/{namespace}/{name}:deactivate",
+    response_model=WorkloadResponse,
+    summary="Deactivate a workload: never admitted until activated (spec.active: false)",
+    responses={
+        **_404,
+        401: {"model": ErrorBody, "description": "No or bad bearer token"},
+        403: {"model": ErrorBody, "description": "Not allowed"},
+    },
+)
+async def deactivate_workload(
+    request: Request,
+    namespace: str,
+    name: str,
+    principal: Annotated[Principal, Depends(require_auth("write"))],
+) -> WorkloadResponse | JSONResponse:
+    """Kueue's ``spec.active: false``, on the workload's WorkloadRecord: its pods are refused by
+    ``filter`` until it is activated (``:activate`` or ``kubectl patch``)."""
+    del principal  # authenticated and authorized by the dependency
+    ctx = context(request)
+    key = ctx.requeue.find_workload(namespace, name)
+    if key is None:
+        return _not_found(
+            f"no workload {namespace}/{name} in runway's cache: nothing to deactivate"
+        )
+    await ctx.records.deactivate(key)
+    found = workload_response(ctx, key)
+    if found is None:
+        return _not_found(f"workload {namespace}/{name} disappeared while being deactivated")
+    return found
+
+
 def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> None:
     """Count the reactivation and tell the workload's pods and owners (Events)."""
     pods = ctx.cache.workload_pods(key)
-    queue = queue_of(pods[0], ctx.cache.queue_labels) if pods else ""
+    queue = queue_of(pods[0], ctx.cache.queue_tree) if pods else ""
     metrics.REACTIVATED_WORKLOADS.labels(metrics.queue_label(queue), str(deactivated).lower()).inc()
     message = "Reactivated through the REST API: requeue count and backoff reset" + (
         ", deactivation cleared" if deactivated else ""

@@ -42,6 +42,8 @@ class Life:
     created: float | None = None
     admitted: float | None = None
     started: float | None = None
+    size: int | None = None
+    """The most members the workload has had (its size when nothing declares one)."""
 
     @property
     def empty(self) -> bool:

@@ -170,9 +170,16 @@ class Preemptor:
     workload: str = ""
 
     @classmethod
-    def from_pod(cls, pod: Pod) -> Preemptor:
-        """Facts of the preemptor from its pod."""
-        return cls(pod.uid, pod.key, pod.priority, queue_of(pod), str(workload_of(pod)))
+    def from_pod(cls, pod: Pod, queue: str | None = None) -> Preemptor:
+        """Facts of the preemptor from its pod (``queue``: as ``queue_of`` with the tree gives
+        it; default the label alone)."""
+        return cls(
+            pod.uid,
+            pod.key,
+            pod.priority,
+            queue if queue is not None else queue_of(pod),
+            str(workload_of(pod)),
+        )
 
 
 @dataclass(frozen=True)

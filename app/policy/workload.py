@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from app.model import Pod
 from app.model.eviction import parse_count
 from app.model.timestamps import parse_time
+from app.policy.queues import QueueTree
 
 QUEUE_LABELS: tuple[str, ...] = (
     "runway.dev/queue",
@@ -25,13 +26,29 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
 
 
-def queue_of(pod: Pod, label_keys: Sequence[str] = QUEUE_LABELS) -> str:
-    """The pod's leaf queue: the first label of ``label_keys`` that is set, else ``default``."""
-    for key in label_keys:
+def requested_queue(pod: Pod) -> str:
+    """The queue the pod's labels name: the first of ``QUEUE_LABELS`` that is set, else
+    ``default``. What a tenant asked for; ``queue_of`` is what it gets."""
+    for key in QUEUE_LABELS:
         value = pod.label(key)
         if value:
             return value
     return DEFAULT_QUEUE
+
+
+def queue_of(pod: Pod, tree: QueueTree | None = None) -> str:
+    """The pod's leaf queue: the one its labels name when its namespace may use it
+    (``QueueTree.allows``), else ``default``. Without a tree: the label alone."""
+    queue = requested_queue(pod)
+    if tree is None or queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace):
+        return queue
+    return DEFAULT_QUEUE
+
+
+def queue_denied(pod: Pod, tree: QueueTree) -> str | None:
+    """The queue the pod names but its namespace may not use (None: allowed)."""
+    queue = requested_queue(pod)
+    return None if queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace) else queue
 
 
 @dataclass(frozen=True, order=True)

@@ -74,7 +74,7 @@ class _Builder:
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
-        self.preemptor = Preemptor.from_pod(preemptor)
+        self.preemptor = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
         self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
@@ -151,7 +151,7 @@ class _Builder:
 
     def _facts(self, pod: Pod, node: str) -> PodFacts:
         name, _ = self.members(pod)
-        queue = queue_of(pod)
+        queue = queue_of(pod, self.queues)
         try:
             return PodFacts.from_pod(
                 pod,
@@ -423,7 +423,7 @@ def explain_pair(
 ) -> dict[str, object]:
     """Min-runtime of (preemptor, victim) resolved at ``now`` and the victim's preemption budget,
     with protection and eligibility."""
-    pre = Preemptor.from_pod(preemptor)
+    pre = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
     view = cache.workload(key)
@@ -432,7 +432,7 @@ def explain_pair(
         if view is not None
         else facts_of(members, complete=False).life.started
     )
-    queue = queue_of(victim)
+    queue = queue_of(victim, queues)
     labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
     defaults = minruntime.defaults_for_pool(min_runtime, labels)
     res = minruntime.resolve(queues, defaults, pre.queue, queue)

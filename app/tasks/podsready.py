@@ -226,7 +226,7 @@ class PodsReadyEvictor(Ticker):
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
-            queue = queue_of(view.pods[0], self.cache.queue_labels) if view.pods else ""
+            queue = queue_of(view.pods[0], self.cache.queue_tree) if view.pods else ""
             metrics.count_eviction(queue, reason)
             log.info(
                 "workload evicted: PodsReady timeout",
