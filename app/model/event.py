@@ -23,7 +23,8 @@ def shown_to(kind: str, key: str, reader_namespace: str) -> str:
     """How an object (``kind`` ``namespace/name``) is named in text a tenant of
     ``reader_namespace`` reads (a condition, an Event, a filter reason): ``pod ns/x`` in its own
     namespace, ``a pod in another namespace`` otherwise — never another tenant's name."""
-    if key.partition("/")[0] == reader_namespace:
+    namespace, sep, _ = key.partition("/")
+    if not sep or namespace == reader_namespace:
         return f"{kind} {key}"
     return f"a {kind} in another namespace"
 

@@ -6,14 +6,10 @@ import pytest
 
 from app import metrics
 from app.clock import ManualClock
-from app.model import ObjectMeta, Pod
 from app.model.gate import (
-    GATE_ANNOTATION,
     GateEntry,
     PodRef,
     PreemptionPlan,
-    decode_entry,
-    encode_entry,
 )
 from app.policy.gate import VictimState, check_gate
 from app.state.gate import GateBook
@@ -167,20 +163,3 @@ def test_without_a_cache_only_task_completion_opens() -> None:
     entry = GateEntry(P, "node-0", VICTIMS, since=100, deadline=160)
     assert not check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110).open
     assert check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110, task_done=True).open
-
-
-def test_annotation_mirror_round_trips_and_ignores_garbage() -> None:
-    entry = GateEntry(P, "node-0", VICTIMS, since=100.5, deadline=160.5, rule="r", holder="a")
-    pod = Pod(
-        metadata=ObjectMeta(
-            name=P.name,
-            namespace=P.namespace,
-            uid=P.uid,
-            annotations={GATE_ANNOTATION: encode_entry(entry)},
-        )
-    )
-    assert decode_entry(pod) == entry
-    assert GateBook().lookup(pod) == entry
-    for garbage in ("", "{", "[]", '{"node": 1}', '{"victims": [[1]], "node": "n"}'):
-        bad = Pod(metadata=ObjectMeta(uid="x", annotations={GATE_ANNOTATION: garbage}))
-        assert decode_entry(bad) is None
