@@ -12,6 +12,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from app import metrics
+from app.api.auth import Reviewer
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -23,6 +24,7 @@ from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
 from app.kube.records import KubeRecordWriter
+from app.kube.reviews import KubeReviewer
 from app.kube.sync import ClusterSync
 from app.logs import get_logger
 from app.model.event import ObjectRef
@@ -80,6 +82,8 @@ class Runway:
     """Owner watches for eviction records (None without a cluster)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    reviewer: Reviewer | None = None
+    """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -398,6 +402,7 @@ def build(
         sync=sync,
         owners=owners,
         queue_source=queue_source,
+        reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
     return runway

@@ -46,8 +46,8 @@ class GateBook:
     entries other replicas (or an earlier run) mirrored on pods; the claims they make.
     Not thread-safe: used from the event loop only."""
 
-    def __init__(self, cache: ClusterCache | None = None) -> None:
-        self.cache = cache if cache is not None else ClusterCache()
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
         self._entries: dict[str, GateEntry] = {}
         self._running: set[str] = set()
         self._failed: dict[str, float] = {}

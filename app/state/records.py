@@ -113,16 +113,16 @@ class RecordBook:
         config: RequeuingStrategyConfig,
         clock: Clock,
         *,
+        queues: QueueTree,
         owners: OwnerIndex | None = None,
         writer: RecordWriter | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         owner_kinds: Iterable[tuple[str, str]] | None = None,
-        queues: QueueTree | None = None,
         default_budget: PreemptionBudget = NO_BUDGET,
     ) -> None:
         self.cache = cache
-        self.queues = queues if queues is not None else QueueTree()
+        self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
         self.owner_kinds = frozenset(owner_kinds) if owner_kinds is not None else None

@@ -178,6 +178,7 @@ async def test_row5_twenty_thousand_new_owners_bounded(embedded: Embedded) -> No
         rw.cache,
         rw.config.wait_for_pods_ready.requeuing_strategy,
         rw.clock,
+        queues=rw.queues,
         owners=index,
         writer=cast(Any, _Writer()),
         owner_kinds=[("batch/v1", "Job")],

@@ -25,6 +25,7 @@ from app.kube.pods import KubePodWriter
 from app.kube.records import KubeRecordWriter
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import no_jitter
+from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
 from app.state.records import RecordBook
 from tests.builders import pod, raw_node, raw_pod
@@ -390,6 +391,7 @@ def make_store(
         cache,
         cfg or RequeuingStrategyConfig(backoff_limit_count=3),
         ManualClock(T0),
+        queues=QueueTree(),
         owners=owners,
         writer=KubeRecordWriter(kube, KubePodWriter(kube), owners=owners),
         jitter=no_jitter,

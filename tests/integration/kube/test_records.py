@@ -12,6 +12,7 @@ import pytest
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import RecordBook
 from tests.builders import job_obj, pod_obj
@@ -171,7 +172,7 @@ async def test_activate_resets_count_and_backoff(api: FakeApi) -> None:
 
 async def test_without_a_cluster_records_are_dry_run_and_kept_in_memory() -> None:
     cache = cache_with(pod_obj("solo"))
-    store = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0))
+    store = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0), queues=QueueTree())
     key = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
     assert store.read(key) is None
     assert await store.write(key, RECORD) == RECORD
