@@ -69,3 +69,14 @@ def test_a_released_mirrored_gate_of_another_replica_stays_released() -> None:
     book.release(P.uid)
     cache.upsert_pod(theirs)  # an unrelated update before the removal is seen
     assert book.held(theirs, NOW + 1) is None
+
+
+def test_a_gate_mirrored_by_another_replica_claims_its_node_here() -> None:
+    # Replicas share nothing but the cluster: a preemption decided on another replica reaches
+    # this one as the annotation on its preemptor, and its claim must hold here too.
+    book, cache = book_with_victim()
+    assert book.claims(NOW + 1) == ()
+    cache.upsert_pod(preemptor(GateEntry(P, "n1", V, since=NOW, deadline=NOW + 60, holder="b")))
+    (claim,) = book.claims(NOW + 1)
+    assert (claim.node, claim.preemptor_uid, claim.until) == ("n1", P.uid, NOW + 60)
+    assert book.claims(NOW + 60) == ()  # it ends with the gate's bound
