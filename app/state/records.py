@@ -1,4 +1,4 @@
-"""Eviction records (SPEC §5) as runway reads them, and the read-modify-write that changes them.
+"""Eviction records (DESIGN §5) as runway reads them, and the read-modify-write that changes them.
 
 A record lives on the workload's controller owner(s), else on each of its bare pods. Reading is
 synchronous (the filter verb calls it): owners' ``runway.dev/eviction-*`` annotations come from the
@@ -227,7 +227,7 @@ class RecordBook:
         """The record of ``pod``'s workload."""
         return self.read(workload_of(pod), pod)
 
-    # -- the workload's life facts (SPEC §2) ----------------------------------------------------
+    # -- the workload's life facts (DESIGN §2) -------------------------------------------------
 
     def persisted_life(self, key: WorkloadKey) -> Life:
         """The facts the annotations hold (owners', else bare pods'), or the in-memory copy."""

@@ -203,7 +203,7 @@ class RequeueView:
     # --- PodsReady facts --------------------------------------------------------------------
 
     def life(self, view: WorkloadView) -> LifeFacts:
-        """The workload's life facts (SPEC §2; ``RecordBook.life``)."""
+        """The workload's life facts (DESIGN §2; ``RecordBook.life``)."""
         return self.records.life(view)
 
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
