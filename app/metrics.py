@@ -189,7 +189,7 @@ PREEMPTION_DURATION = Histogram(
 )
 PREEMPTIONS_REFUSED = Counter(
     "runway_preemptions_refused_total",
-    "preempt calls refused because runway's cache does not confirm them (SPEC §4: the preemptor "
+    "preempt calls refused because runway's cache does not confirm them (DESIGN §4: the preemptor "
     "is unknown, bound, being deleted or of another scheduler; a victim is unknown, elsewhere or "
     "not of lower priority), by reason. The verb answered {} and no API call was made.",
     ["reason"],
@@ -283,7 +283,7 @@ BUILD_INFO = Gauge(
 )
 BUILD_INFO.labels(runway_version(), platform.python_version()).set(1)
 
-# --- Requeue: eviction records, PodsReady evictions, filter rules (SPEC §5) ---
+# --- Requeue: eviction records, PodsReady evictions, filter rules (DESIGN §5) ---
 EVICTED_WORKLOADS = Counter(
     "runway_evicted_workloads_total",
     "Workloads evicted, by leaf queue (`other`: not in the tree) and reason: PodsReadyTimeout "

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app import metrics
+from app.api.auth import Reviewer
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -20,6 +21,7 @@ from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
+from app.kube.reviews import KubeReviewer
 from app.kube.sync import ClusterSync
 from app.kube.workloadrecords import KubeRecordStore
 from app.logs import get_logger
@@ -78,6 +80,8 @@ class Runway:
     """The WorkloadRecord list+watch and writes (None without a cluster: in memory)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    reviewer: Reviewer | None = None
+    """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -395,6 +399,7 @@ def build(
         sync=sync,
         record_store=record_store,
         queue_source=queue_source,
+        reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
     return runway

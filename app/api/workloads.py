@@ -1,4 +1,4 @@
-"""``/v1`` REST for the requeue feature (SPEC §5, §6): workloads, queue order, reactivation.
+"""``/v1`` REST for the requeue feature (DESIGN §5, §6): workloads, queue order, reactivation.
 
 * ``GET /v1/workloads/{namespace}/{name}`` — pods, its life facts (created, admitted, started,
   members) with where each came from, PodsReady and its clock, protected-until, the eviction
@@ -85,7 +85,7 @@ class PodView(CamelModel):
 
 
 class FactView(CamelModel):
-    """One fact of the workload's life (SPEC §2) and where it came from."""
+    """One fact of the workload's life (DESIGN §2) and where it came from."""
 
     time: str | None = Field(description="RFC 3339; None when not known (or reset).")
     source: Source = Field(
@@ -144,7 +144,7 @@ class WorkloadResponse(CamelModel):
     start_time: str | None = Field(
         description="The *started* fact (minAvailable-th bind), as in `life.started`."
     )
-    life: LifeView = Field(description="The four facts of SPEC §2 and where each came from.")
+    life: LifeView = Field(description="The four facts of DESIGN §2 and where each came from.")
     pods_ready: bool
     pods_ready_clock: Literal["", "WaitForStart", "WaitForRecovery"] = Field(
         description="Which waitForPodsReady timeout runs (empty: none)."

@@ -1,4 +1,4 @@
-"""A workload's life as persisted facts (SPEC §2), and their annotation format.
+"""A workload's life as persisted facts (DESIGN §2), and their annotation format.
 
 Kept next to the eviction record (``app.model.eviction``): on the workload's controller owner, or
 on each pod of a bare-pod workload; written by the leader when a fact first becomes known or is

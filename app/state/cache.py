@@ -73,7 +73,7 @@ class WorkloadView:
     pods: tuple[Pod, ...]
     min_available: int
     pods_ready: bool
-    """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
+    """Ready + Succeeded members ≥ minAvailable (DESIGN §5; failed pods are not members)."""
 
     @property
     def bound(self) -> int:

@@ -46,11 +46,11 @@ failures); the oldest are forgotten first."""
 
 class GateBook:
     """Held preemptors by UID, and whether their preemption task still runs or has failed; the
-    entries other replicas (or an earlier run) mirrored on pods; the claims they make.
+    entries other replicas (or an earlier run) mirrored on WorkloadRecords; the claims they make.
     Not thread-safe: used from the event loop only."""
 
-    def __init__(self, cache: ClusterCache | None = None, *, gate_bound_s: float = 60.0) -> None:
-        self.cache = cache if cache is not None else ClusterCache()
+    def __init__(self, cache: ClusterCache, *, gate_bound_s: float = 60.0) -> None:
+        self.cache = cache
         self.gate_bound_s = gate_bound_s
         """No mirrored gate holds longer than this past its start (``preemption.gateTimeout``)."""
         self._entries: dict[str, GateEntry] = {}

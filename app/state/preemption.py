@@ -133,7 +133,7 @@ class _Builder:
                 members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
-                # The payload shows only the offered victims: a partial view (SPEC §2).
+                # The payload shows only the offered victims: a partial view (DESIGN §2).
                 self.starts[name] = facts_of(members, complete=False).life.started
             self.workload_members[name] = members
             for member in members:
@@ -201,7 +201,7 @@ def preemption_history(
 
 
 def started(view: WorkloadView, records: RecordBook | None) -> float | None:
-    """The workload's *started* fact (SPEC §2): min-runtime counts from it. Without a record
+    """The workload's *started* fact (DESIGN §2): min-runtime counts from it. Without a record
     book, what its pods show (no persisted facts)."""
     if records is not None:
         return records.life(view).life.started
@@ -266,7 +266,7 @@ class AwaitedPreemptors:
 
 
 class PreemptDecider:
-    """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
+    """The preempt verb's state side: the cross-check against the cache (DESIGN §4), facts from the
     cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
     the decision log. Reads only.
 

@@ -125,16 +125,16 @@ class RecordBook:
         config: RequeuingStrategyConfig,
         clock: Clock,
         *,
+        queues: QueueTree,
         store: RecordStore | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         on_life_change: Callable[[], None] | None = None,
-        queues: QueueTree | None = None,
         default_budget: PreemptionBudget = NO_BUDGET,
         queue_of_pod: Callable[[Pod], str] | None = None,
     ) -> None:
         self.cache = cache
-        self.queues = queues if queues is not None else QueueTree()
+        self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
         self.config = config
@@ -212,7 +212,7 @@ class RecordBook:
         """The record of ``pod``'s workload."""
         return self.read(workload_of(pod), pod)
 
-    # -- the workload's life facts (SPEC §2) ----------------------------------------------------
+    # -- the workload's life facts (DESIGN §2) -------------------------------------------------
 
     def persisted_life(self, key: WorkloadKey) -> Life:
         """The facts the record holds."""

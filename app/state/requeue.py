@@ -167,7 +167,7 @@ class RequeueView:
         order: QueueOrderStrategy,
         policy: FilterPolicy,
         pool_label: str,
-        index: RequeueIndex | None = None,
+        index: RequeueIndex,
     ) -> None:
         self.cache = cache
         self.records = records
@@ -177,7 +177,7 @@ class RequeueView:
         self.order = order
         self.policy = policy
         self.pool_label = pool_label
-        self.index = index or RequeueIndex()
+        self.index = index
         self._found: dict[str, Hold | None] = {}
         """The last ``pending_holds``: every pending pod's hold (None: free)."""
         self._key_of: dict[str, WorkloadKey] = {}
@@ -203,7 +203,7 @@ class RequeueView:
     # --- PodsReady facts --------------------------------------------------------------------
 
     def life(self, view: WorkloadView) -> LifeFacts:
-        """The workload's life facts (SPEC §2; ``RecordBook.life``)."""
+        """The workload's life facts (DESIGN §2; ``RecordBook.life``)."""
         return self.records.life(view)
 
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:

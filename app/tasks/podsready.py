@@ -1,4 +1,4 @@
-"""The PodsReady evictor (SPEC §5, Kueue KEP-349): evicts workloads that miss their timeouts.
+"""The PodsReady evictor (DESIGN §5, Kueue KEP-349): evicts workloads that miss their timeouts.
 
 One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
 every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of

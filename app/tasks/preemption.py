@@ -1,6 +1,6 @@
 """Preemption in the background: the API calls of a preemption, made after ``preempt`` answered.
 
-Takeover (``preemption.async: true``, SPEC §4): ``preempt`` answered ``{}``, so runway alone
+Takeover (``preemption.async: true``, DESIGN §4): ``preempt`` answered ``{}``, so runway alone
 executes the preemption, off kube-scheduler's cycle: the gate annotation (the claim, for other
 replicas), the preemptor's nomination, the clearing of lower-priority nominations on the node,
 then per victim (gang siblings included) a ``DisruptionTarget=True`` condition, the eviction
