@@ -8,7 +8,7 @@ siblings on other nodes included), a record of every rule applied, and counts fo
 
 Rules, per offered node:
 
-1. An offered victim is dropped while it is **protected** (``now < start + minRuntime``; no known
+1. An offered victim is dropped while it is **protected** (``now <= start + minRuntime``; no known
    start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
    whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
    its running pods stay (the floor counts every eviction of the candidate decision). Both

@@ -117,7 +117,8 @@ def test_no_offer_is_an_empty_reply() -> None:
         (10, None, False),  # nothing resolved → not protected
         (10, 600, True),
         (599.5, 600, True),
-        (600, 600, False),  # now == start + minRuntime: protection over
+        (600, 600, True),  # now == start + minRuntime: still protected (KAI: now > start + min)
+        (600.5, 600, False),
         (700, 600, False),
         (0, 0, False),  # explicit 0s: never protected
         (-5, 0, False),  # ... even with a start in the future (clock skew)
@@ -468,7 +469,9 @@ def test_resolution_from_the_queue_tree_plugs_in() -> None:
     rec = node_record(d, "n1").records[0].to_dict()
     assert (rec["action"], rec["minRuntimeSeconds"], rec["rule"]) == ("reclaim", 60, "D")
     assert rec["queuePath"] == list(res.path)
-    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30).reply() == {
+    # At exactly start + 60 s still protected (KAI: only when now > start + minRuntime).
+    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30).reply() == {}
+    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30.5).reply() == {
         "n1": (["v"], 0)
     }
 
