@@ -24,7 +24,8 @@ Rules, per offered node:
    is dropped.
 4. One node wins: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
    fewest victims (off-node siblings included), least work lost (the sum over victims of the
-   time each has run since its workload *started*; an unknown start counts 0), then name.
+   time each pod has run itself, from its own start — not its workload's; an unknown start
+   counts 0), then name.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.model import Pod
-from app.model.timestamps import format_optional_time
+from app.model.timestamps import format_optional_time, parse_time
 from app.policy import minruntime, quantity
 from app.policy.budget import BudgetResolution, budget_status
 from app.policy.minruntime import Protection, ResolutionLike
 from app.policy.quantity import Resources
-from app.policy.workload import is_active, min_available, queue_of, workload_of
+from app.policy.workload import bind_time, is_active, min_available, queue_of, workload_of
 
 Outcome = Literal["kept", "dropped", "reselected", "gang-expanded"]
 NodeOutcome = Literal["chosen", "lost", "dropped"]
@@ -82,6 +83,10 @@ class PodFacts:
     """The preemption budget of the pod's workload (its leaf queue's); None = none known."""
     preemption_history: tuple[float, ...] = ()
     """When the pod's workload was last preempted (its eviction record), oldest first."""
+    running_since: float | None = None
+    """When this pod itself started running (its ``startTime``, else its bind); None = unknown.
+    Work lost counts from here, not from the workload's start: a replacement bound 10 s ago
+    in a workload started long ago loses 10 s."""
 
     @classmethod
     def from_pod(
@@ -111,6 +116,7 @@ class PodFacts:
             requests=quantity.pod_requests(pod),
             budget=budget,
             preemption_history=preemption_history,
+            running_since=running_since(pod),
         )
 
     @classmethod
@@ -730,9 +736,19 @@ _CRITERIA = (
 
 
 def work_lost(pods: Iterable[PodFacts], now: float) -> float:
-    """Work lost by evicting ``pods`` (SPEC §3 step 4): the sum of the time each has run since
-    its workload started; a pod with no known start (or a start in the future) counts 0."""
-    return sum(max(now - p.start, 0.0) for p in pods if p.start is not None)
+    """Work lost by evicting ``pods`` (SPEC §3 step 4): the sum of the time each pod has run
+    itself (``running_since``, not its workload's start); a pod with no known start (or a start
+    in the future) counts 0."""
+    return sum(max(now - p.running_since, 0.0) for p in pods if p.running_since is not None)
+
+
+def running_since(pod: Pod) -> float | None:
+    """When ``pod`` started running: its ``status.startTime`` (the kubelet's), else its bind
+    (PodScheduled=True); None when it is not bound."""
+    if not pod.spec.nodeName:
+        return None
+    started = parse_time(pod.status.startTime)
+    return started if started is not None else bind_time(pod)
 
 
 def _rank(plan: _NodePlan, now: float) -> tuple[int, float, int, int, float, str]:

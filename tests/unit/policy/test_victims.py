@@ -10,7 +10,7 @@ import msgspec
 import pytest
 
 from app.model import Pod
-from app.model.timestamps import parse_time
+from app.model.timestamps import format_time, parse_time
 from app.policy.minruntime import PoolDefaults, resolve
 from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
@@ -22,8 +22,12 @@ from app.policy.victims import (
     WorkloadFacts,
     decide,
     protection,
+    running_since,
+    work_lost,
 )
 from app.policy.workload import start_time, workload_of
+from tests import builders
+from tests.builders import bind, raw_pod
 from tests.reference import upstream_cases, wire_cases
 
 NOW = 1_000_000.0
@@ -41,8 +45,11 @@ def pod(
     min_runtime: float | None = None,
     cpu: int = 1000,
     memory: int = 0,
+    running_ago: float | None = None,
 ) -> PodFacts:
-    """A pod fact; protected when ``started_ago < min_runtime``."""
+    """A pod fact; protected when ``started_ago <= min_runtime``. The pod itself has run since
+    its workload started unless ``running_ago`` says otherwise (a replacement)."""
+    ran = started_ago if running_ago is None else running_ago
     requests = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v}
     rule = None
     if min_runtime is not None:
@@ -58,6 +65,7 @@ def pod(
         start=None if started_ago is None else NOW - started_ago,
         resolution=rule,
         requests=requests,
+        running_since=None if ran is None else NOW - ran,
     )
 
 
@@ -383,6 +391,37 @@ def _offer(node: str, *victims: tuple[int, float | None], pdb: int = 0) -> tuple
         ],
         pdb_violations=pdb,
     )
+
+
+def test_work_lost_counts_each_pod_from_its_own_start() -> None:
+    # A replacement bound 10 s ago in a workload started 1,000 s ago loses 10 s, not 1,000 s:
+    # a node whose only victim is that replacement beats one whose victim ran 100 s itself.
+    fresh = pod("fresh", started_ago=1000, running_ago=10)
+    old = pod("old", node="n2", started_ago=100)
+    assert work_lost([fresh], NOW) == 10.0
+    d = run({"n1": NodeOffer([fresh]), "n2": NodeOffer([old])})
+    assert d.chosen == "n1"
+    assert node_record(d, "n1").work_lost == 10.0
+    assert node_record(d, "n2").work_lost == 100.0
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"startTime": 990.0, "bound": 980.0}, 990.0),  # the kubelet's start
+        ({"bound": 980.0}, 980.0),  # no startTime yet: the bind
+        ({}, None),  # not bound
+    ],
+)
+def test_running_since(status: dict[str, float], expected: float | None) -> None:
+    obj = raw_pod("a")
+    if "bound" in status:
+        bind(obj, status["bound"])
+        if "startTime" in status:
+            obj["status"]["startTime"] = format_time(status["startTime"])
+        else:
+            del obj["status"]["startTime"]
+    assert running_since(builders.pod(obj)) == expected
 
 
 @pytest.mark.parametrize(
