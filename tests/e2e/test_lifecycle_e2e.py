@@ -195,7 +195,14 @@ def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
 def test_failed_pod_with_a_ready_replacement_is_not_evicted(
     plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
 ) -> None:
-    config = {"waitForPodsReady": {"enable": True, "timeout": "3s", "recoveryTimeout": "5s"}}
+    config = {
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": "3s",
+            "recoveryTimeout": "5s",
+            "blockAdmission": False,
+        }
+    }
     c = cluster(plane, tmp_path, "lc-failed-node", "8", config, {"work": 2})
     tmp_cluster.append(c)
     c.create_job("work")
