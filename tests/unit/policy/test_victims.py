@@ -11,6 +11,7 @@ import pytest
 
 from app.model import Pod
 from app.model.timestamps import format_time, parse_time
+from app.policy.claims import Claim
 from app.policy.minruntime import PoolDefaults, resolve
 from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
@@ -378,6 +379,120 @@ def test_elastic_floor_applies_to_reselection() -> None:
     young = pod("young", started_ago=10, min_runtime=600, cpu=2000)
     d = run({"n1": NodeOffer([young], others=pods[:3])}, [wl])
     assert d.reply() == {"n1": (["e0", "e1"], 0)}
+
+
+# --- many preemptions at once (issue #27) ----------------------------------------------------
+
+
+def claim(node: str, who: str, priority: int) -> Claim:
+    return Claim(node=node, preemptor_uid=who, preemptor=f"ns/{who}", priority=priority, room=None)
+
+
+def test_two_preemptors_sharing_a_gang_never_choose_a_victim_twice() -> None:
+    # p chose g-0 on n1 and its sibling g-1 on n2; before the deletes land, p2 (same priority)
+    # is offered n1 (claimed) and n2 with g-1: n1 is not offered twice, g-1 is awaited (its room
+    # counts) and g-0 is not expanded to again.
+    g0, g1 = pod("g-0", workload="ns/g"), pod("g-1", node="n2", workload="ns/g")
+    gang = workload("ns/g", [g0, g1])
+    p = Preemptor(uid="p", key="ns/p", priority=1000, queue="team-b")
+    first = decide(p, {"n1": NodeOffer([g0])}, {"ns/g": gang}, NOW)
+    assert first.all_victims() == (("g-0", "n1"), ("g-1", "n2"))
+    reserved = {uid: "ns/p" for uid, _ in first.all_victims()}
+    p2 = Preemptor(uid="p2", key="ns/p2", priority=1000, queue="team-b")
+    d = decide(
+        p2,
+        {"n1": NodeOffer([g0]), "n2": NodeOffer([g1])},
+        {"ns/g": gang},
+        NOW,
+        claims=[claim("n1", "p", 1000)],
+        reserved=reserved,
+    )
+    assert d.chosen == "n2" and d.reply() == {"n2": ([], 0)}
+    assert d.all_victims() == () and d.awaited == ("g-1",)
+    assert outcome(d, "g-1", "n2") == "awaited"
+    assert "already chosen by the preemption in flight of ns/p" in (
+        node_record(d, "n2").records[0].reason
+    )
+    assert "claimed by the preemption in flight of ns/p" in node_record(d, "n1").reason
+    assert d.counts.awaited == {"reclaim": 1}
+    assert d.to_dict()["awaitedVictims"] == ["g-1"]
+
+
+@pytest.mark.parametrize(
+    ("claim_priority", "taken"),
+    [
+        (999, True),  # a lower claim yields to a higher priority (kube-scheduler's nominator)
+        (1000, False),  # equal: never
+        (2000, False),  # higher: never
+    ],
+)
+def test_a_claim_yields_only_to_a_higher_priority(claim_priority: int, taken: bool) -> None:
+    victim = pod("v")
+    d = decide(
+        P,
+        {"n1": NodeOffer([victim])},
+        {},
+        NOW,
+        claims=[claim("n1", "low", claim_priority)],
+        reserved={"v": "ns/low"},
+    )
+    if taken:
+        assert d.chosen == "n1" and [c.preemptor for c in d.displaced] == ["ns/low"]
+        assert d.all_victims() == () and d.awaited == ("v",)  # its victim is not deleted twice
+        assert "takes the claim of the lower-priority preemption of ns/low" in d.reason
+        assert d.to_dict()["displacedClaims"] == [
+            {"preemptor": "ns/low", "priority": 999, "node": "n1"}
+        ]
+    else:
+        assert d.chosen is None and d.displaced == ()
+        assert f"(priority {claim_priority}, not below 1000)" in node_record(d, "n1").reason
+
+
+def test_a_free_node_is_preferred_to_taking_a_lower_claim() -> None:
+    d = decide(
+        P,
+        {"n1": NodeOffer([pod("a")]), "n2": NodeOffer([pod("b", node="n2", priority=900)])},
+        {},
+        NOW,
+        claims=[claim("n1", "low", 10)],
+    )
+    assert d.chosen == "n2" and d.displaced == ()
+    assert "claims of lower-priority preemptions taken" in node_record(d, "n1").reason
+
+
+def test_a_terminating_victim_is_awaited_not_deleted_again() -> None:
+    going = PodFacts("t", "ns/t", "n1", 100, "team-a", terminating=True, requests={"cpu": 1000})
+    d = run({"n1": NodeOffer([going, pod("v")])})
+    assert d.reply() == {"n1": (["v"], 0)} and d.awaited == ("t",)
+    assert "already terminating" in node_record(d, "n1").records[0].reason
+
+
+def test_a_gang_sibling_reserved_elsewhere_is_not_expanded_to_again() -> None:
+    # g-2 joined the gang after p chose g-0 and g-1: p2 evicts g-2 (the gang goes as a whole)
+    # but neither g-0 nor g-1 again, and the eviction is recorded once (p's).
+    g0, g1 = pod("g-0", workload="ns/g"), pod("g-1", node="n2", workload="ns/g")
+    g2 = pod("g-2", node="n3", workload="ns/g")
+    gang = workload("ns/g", [g0, g1, g2])
+    d = decide(
+        P,
+        {"n3": NodeOffer([g2])},
+        {"ns/g": gang},
+        NOW,
+        reserved={"g-0": "ns/p", "g-1": "ns/p"},
+    )
+    assert d.reply() == {"n3": (["g-2"], 0)} and d.off_node == ()
+    assert d.counted == ("g-2",)
+    assert outcome(d, "g-0") == "awaited" and outcome(d, "g-1") == "awaited"
+
+
+def test_the_elastic_floor_counts_evictions_already_under_way() -> None:
+    pods, wl = elastic(6, 4)
+    # Alone, two of six may go (6 running, minAvailable 4); with one already being evicted by
+    # another preemption, only one more may.
+    assert run({"n1": NodeOffer(pods[:2])}, [wl]).reply() == {"n1": (["e0", "e1"], 0)}
+    d = decide(P, {"n1": NodeOffer(pods[1:3])}, {wl.key: wl}, NOW, reserved={"e0": "ns/p0"})
+    assert d.reply() == {}
+    assert [outcome(d, "e1"), outcome(d, "e2")] == ["kept", "dropped"]
 
 
 # --- node order -----------------------------------------------------------------------------
