@@ -121,15 +121,17 @@ class WaitForPodsReadyConfig(Section):
     enable: bool = Field(
         False,
         description="Evict admitted workloads that do not reach PodsReady (ready + succeeded "
-        "pods >= minAvailable) in time, and apply the requeue backoff. Kueue v1beta2 shape: a "
-        "block without `enable` is enabled (its presence enables the feature).",
+        "members >= the workload's size: minAvailable, else the owner Job's parallelism, else "
+        "the most members it has had) in time, and apply the requeue backoff. Kueue v1beta2 "
+        "shape: a block without `enable` is enabled (its presence enables the feature).",
     )
     timeout: Duration = Field(
         300.0,
         gt=0,
         description="Time from admission (the workload's *admitted* fact: the first bind of any "
         "of its pods, so a gang only partly scheduled times out too) to PodsReady before the "
-        "workload is evicted with reason PodsReadyTimeout.",
+        "workload is evicted with reason PodsReadyTimeout. Applies until the workload as a "
+        "whole has been PodsReady (one pod Ready, then crashed, is not).",
     )
     recovery_timeout: Duration | None = Field(
         None,

@@ -280,7 +280,8 @@ class RecordBook:
         ) -> dict[str, str | None] | None:
             current = Life.from_annotations(annotations)
             created = current.created or owner_created or life.created
-            new = Life(created, life.admitted, life.started).to_annotations()
+            size = max((n for n in (current.size, life.size) if n is not None), default=None)
+            new = Life(created, life.admitted, life.started, size).to_annotations()
             return None if all(annotations.get(k) == v for k, v in new.items()) else new
 
         for ref in targets.owners:
