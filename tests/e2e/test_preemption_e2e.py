@@ -67,7 +67,7 @@ def stack(
         tmp_path_factory.mktemp("preempt"),
         config,
         scheduler_name=SCHEDULER,
-        priorities={"low": 100, "high": 1000},
+        priorities={"low": 100, "high": 1000, "top": 2000},
     ) as rw:
         yield plane, rw
 
@@ -625,4 +625,47 @@ def test_two_preemptors_sharing_a_gang_delete_each_victim_once(
         if d["awaitedVictims"] and not d["victims"]
     ]
     assert awaiting, "the second preemptor did not await the gang sibling"
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
+
+
+def test_a_higher_priority_takes_a_lower_claim_and_the_victim_goes_once(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    """Issue #27 item 2 (KEP-4832: "pod2's preemption ignores pod1's nomination"): p claims the
+    only node while its victim's slow DELETE is in flight; t, of higher priority, is given the
+    node anyway: p's claim is dropped (its nomination cleared, its gate opened), the victim is
+    not deleted a second time, and t binds."""
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    running_victims(plane, ns, 1, labels={})
+    victim = uid_of(plane, ns, "low-0")
+    deletes_before = pod_deletes(rw)
+    hook.delay_s = 4.0
+    try:
+        pod(plane, ns, "p", queue="team-b", cpu="2", priority="high")
+
+        def nominated(name: str) -> bool:
+            p = get_pod(plane, ns, name)
+            return p is not None and p["status"].get("nominatedNodeName") == node
+
+        poll(lambda: nominated("p"), within=60, what="p nominated")
+        pod(plane, ns, "t", queue="team-b", cpu="2", priority="top")
+        poll(lambda: nominated("t"), within=60, what="t nominated to the node p had claimed")
+        taken = [d for d in decisions_for(rw, f"{ns}/t") if d["chosenNode"] == node]
+        assert taken and taken[-1]["displacedClaims"][0]["preemptor"] == f"{ns}/p", taken
+        assert taken[-1]["victims"] == [] and taken[-1]["awaitedVictims"] == [victim]
+    finally:
+        hook.delay_s = 0.0
+
+    def t_bound() -> bool:
+        kubelet_reap(plane, ns)
+        return bound_and_running(plane, ns, "t") == node
+
+    poll(t_bound, within=90, every=0.5, what="t binds to the node")
+    p = get_pod(plane, ns, "p")
+    assert p is not None and not p["spec"].get("nodeName")
+    assert not p["status"].get("nominatedNodeName"), "p's nomination was not cleared"
+    assert hook.deletes(ns, "scheduler") == {}
+    assert hook.deletes(ns, "runway") == {victim: 1}
+    assert pod_deletes(rw) - deletes_before == 1
     poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
