@@ -11,7 +11,10 @@ Scenario per test, each in its own namespace on its own nodes (a dedicated contr
 * elastic: a protected elastic workload above its minAvailable loses pods only down to it;
 * takeover (a DELETE webhook counts the calls): each victim deleted once, by runway, the
   preemptor nominated by runway and bound; a refused victim DELETE clears the nomination, opens
-  the gate and the preemptor is retried; a forged ``preempt`` makes no API call.
+  the gate and the preemptor is retried; a forged ``preempt`` makes no API call;
+* many preemptions at once (issue #27), with slow DELETEs: two preemptors sharing a gang delete
+  each victim once (the second awaits the off-node sibling); a higher priority takes a lower
+  claim (its nomination cleared) and the victim is still deleted once.
 
 After a preemption, runway's Events are on the victim ("Preempted by ns/high on node ...") and the
 preemptor ("Preempting 1 pod on node ..."), read back with ``GET /api/v1/namespaces/ns/events``.
