@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from app import metrics
 from app.api.extender import handle_filter, plan_preempt
 from app.clock import ManualClock
 from app.config import parse_config
@@ -86,7 +87,9 @@ def test_two_preemptors_sharing_a_gang_never_delete_a_victim_twice(runway: Runwa
     assert {v.name for v in first.plan.victims} == {"g-0", "g-1"}  # g-1: the off-node sibling
     runway.executor.hold(first.plan)  # what submit() does before its task starts
     # Before the deletes land, p2 (same priority) is offered n1 (claimed) and n2 with g-1.
+    awaited = metrics.VICTIMS.labels("preempt", "awaited")._value.get()
     _, second = plan_preempt(ctx, body(P2, {"n1": ["uid-g-0"], "n2": ["uid-g-1"]}))
+    assert metrics.VICTIMS.labels("preempt", "awaited")._value.get() == awaited + 1
     assert second.plan is not None and second.plan.node == "n2"
     assert second.plan.victims == () and second.plan.off_node == ()  # nothing deleted again
     assert [v.name for v in second.plan.awaited] == ["g-1"]  # its room counts: awaited
