@@ -42,6 +42,7 @@ from app.policy.wakeup import Hold, hold_of
 from app.policy.workload import (
     WorkloadKey,
     bind_time,
+    is_member,
     is_ready,
     live_pods,
     members,
@@ -292,7 +293,12 @@ class RequeueView:
         cache = self.cache
         for key in cache.workload_keys():
             view = cache.workload(key)
-            if view is None:
+            if view is None or not view.bound:
+                continue  # nothing bound: not admitted
+            if view.pods_ready and all(is_member(p) for p in view.pods):
+                # Ready by its pods, none failed or going: its size can exceed its members only
+                # for the moment between a pod's deletion and its replacement's creation (then
+                # pending: not ready). Saves reading the records of every running workload.
                 continue
             state = self.pods_ready_state(view)
             admitted = state.admitted_at
