@@ -68,6 +68,8 @@ class PreemptionRecord:
             "preemptorUID": self.plan.preemptor.uid,
             "node": self.plan.node,
             "victims": [v.key for v in self.plan.victims],
+            "awaited": [v.key for v in self.plan.awaited],
+            "displaced": [v.key for v in self.plan.displaced],
             "rule": self.plan.rule,
             "started": self.started,
             "finished": self.finished,

@@ -208,6 +208,7 @@ async def test_awaited_victims_are_held_but_never_touched() -> None:
     # Counted already by the preemption in flight that evicts its workload: not recorded again.
     assert ("record", VICTIMS[0].key) not in ops
     assert not [op for op, key in ops if key == going.key]  # one victim, one preemption
+    assert record.to_dict()["awaited"] == [going.key]
     held = gate.get(P.uid)
     assert held is not None and {v.uid for v in held.victims} == {VICTIMS[0].uid, going.uid}
     await ex.drain(1)
