@@ -348,3 +348,10 @@ def test_facts_over_pod_churn(size: int, elastic: bool, events: list[tuple[str, 
         # admitted is the first bind since the last full eviction
         assert life.admitted == first_bind
         assert life.started is None or (life.admitted is not None and life.started >= life.admitted)
+        # size: the most members it has had, whatever fails, goes or is evicted (KEP-349)
+        members_now = sum(
+            1
+            for p in wl.pods()
+            if p.metadata.deletionTimestamp is None and p.status.phase != "Failed"
+        )
+        assert (life.size or 0) == max(previous.size or 0, members_now)
