@@ -246,6 +246,45 @@ async def test_lost_pods_ready_with_no_trace_counts_from_when_it_is_first_seen()
     assert later.due  # the first sighting is kept, not moved
 
 
+POD_STATES = st.sampled_from(["ready", "crashed", "never", "failed-after", "failed-never"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(POD_STATES, min_size=1, max_size=4))
+async def test_the_recovery_clock_needs_the_whole_gang_to_have_been_ready(
+    states: list[str],
+) -> None:
+    # KEP-349: recovery only once the workload as a whole was PodsReady. Every pod it started
+    # with is still seen here, so it was iff each of them shows it had been Ready.
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    for i, state in enumerate(states):
+        flip = T0 + (0 if state.endswith("never") else 30)
+        p = pod(
+            f"p{i}",
+            bound_at=T0,
+            ready=state == "ready",
+            ready_at=T0 + 5 if state == "ready" else flip,
+        )
+        rt.cache.upsert_pod(failed(p) if state.startswith("failed") else p)
+    assert await rt.records.write_life(
+        WorkloadKey("ns", "w", "label"), Life(None, T0, T0, len(states))
+    )
+    view = rt.cache.workload_of_pod(pod("p0"))
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 40)
+    every_one_was = all(s in ("ready", "crashed", "failed-after") for s in states)
+    assert state.pods_ready is all(s == "ready" for s in states)
+    if all(s.startswith("failed") for s in states):
+        # no member left bound: a full eviction (SPEC §2), no clock runs
+        assert state.admitted_at is None and check.cause == ""
+    elif state.pods_ready:
+        assert check.cause == ""
+    elif every_one_was:
+        assert state.was_ready and check.cause == "WaitForRecovery"
+    else:
+        assert not state.was_ready and check.cause == "WaitForStart"
+
+
 # --- the waker's pass remembers free pods ------------------------------------------------------
 
 OPS = st.lists(
