@@ -205,7 +205,9 @@ VICTIMS = Counter(
     "runway_victims_total",
     "Offered victims by kind (preempt: same queue, reclaim: other queue) and decision: kept, "
     "protected (dropped by min-runtime), budget (dropped by its workload's exhausted "
-    "preemption budget alone) or reselected (chosen instead of a protected one).",
+    "preemption budget alone), reselected (chosen instead of a protected one) or awaited "
+    "(already going: another preemption in flight chose it, or it is terminating; not chosen "
+    "again).",
     ["kind", "decision"],
     registry=REGISTRY,
 )

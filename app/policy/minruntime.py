@@ -179,13 +179,15 @@ def protected_until(start: float | None, res: ResolutionLike | None) -> float | 
 
 
 def is_protected(now: float, start: float | None, res: ResolutionLike | None) -> bool:
-    """Protected while ``now < start + minRuntime``; no known start, no rule or ``0s`` → not.
+    """Protected while ``now <= start + minRuntime`` (KAI: preemptible only when ``currentTime >
+    startTime + minRuntime``, so at the boundary itself still protected); no known start, no
+    rule or ``0s`` → not.
 
     ``0s`` means no protection at all, even with a start in the future (clock skew); a positive
     min-runtime protects a start in the future.
     """
     until = protected_until(start, res)
-    return res is not None and res.min_runtime_s > 0 and until is not None and now < until
+    return res is not None and res.min_runtime_s > 0 and until is not None and now <= until
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from app.model import Pod
 from app.model.eviction import parse_count
@@ -179,11 +180,31 @@ def is_ready(pod: Pod) -> bool:
     return cond is not None and cond.status == "True"
 
 
-def pods_ready(pods: Sequence[Pod]) -> bool:
-    """PodsReady (DESIGN §5): ready + succeeded members ≥ minAvailable (failed and terminating pods
-    are not members)."""
+SizeSource = Literal["declared", "parallelism", "members"]
+
+
+def workload_size(
+    pods: Sequence[Pod], *, parallelism: int | None = None, most: int | None = None
+) -> tuple[int, SizeSource]:
+    """The workload's size, PodsReady's target (DESIGN §2, KEP-349: ready + succeeded ≥ the
+    workload's count, "we don't take failed pods into account"): the declared minAvailable,
+    else the owner's ``parallelism`` (a Job), else the most members it has had (``most``, the
+    persisted fact, or the members now if more). Never the pods alive now alone: a failed pod
+    not yet replaced must not shrink the target."""
+    declared = declared_min_available(pods)
+    if declared is not None:
+        return declared, "declared"
+    if parallelism is not None and parallelism > 0:
+        return parallelism, "parallelism"
+    return max(most or 0, len(members(pods))), "members"
+
+
+def pods_ready(pods: Sequence[Pod], size: int | None = None) -> bool:
+    """PodsReady (DESIGN §5): ready + succeeded members ≥ the workload's ``size``
+    (:func:`workload_size`; None: minAvailable of the members now). Failed and terminating pods
+    are not members: they never count as ready."""
     live = members(pods)
     if not live:
         return False
     good = sum(1 for p in live if p.status.phase == "Succeeded" or is_ready(p))
-    return good >= min_available(live)
+    return good >= (min_available(live) if size is None else size)

@@ -17,7 +17,7 @@ from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
 from app.logs import get_logger
 from app.model import Pod
-from app.model.gate import PodRef, PreemptionPlan
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
@@ -323,11 +323,9 @@ class PreemptDecider:
         held = self.gate.held(preemptor, now)
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
-        claimed = {
-            c.node: c.preemptor
-            for c in self.gate.claims(now)
-            if c.preemptor_uid != preemptor.metadata.uid
-        }
+        own = preemptor.metadata.uid
+        claims = tuple(c for c in self.gate.claims(now) if c.preemptor_uid != own)
+        reserved = self.gate.reserved(now, besides=own)
         decision = decide(
             facts.preemptor,
             facts.offers,
@@ -335,7 +333,8 @@ class PreemptDecider:
             now,
             gated=held is not None,
             gate_why=why,
-            claimed=claimed,
+            claims=claims,
+            reserved=reserved,
         )
         self.decisions.add(decision)
         if decision.chosen is None:
@@ -347,12 +346,25 @@ class PreemptDecider:
         refs = []
         off_node = []
         for uid, node in decision.all_victims():
-            pod = facts.pods.get(uid)
-            # A UID-only victim unknown to runway (no cache): the name is unknown too.
-            ref = PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+            ref = self._ref(facts, uid)
             refs.append(ref)
             if node != decision.chosen:
                 off_node.append(ref)
+        awaited = {uid: self._ref(facts, uid) for uid in decision.awaited}
+        displaced = []
+        for claim in decision.displaced:
+            # The taken preemption's victims stay reserved under this gate (its task, if still
+            # running, deletes them; nobody else may choose them again).
+            entry = self.gate.get(claim.preemptor_uid) or self._mirrored(claim.preemptor_uid)
+            if entry is not None:
+                displaced.append(entry.preemptor)
+                for victim in self.gate.check(entry, now).outstanding:
+                    awaited.setdefault(victim.uid, victim)
+        for ref in refs:
+            awaited.pop(ref.uid, None)
+        unnominate = {r.uid: r for r in self._lower_nominations(decision.chosen, preemptor)}
+        for ref in displaced:
+            unnominate.setdefault(ref.uid, ref)
         plan = PreemptionPlan(
             preemptor=PodRef.of(preemptor),
             node=decision.chosen,
@@ -361,9 +373,22 @@ class PreemptDecider:
             rule=decision.reason,
             priority=facts.preemptor.priority,
             off_node=tuple(off_node),
-            unnominate=self._lower_nominations(decision.chosen, preemptor),
+            unnominate=tuple(unnominate.values()),
+            awaited=tuple(awaited.values()),
+            displaced=tuple(displaced),
+            counted=decision.counted,
         )
         return PreemptOutcome(decision, plan)
+
+    @staticmethod
+    def _ref(facts: PreemptionFacts, uid: str) -> PodRef:
+        pod = facts.pods.get(uid)
+        # A UID-only victim unknown to runway (no cache): the name is unknown too.
+        return PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+
+    def _mirrored(self, uid: str) -> GateEntry | None:
+        pod = self.cache.pod(uid)
+        return self.gate.lookup(pod) if pod is not None else None
 
     def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
         for uid, node in decision.all_victims():

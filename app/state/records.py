@@ -255,7 +255,9 @@ class RecordBook:
 
         def change(current: RecordState) -> RecordState | None:
             created = current.life.created or life.created
-            new = replace(life, created=created)
+            # The size never shrinks: the most members the workload has had (KEP-349).
+            size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
+            new = replace(life, created=created, size=size)
             if new == current.life:
                 return None
             return replace(current, life=new, queue=self._queue(key) or current.queue)
