@@ -1,0 +1,168 @@
+"""``GET /v1/workloads``: every workload runway sees, each with its queue, state, place in its
+queue's pending order and the reason it waits — what ``kubectl runway workloads`` and the
+``/ui/`` page show.
+
+Read-only, from the cache and the record store (no API call). Paged (``app.api.paging``) in the
+order it is listed: by leaf queue; in a queue the pending workloads first, in queue order
+(``GET /v1/queues/{name}/pending``), then the others by ``namespace/name``.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import Field
+
+from app.api.context import ApiContext, context
+from app.api.models import CamelModel
+from app.api.paging import ContinueParam, LimitParam, PageRequest, page
+from app.model.timestamps import format_optional_time
+from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
+from app.policy.ordering import preemptor_anchors, queue_order_key
+from app.policy.workload import WorkloadKey, queue_of
+from app.state.requeue import workload_state
+
+router = APIRouter(prefix="/v1", tags=["requeue"])
+
+State = Literal["pending", "admitted", "backoff", "deactivated"]
+
+WAITING_FOR_SCHEDULER = (
+    "no runway rule holds it: kube-scheduler has not placed it yet (resources, affinity, "
+    "taints; `kubectl describe pod` shows the scheduler's message)"
+)
+
+
+class WorkloadSummary(CamelModel):
+    """One workload in the list."""
+
+    namespace: str
+    name: str
+    queue: str
+    state: State
+    priority: int
+    pods: int = Field(description="Pods runway sees (any phase).")
+    position: int | None = Field(
+        description="Place in its queue's pending order (1 = head); None when not pending."
+    )
+    rule: str = Field(
+        description="The runway rule that holds it (`deactivated`, `backoff`, `gate`, "
+        "`anti-flapping`, `block-admission`, `strict-fifo`); empty when none does."
+    )
+    reason: str = Field(
+        description="Why it waits (the filter's message), or why it is not held; empty when "
+        "admitted."
+    )
+    until: str | None = Field(description="When the hold is expected to end (RFC 3339).")
+    requeue_at: str | None = Field(description="Backoff: not admissible before (RFC 3339).")
+    protected_until: str | None = Field(
+        description="Admitted: preempt min-runtime protection ends at this time (RFC 3339)."
+    )
+
+
+class WorkloadList(CamelModel):
+    """A page of workloads."""
+
+    items: list[WorkloadSummary]
+    continue_: str | None = Field(
+        None,
+        alias="continue",
+        description="Pass back as `continue` for the next page; null on the last page.",
+    )
+
+
+def _summaries(ctx: ApiContext, namespace: str | None, queue: str | None) -> list[Any]:
+    """(key, summary) pairs of the matching workloads (unsorted)."""
+    cache, requeue = ctx.cache, ctx.requeue
+    now = ctx.clock.now()
+    defaults = defaults_for_pool(ctx.config.min_runtime, None)
+    positions: dict[str, tuple[int, tuple[int, float, int, str]]] = {}
+    for q in cache.queues():
+        if queue is not None and q != queue:
+            continue
+        pending = requeue.pending_workloads(q)
+        anchors = preemptor_anchors(pending, requeue.order)
+        for i, w in enumerate(pending, 1):
+            positions[w.name] = (i, queue_order_key(w, requeue.order, anchors))
+    out: list[Any] = []
+    for key in cache.workload_keys():
+        if namespace is not None and key.namespace != namespace:
+            continue
+        view = cache.workload(key)
+        if view is None or not view.pods:
+            continue
+        q = queue_of(view.pods[0], cache.queue_labels)
+        if queue is not None and q != queue:
+            continue
+        out.append(_summary(ctx, key, view, q, positions.get(str(key)), now, defaults))
+    return out
+
+
+def _summary(
+    ctx: ApiContext,
+    key: WorkloadKey,
+    view: Any,
+    queue: str,
+    place: tuple[int, tuple[int, float, int, str]] | None,
+    now: float,
+    defaults: Any,
+) -> tuple[tuple[Any, ...], WorkloadSummary]:
+    record = ctx.records.read(key)
+    life = ctx.requeue.life(view).life
+    state = workload_state(life.admitted, record, now)
+    rule, reason, until = "", "", None
+    waiting = [p for p in view.pods if not p.spec.nodeName and p.metadata.deletionTimestamp is None]
+    if waiting and life.admitted is None:
+        verdict = ctx.requeue.admit(waiting[0], now)
+        if verdict.allowed:
+            reason = WAITING_FOR_SCHEDULER
+        else:
+            rule, reason, until = verdict.rule, verdict.reason, verdict.until
+    started = protected_until(life.started, resolve_preempt(ctx.queues, defaults, queue))
+    summary = WorkloadSummary(
+        namespace=key.namespace,
+        name=key.name,
+        queue=queue,
+        state=state,
+        priority=max((p.priority for p in view.pods), default=0),
+        pods=len(view.pods),
+        position=place[0] if place is not None else None,
+        rule=rule,
+        reason=reason,
+        until=format_optional_time(until),
+        requeue_at=format_optional_time(record.requeue_at) if record is not None else None,
+        protected_until=format_optional_time(started) if life.admitted is not None else None,
+    )
+    name = str(key)
+    if place is not None:
+        order: tuple[Any, ...] = (queue, 0, *place[1])
+    else:
+        order = (queue, 1, 0, 0.0, 0, name)
+    return (*order, key.source), summary
+
+
+@router.get(
+    "/workloads",
+    response_model=WorkloadList,
+    summary="Every workload: queue, state, place in the pending order, why it waits",
+)
+async def list_workloads(
+    request: Request,
+    namespace: Annotated[
+        str | None, Query(min_length=1, description="Only this namespace (omitted: all).")
+    ] = None,
+    queue: Annotated[
+        str | None, Query(min_length=1, description="Only this leaf queue (omitted: all).")
+    ] = None,
+    state: Annotated[State | None, Query(description="Only workloads in this state.")] = None,
+    limit: LimitParam = None,
+    continue_: ContinueParam = None,
+) -> WorkloadList:
+    """By leaf queue; in each, pending workloads in queue order (with the rule and reason
+    that hold each, or that none does), then the admitted ones by name."""
+    ctx = context(request)
+    found = _summaries(ctx, namespace, queue)
+    if state is not None:
+        found = [pair for pair in found if pair[1].state == state]
+    items, token = page(found, lambda pair: pair[0], PageRequest(limit, continue_), "workloads")
+    return WorkloadList(items=[summary for _, summary in items], continue_=token)
