@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from pydantic import Field
 
 from app.api.context import ApiContext, context
@@ -71,8 +71,10 @@ class WorkloadList(CamelModel):
     )
 
 
-def _summaries(ctx: ApiContext, namespace: str | None, queue: str | None) -> list[Any]:
-    """(key, summary) pairs of the matching workloads (unsorted)."""
+def _summaries(
+    ctx: ApiContext, namespace: str | None, queue: str | None, only: WorkloadKey | None = None
+) -> list[Any]:
+    """(key, summary) pairs of the matching workloads (unsorted); only ``only`` when given."""
     cache, requeue = ctx.cache, ctx.requeue
     now = ctx.clock.now()
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
@@ -85,7 +87,7 @@ def _summaries(ctx: ApiContext, namespace: str | None, queue: str | None) -> lis
         for i, w in enumerate(pending, 1):
             positions[w.name] = (i, queue_order_key(w, requeue.order, anchors))
     out: list[Any] = []
-    for key in cache.workload_keys():
+    for key in cache.workload_keys() if only is None else [only]:
         if namespace is not None and key.namespace != namespace:
             continue
         view = cache.workload(key)
@@ -155,13 +157,29 @@ async def list_workloads(
         str | None, Query(min_length=1, description="Only this leaf queue (omitted: all).")
     ] = None,
     state: Annotated[State | None, Query(description="Only workloads in this state.")] = None,
+    pod: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            description="Only the workload of this pod (needs `namespace`): none when runway's "
+            "cache has no such pod.",
+        ),
+    ] = None,
     limit: LimitParam = None,
     continue_: ContinueParam = None,
 ) -> WorkloadList:
     """By leaf queue; in each, pending workloads in queue order (with the rule and reason
     that hold each, or that none does), then the admitted ones by name."""
     ctx = context(request)
-    found = _summaries(ctx, namespace, queue)
+    only = None
+    if pod is not None:
+        if namespace is None:
+            raise HTTPException(400, "pod needs namespace: a pod is named within its namespace")
+        found_pod = ctx.cache.pod_by_key(namespace, pod)
+        only = ctx.cache.workload_key_of(found_pod.metadata.uid) if found_pod else None
+        if only is None:
+            return WorkloadList(items=[])
+    found = _summaries(ctx, namespace, queue, only)
     if state is not None:
         found = [pair for pair in found if pair[1].state == state]
     items, token = page(found, lambda pair: pair[0], PageRequest(limit, continue_), "workloads")
