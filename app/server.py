@@ -21,6 +21,7 @@ from app.api import (
     ops,
     preemptions,
     tooling,
+    ui,
     workload_list,
     workloads,
 )
@@ -86,6 +87,7 @@ def create_app(
     app.include_router(config_view.router)
     app.include_router(workloads.router)
     app.include_router(workload_list.router)
+    app.include_router(ui.router)
     app.include_router(cache_debug.router)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
