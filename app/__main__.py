@@ -55,12 +55,8 @@ def _serve(ns: argparse.Namespace) -> int:
         )
 
     app = create_app(config, kube=kube)
-    ok = serve_uvicorn(
-        app,
-        tls,
-        on_started=started,
+    options: dict[str, Any] = dict(
         host=server.host,
-        port=server.port,
         workers=1,
         # uvicorn's records go through runway's structlog handler (app/logs.py), its own
         # text handlers are not installed; its info lines repeat "runway started".
@@ -70,12 +66,38 @@ def _serve(ns: argparse.Namespace) -> int:
         # Nothing runway does depends on the client address: X-Forwarded-* is not trusted
         # (and not parsed on every verb call).
         proxy_headers=False,
-        # Header size, header/body/idle timeouts, connection cap: app/connections.py.
-        # ... and the verbs answered by the protocol itself, without ASGI (same handler).
-        http=bounded_protocol(server, direct=app.direct_verbs()),
         h11_max_incomplete_event_size=server.max_header_bytes,
         timeout_keep_alive=max(int(server.idle_timeout), 1),
         timeout_graceful_shutdown=max(int(server.shutdown_timeout), 1),
+    )
+    served: Any = app
+    second = None
+    if server.rest_port is not None:
+        # REST on a port of its own (server.restPort): same certificate, no client certificate
+        # required; each port answers the other's paths with a 404 naming the right port.
+        from app.api.listeners import PortSplit
+
+        prefix = server.url_prefix
+        served = PortSplit(app, "verbs", prefix, server.rest_port)
+        rest_tls = None
+        if server.tls.enabled:
+            rest_tls = ReloadingTLS(server.tls.model_copy(update={"require_client_cert": False}))
+        rest = PortSplit(app, "rest", prefix, server.port)
+        second = (
+            rest,
+            rest_tls,
+            {**options, "port": server.rest_port, "http": bounded_protocol(server)},
+        )
+    ok = serve_uvicorn(
+        served,
+        tls,
+        on_started=started,
+        port=server.port,
+        # Header size, header/body/idle timeouts, connection cap: app/connections.py.
+        # ... and the verbs answered by the protocol itself, without ASGI (same handler).
+        http=bounded_protocol(server, direct=app.direct_verbs()),
+        second=second,
+        **options,
     )
     return 0 if ok else 3
 
