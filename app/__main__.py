@@ -19,7 +19,9 @@ def serve_overrides(ns: argparse.Namespace) -> dict[str, Any]:
         return {key: value for key, value in pairs if value is not None}
 
     tls = given(("certFile", ns.tls_cert_file or None), ("keyFile", ns.tls_key_file or None))
-    server = given(("host", ns.host), ("port", ns.port)) | ({"tls": tls} if tls else {})
+    rest = getattr(ns, "rest_port", None)
+    server = given(("host", ns.host), ("port", ns.port), ("restPort", rest))
+    server |= {"tls": tls} if tls else {}
     logging = given(("level", ns.log_level), ("format", ns.log_format))
     return {k: v for k, v in (("server", server), ("logging", logging)) if v}
 
@@ -399,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, or server.host)")
     serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
+    serve.add_argument(
+        "--rest-port",
+        type=int,
+        help="serve the REST API, /docs and /ui/ on this port of their own (server.restPort)",
+    )
     serve.add_argument(
         "--tls-cert-file", help="serve HTTPS with this PEM certificate chain (server.tls.certFile)"
     )

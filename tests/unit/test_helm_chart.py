@@ -267,9 +267,16 @@ def test_deployment_runs_runway_serve_with_the_mounted_config(
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts["/etc/runway/config.yaml"]["subPath"] == "config.yaml"
     assert "/tmp" in mounts  # writable scratch space under a read-only root
-    assert container["ports"] == [
-        {"name": "http", "containerPort": settings["containerPort"], "protocol": "TCP"}
-    ]
+    assert container["ports"][0] == {
+        "name": "http",
+        "containerPort": settings["containerPort"],
+        "protocol": "TCP",
+    }
+    if settings["rest"]["enabled"]:  # the REST API on a port of its own
+        assert container["ports"][1:] == [
+            {"name": "rest", "containerPort": settings["rest"]["containerPort"], "protocol": "TCP"}
+        ]
+        assert parsed.rest_port == settings["rest"]["containerPort"]
     assert container["resources"] == settings["resources"]
 
 
@@ -351,10 +358,13 @@ def test_defaults_install_the_extender_only() -> None:
     assert kinds == sorted(
         [
             "ClusterRole",
+            "ClusterRole",  # people: viewer
+            "ClusterRole",  # people: admin
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
             "NetworkPolicy",
+            "NetworkPolicy",  # the REST port
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
@@ -362,6 +372,7 @@ def test_defaults_install_the_extender_only() -> None:
             "Secret",  # runway's serving certificate
             "Secret",  # the client certificate (kube-scheduler, Prometheus)
             "Service",
+            "Service",  # the REST port
             "ServiceAccount",
         ]
     )
@@ -792,7 +803,7 @@ def test_network_policy_selectors_are_configurable() -> None:
             }
         }
     )
-    verbs, metrics, more = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    verbs, metrics, more = one(objects, "NetworkPolicy", "rw-runway")["spec"]["ingress"]
     assert (verbs["from"], metrics["from"], more) == ([block], [prom], extra)
     assert not find(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 
