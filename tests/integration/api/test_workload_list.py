@@ -16,7 +16,7 @@ from app.model.timestamps import format_time
 from app.server import create_app
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import bind, pod, pod_obj
+from tests.builders import queued_pod
 
 T0 = 1_800_000_000.0
 CONFIG = {
@@ -36,15 +36,8 @@ async def setup() -> AsyncIterator[tuple[httpx.AsyncClient, Runway]]:
         yield http, runway
 
 
-def add(runway: Runway, name: str, queue: str, *, ns: str = "team", **kw: Any) -> None:
-    obj = pod_obj(
-        name, namespace=ns, labels={"runway.dev/queue": queue, "runway.dev/workload": name}
-    )
-    if "created" in kw:
-        obj["metadata"]["creationTimestamp"] = format_time(kw["created"])
-    if "bound" in kw:
-        bind(obj, kw["bound"])
-    runway.cache.upsert_pod(pod(obj))
+def add(runway: Runway, name: str, queue: str, *, ns: str = "team", **kw: float) -> None:
+    runway.cache.upsert_pod(queued_pod(name, queue, namespace=ns, **kw))
     runway.cache.pods_synced = True
 
 

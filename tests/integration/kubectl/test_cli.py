@@ -30,7 +30,7 @@ from app.model.timestamps import format_time
 from app.policy.workload import WorkloadKey
 from app.server import create_app
 from app.wiring import Runway
-from tests.builders import bind, pod, pod_obj
+from tests.builders import queued_pod
 from tests.served import serve_in_thread
 
 T0 = 1_800_000_000.0
@@ -49,15 +49,8 @@ CONFIG = {
 }
 
 
-def add(runway: Runway, name: str, queue: str, *, ns: str = "team", **kw: Any) -> None:
-    obj = pod_obj(
-        name, namespace=ns, labels={"runway.dev/queue": queue, "runway.dev/workload": name}
-    )
-    if "created" in kw:
-        obj["metadata"]["creationTimestamp"] = format_time(kw["created"])
-    if "bound" in kw:
-        bind(obj, kw["bound"])
-    runway.cache.upsert_pod(pod(obj))
+def add(runway: Runway, name: str, queue: str, *, ns: str = "team", **kw: float) -> None:
+    runway.cache.upsert_pod(queued_pod(name, queue, namespace=ns, **kw))
     runway.cache.pods_synced = True
 
 
