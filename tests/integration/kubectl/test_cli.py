@@ -280,3 +280,32 @@ def test_through_the_service_proxy_as_the_kubeconfig_user(
         assert code == EXIT_FORBIDDEN
         code, _, err = kubectl("queues", "--kubeconfig", viewer, *flags, "--service", "nope")
         assert code == EXIT_UNREACHABLE and "is runway installed there?" in err
+
+
+def readme_examples() -> dict[tuple[str, ...], str]:
+    """``$ kubectl runway ARGS`` in the README → the output shown under it (when any)."""
+    text = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    start = text.index("## See what runway is doing")
+    block = text[text.index("```console\n", start) + 11 :]
+    block = block[: block.index("```")]
+    examples: dict[tuple[str, ...], str] = {}
+    args: tuple[str, ...] | None = None
+    for line in block.splitlines():
+        if line.startswith("$ kubectl runway"):
+            args = tuple(line.split("#")[0].split()[3:])
+            examples[args] = ""
+        elif line and args is not None:
+            examples[args] += line + "\n"
+        else:
+            args = None
+    return {a: out for a, out in examples.items() if out}
+
+
+def test_the_readmes_examples_are_what_the_plugin_prints(served: tuple[str, Runway]) -> None:
+    url, _ = served
+    examples = readme_examples()
+    assert len(examples) >= 2
+    for args, shown in examples.items():
+        code, out, err = kubectl(*args, "--url", url)
+        assert code == EXIT_OK, err
+        assert out == shown, f"README's `kubectl runway {' '.join(args)}` is stale:\n{out}"
