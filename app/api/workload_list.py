@@ -9,6 +9,7 @@ order it is listed: by leaf queue; in a queue the pending workloads first, in qu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
@@ -21,6 +22,7 @@ from app.model.timestamps import format_optional_time
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import preemptor_anchors, queue_order_key
 from app.policy.workload import WorkloadKey, queue_of
+from app.state.cache import WorkloadView
 from app.state.requeue import workload_state
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
@@ -71,14 +73,32 @@ class WorkloadList(CamelModel):
     )
 
 
-def _summaries(
+Place = tuple[int, tuple[int, float, int, str]]
+"""A pending workload's position in its queue and its queue-order key."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A listed workload before its summary is built (only a page's rows get one)."""
+
+    key: WorkloadKey
+    view: WorkloadView
+    queue: str
+    place: Place | None
+
+    def order(self) -> tuple[Any, ...]:
+        """Where it is listed: by queue; pending ones first in queue order, then by name."""
+        if self.place is not None:
+            return (self.queue, 0, *self.place[1], self.key.source)
+        return (self.queue, 1, 0, 0.0, 0, str(self.key), self.key.source)
+
+
+def _rows(
     ctx: ApiContext, namespace: str | None, queue: str | None, only: WorkloadKey | None = None
-) -> list[Any]:
-    """(key, summary) pairs of the matching workloads (unsorted); only ``only`` when given."""
+) -> list[_Row]:
+    """The matching workloads with their place (cheap: the pending order is memoised)."""
     cache, requeue = ctx.cache, ctx.requeue
-    now = ctx.clock.now()
-    defaults = defaults_for_pool(ctx.config.min_runtime, None)
-    positions: dict[str, tuple[int, tuple[int, float, int, str]]] = {}
+    positions: dict[str, Place] = {}
     for q in cache.queues():
         if queue is not None and q != queue:
             continue
@@ -86,7 +106,7 @@ def _summaries(
         anchors = preemptor_anchors(pending, requeue.order)
         for i, w in enumerate(pending, 1):
             positions[w.name] = (i, queue_order_key(w, requeue.order, anchors))
-    out: list[Any] = []
+    out: list[_Row] = []
     for key in cache.workload_keys() if only is None else [only]:
         if namespace is not None and key.namespace != namespace:
             continue
@@ -96,22 +116,20 @@ def _summaries(
         q = queue_of(view.pods[0], cache.queue_labels)
         if queue is not None and q != queue:
             continue
-        out.append(_summary(ctx, key, view, q, positions.get(str(key)), now, defaults))
+        out.append(_Row(key, view, q, positions.get(str(key))))
     return out
 
 
-def _summary(
-    ctx: ApiContext,
-    key: WorkloadKey,
-    view: Any,
-    queue: str,
-    place: tuple[int, tuple[int, float, int, str]] | None,
-    now: float,
-    defaults: Any,
-) -> tuple[tuple[Any, ...], WorkloadSummary]:
+def _state(ctx: ApiContext, row: _Row, now: float) -> str:
+    admitted = ctx.requeue.life(row.view).life.admitted
+    return workload_state(admitted, ctx.records.read(row.key), now)
+
+
+def _summary(ctx: ApiContext, row: _Row, now: float) -> WorkloadSummary:
+    """The summary of one listed workload: its state, and the rule that holds it and why."""
+    key, view = row.key, row.view
     record = ctx.records.read(key)
     life = ctx.requeue.life(view).life
-    state = workload_state(life.admitted, record, now)
     rule, reason, until = "", "", None
     waiting = [p for p in view.pods if not p.spec.nodeName and p.metadata.deletionTimestamp is None]
     if waiting and life.admitted is None:
@@ -120,27 +138,22 @@ def _summary(
             reason = WAITING_FOR_SCHEDULER
         else:
             rule, reason, until = verdict.rule, verdict.reason, verdict.until
-    started = protected_until(life.started, resolve_preempt(ctx.queues, defaults, queue))
-    summary = WorkloadSummary(
+    defaults = defaults_for_pool(ctx.config.min_runtime, None)
+    started = protected_until(life.started, resolve_preempt(ctx.queues, defaults, row.queue))
+    return WorkloadSummary(
         namespace=key.namespace,
         name=key.name,
-        queue=queue,
-        state=state,
+        queue=row.queue,
+        state=workload_state(life.admitted, record, now),
         priority=max((p.priority for p in view.pods), default=0),
         pods=len(view.pods),
-        position=place[0] if place is not None else None,
+        position=row.place[0] if row.place is not None else None,
         rule=rule,
         reason=reason,
         until=format_optional_time(until),
         requeue_at=format_optional_time(record.requeue_at) if record is not None else None,
         protected_until=format_optional_time(started) if life.admitted is not None else None,
     )
-    name = str(key)
-    if place is not None:
-        order: tuple[Any, ...] = (queue, 0, *place[1])
-    else:
-        order = (queue, 1, 0, 0.0, 0, name)
-    return (*order, key.source), summary
 
 
 @router.get(
@@ -179,8 +192,10 @@ async def list_workloads(
         only = ctx.cache.workload_key_of(found_pod.metadata.uid) if found_pod else None
         if only is None:
             return WorkloadList(items=[])
-    found = _summaries(ctx, namespace, queue, only)
+    now = ctx.clock.now()
+    rows = _rows(ctx, namespace, queue, only)
     if state is not None:
-        found = [pair for pair in found if pair[1].state == state]
-    items, token = page(found, lambda pair: pair[0], PageRequest(limit, continue_), "workloads")
-    return WorkloadList(items=[summary for _, summary in items], continue_=token)
+        rows = [row for row in rows if _state(ctx, row, now) == state]
+    # Only the page's rows are summarised (the filter's rule chain runs for those alone).
+    shown, token = page(rows, _Row.order, PageRequest(limit, continue_), "workloads")
+    return WorkloadList(items=[_summary(ctx, row, now) for row in shown], continue_=token)
