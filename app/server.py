@@ -16,6 +16,7 @@ from app import wiring
 from app.api import (
     cache_debug,
     config_view,
+    deactivation,
     extender,
     fastpath,
     ops,
@@ -87,6 +88,7 @@ def create_app(
     app.include_router(config_view.router)
     app.include_router(workloads.router)
     app.include_router(workload_list.router)
+    app.include_router(deactivation.router)
     app.include_router(ui.router)
     app.include_router(cache_debug.router)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add

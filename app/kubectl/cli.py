@@ -5,6 +5,7 @@
     kubectl runway explain POD [--preemptor P] why it is held; was it a victim; protected until
     kubectl runway preemptions                 in flight and recent
     kubectl runway activate WORKLOAD           reset backoff and deactivation
+    kubectl runway deactivate WORKLOAD         hold an evicted workload until activated
     kubectl runway config                      the configuration runway runs with
 
 Exit codes (``app.kubectl.errors``): 0 ok, 1 error answered, 2 usage or invalid request,
@@ -327,6 +328,20 @@ def activate_text(body: Any, ns: argparse.Namespace, now: float) -> str:
     return f"workload {body['namespace']}/{body['name']} activated (state: {body['state']})\n"
 
 
+def deactivate_data(client: RunwayClient, ns: argparse.Namespace) -> Any:
+    """``deactivate WORKLOAD``: ``POST .../NS/NAME:deactivate``."""
+    namespace, name = _split_pod(ns.workload, _namespace(ns, client.target) or "default")
+    return client.post(workload_path(namespace, name) + ":deactivate")
+
+
+def deactivate_text(body: Any, ns: argparse.Namespace, now: float) -> str:
+    """Held until activated."""
+    structured = _structured(body, ns.output)
+    if structured is not None:
+        return structured
+    return f"workload {body['namespace']}/{body['name']} deactivated (state: {body['state']})\n"
+
+
 def config_data(client: RunwayClient, ns: argparse.Namespace) -> Any:
     """``config``: ``GET /v1/config``."""
     return client.get("/v1/config")
@@ -346,6 +361,7 @@ COMMANDS: dict[str, tuple[Fetch, Show]] = {
     "explain": (explain_data, explain_text),
     "preemptions": (preemptions_data, preemptions_text),
     "activate": (activate_data, activate_text),
+    "deactivate": (deactivate_data, deactivate_text),
     "config": (config_data, config_text),
 }
 WATCHABLE = {"queues", "workloads", "preemptions"}
@@ -433,6 +449,12 @@ def parser() -> argparse.ArgumentParser:
         "activate", parents=[conn, out, scoped], help="reset a workload's backoff/deactivation"
     )
     act.add_argument("workload", metavar="WORKLOAD", help="workload name, or namespace/name")
+    deact = sub.add_parser(
+        "deactivate",
+        parents=[conn, out, scoped],
+        help="hold a workload runway has evicted until it is activated again",
+    )
+    deact.add_argument("workload", metavar="WORKLOAD", help="workload name, or namespace/name")
     cfg = sub.add_parser("config", parents=[conn], help="runway's effective configuration")
     cfg.add_argument("-o", "--output", choices=["yaml", "json"], default="yaml")
     return top

@@ -194,6 +194,12 @@ def reactivate(record: EvictionRecord) -> EvictionRecord:
     )
 
 
+def deactivate(record: EvictionRecord, message: str) -> EvictionRecord:
+    """The record after ``POST /v1/workloads/NS/NAME:deactivate``: held until reactivated, as
+    after a backoff limit (count, requeueAt and the eviction history stay as they were)."""
+    return replace(record, deactivated=True, message=message)
+
+
 def in_backoff(record: EvictionRecord | None, now: float) -> bool:
     """True while ``now < requeueAt``."""
     return record is not None and record.requeue_at is not None and now < record.requeue_at

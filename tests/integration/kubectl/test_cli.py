@@ -309,3 +309,23 @@ def test_the_readmes_examples_are_what_the_plugin_prints(served: tuple[str, Runw
         code, out, err = kubectl(*args, "--url", url)
         assert code == EXIT_OK, err
         assert out == shown, f"README's `kubectl runway {' '.join(args)}` is stale:\n{out}"
+
+
+def test_deactivate_holds_an_evicted_workload_until_activated(served: tuple[str, Runway]) -> None:
+    url, runway = served
+    key = WorkloadKey("team", "second", "label")
+    runway.records._memory[key] = EvictionRecord(PODS_READY_TIMEOUT, T0 - 5, count=1)
+    runway.requeue.index.bump()
+    code, out, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/second")
+    assert code == EXIT_OK, err
+    assert out == "workload team/second deactivated (state: deactivated)\n"
+    code, out, _ = kubectl("workloads", "--url", url, "-n", "team", "-o", "json")
+    second = next(w for w in json.loads(out)["items"] if w["name"] == "second")
+    assert second["state"] == "deactivated" and second["rule"] == "deactivated"
+    code, out, _ = kubectl("activate", "--url", url, "--token", TOKEN, "team/second")
+    assert code == EXIT_OK and "(state: pending)" in out
+    # A workload runway never evicted has no record to hold the deactivation.
+    code, _, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/first")
+    assert code == 1 and "no eviction record" in err
+    code, _, _ = kubectl("deactivate", "--url", url, "team/second")
+    assert code == EXIT_FORBIDDEN
