@@ -17,6 +17,7 @@ from app.api.paging import (
     page,
 )
 from app.model.timestamps import format_time
+from app.policy.workload import queue_denied
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
@@ -208,6 +209,11 @@ class ExplainView(BaseModel):
     lastDecision: dict[str, Any] | None = Field(
         None, description="the victim's record in the newest decision of this preemptor"
     )
+    queueDenied: dict[str, str] = Field(
+        default_factory=dict,
+        description="`preemptor`/`victim` → the queue its label names but its namespace may "
+        "not use (the queue's `namespaces`): it is queued in `default` instead",
+    )
 
 
 def _split(value: str, name: str) -> tuple[str, str]:
@@ -249,4 +255,19 @@ async def explain(
         raise HTTPException(404, f"pod {', '.join(missing)} not in runway's cache.{hint}")
     answer = ctx.decider.explain(p_pod, v_pod)
     answer["lastDecision"] = ctx.decisions.about(preemptor, v_pod.metadata.uid)
+    denied = {
+        role: queue
+        for role, pod in (("preemptor", p_pod), ("victim", v_pod))
+        if (queue := queue_denied(pod, ctx.queues)) is not None
+    }
+    if denied:
+        answer["queueDenied"] = denied
+        answer["explanation"] = (
+            f"{answer['explanation']} "
+            + " ".join(
+                f"The {role} names queue {queue!r}, which its namespace may not use: it is "
+                "queued in 'default'."
+                for role, queue in denied.items()
+            )
+        ).strip()
     return answer

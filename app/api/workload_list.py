@@ -113,7 +113,7 @@ def _rows(
         view = cache.workload(key)
         if view is None or not view.pods:
             continue
-        q = queue_of(view.pods[0], cache.queue_labels)
+        q = queue_of(view.pods[0], cache.queue_tree)
         if queue is not None and q != queue:
             continue
         out.append(_Row(key, view, q, positions.get(str(key))))

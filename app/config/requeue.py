@@ -1,4 +1,4 @@
-"""Requeue configuration (SPEC §5), written exactly as a Kueue ``Configuration`` writes it.
+"""Requeue configuration (DESIGN §5), written exactly as a Kueue ``Configuration`` writes it.
 
 Two shapes of the queue-order timestamp are accepted, one per seed::
 
@@ -97,7 +97,7 @@ class RequeuingStrategyConfig(Section):
     @model_validator(mode="after")
     def _base_within_max(self) -> Self:
         # Kueue returns the uncapped base on the first requeue when base > max; runway refuses
-        # the ambiguity at startup instead (SPEC §5).
+        # the ambiguity at startup instead (DESIGN §5).
         if self.backoff_max_seconds > 0 and self.backoff_base_seconds > self.backoff_max_seconds:
             raise ValueError(
                 f"backoffBaseSeconds ({self.backoff_base_seconds}) is greater than "
@@ -110,7 +110,7 @@ class RequeuingStrategyConfig(Section):
 class WaitForPodsReadyConfig(Section):
     """``waitForPodsReady``: all-or-nothing timeouts (Kueue KEP-349) and requeue backoff.
 
-    Two shapes, told apart by ``enable`` (SPEC §5): with ``enable`` (Kueue v1beta1) the fields
+    Two shapes, told apart by ``enable`` (DESIGN §5): with ``enable`` (Kueue v1beta1) the fields
     mean what they say and an unset ``recoveryTimeout`` is off. Without it (Kueue v1beta2) the
     block's presence enables the feature, ``recoveryTimeout`` defaults to ``timeout`` and ``0s``
     turns it off. A block written in a file is never silently off.

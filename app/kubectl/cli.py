@@ -5,7 +5,7 @@
     kubectl runway explain POD [--preemptor P] why it is held; was it a victim; protected until
     kubectl runway preemptions                 in flight and recent
     kubectl runway activate WORKLOAD           reset backoff and deactivation
-    kubectl runway deactivate WORKLOAD         hold an evicted workload until activated
+    kubectl runway deactivate WORKLOAD         hold a workload until activated
     kubectl runway config                      the configuration runway runs with
 
 Exit codes (``app.kubectl.errors``): 0 ok, 1 error answered, 2 usage or invalid request,
@@ -452,7 +452,7 @@ def parser() -> argparse.ArgumentParser:
     deact = sub.add_parser(
         "deactivate",
         parents=[conn, out, scoped],
-        help="hold a workload runway has evicted until it is activated again",
+        help="hold a workload until it is activated again (spec.active: false)",
     )
     deact.add_argument("workload", metavar="WORKLOAD", help="workload name, or namespace/name")
     cfg = sub.add_parser("config", parents=[conn], help="runway's effective configuration")

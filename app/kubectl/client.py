@@ -98,8 +98,6 @@ class RunwayClient:
             return PluginError(EXIT_NOT_FOUND, message)
         if status == 400:
             return PluginError(EXIT_USAGE, message)
-        if status == 409:
-            return PluginError(EXIT_ERROR, message)
         if status in (502, 503, 504):
             return PluginError(EXIT_UNREACHABLE, f"runway unavailable ({status}): {message}")
         return PluginError(EXIT_ERROR, f"{path}: {status} {message}")

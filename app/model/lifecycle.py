@@ -1,4 +1,4 @@
-"""A workload's life as persisted facts (SPEC §2), and their annotation format.
+"""A workload's life as persisted facts (DESIGN §2), and their annotation format.
 
 Kept next to the eviction record (``app.model.eviction``): on the workload's controller owner, or
 on each pod of a bare-pod workload; written by the leader when a fact first becomes known or is
@@ -42,6 +42,8 @@ class Life:
     created: float | None = None
     admitted: float | None = None
     started: float | None = None
+    size: int | None = None
+    """The most members the workload has had (its size when nothing declares one)."""
 
     @property
     def empty(self) -> bool:

@@ -1,4 +1,4 @@
-"""Kueue's requeue backoff and retry limits, and the next state of an eviction record (SPEC §5).
+"""Kueue's requeue backoff and retry limits, and the next state of an eviction record (DESIGN §5).
 
 Pure: ``now`` and the jitter source are passed in. The n-th requeue after a PodsReadyTimeout
 eviction (``n = count + 1``) waits::
@@ -192,12 +192,6 @@ def reactivate(record: EvictionRecord) -> EvictionRecord:
     return replace(
         record, count=0, requeue_at=None, first_eviction_time=None, deactivated=False, message=None
     )
-
-
-def deactivate(record: EvictionRecord, message: str) -> EvictionRecord:
-    """The record after ``POST /v1/workloads/NS/NAME:deactivate``: held until reactivated, as
-    after a backoff limit (count, requeueAt and the eviction history stay as they were)."""
-    return replace(record, deactivated=True, message=message)
 
 
 def in_backoff(record: EvictionRecord | None, now: float) -> bool:

@@ -1,4 +1,4 @@
-"""How a workload's life facts change over pod observations (SPEC §2). Pure.
+"""How a workload's life facts change over pod observations (DESIGN §2). Pure.
 
 The facts (``app.model.lifecycle.Life``) are persisted; each observation of the workload's pods
 moves them by these rules, and nothing else does:

@@ -1,4 +1,4 @@
-"""Minimum runtime before preemption or reclaim (SPEC §3, KAI's min-runtime plugin). Pure.
+"""Minimum runtime before preemption or reclaim (DESIGN §3, KAI's min-runtime plugin). Pure.
 
 Resolution order, lowest level wins: a queue's own setting, inherited up the tree, then the
 node pool's default (``minRuntime.pools[<label value>]``, then ``minRuntime``).
@@ -140,7 +140,7 @@ def resolve(
     return resolve_reclaim(tree, defaults, preemptor_queue, victim_queue)
 
 
-# --- protection and the elastic floor (SPEC §3): the one definition ------------------------
+# --- protection and the elastic floor (DESIGN §3): the one definition ------------------------
 
 
 class ResolutionLike(Protocol):
@@ -268,7 +268,7 @@ def protected_by(prot: Protection) -> str | None:
 
 
 def is_elastic(min_available: int, pods: int) -> bool:
-    """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+    """Elastic = minAvailable below the pod count (DESIGN §2); otherwise a gang."""
     return min_available < pods
 
 

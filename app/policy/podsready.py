@@ -1,10 +1,10 @@
-"""waitForPodsReady timeouts (SPEC §5, Kueue KEP-349): what is due, and when.
+"""waitForPodsReady timeouts (DESIGN §5, Kueue KEP-349): what is due, and when.
 
 Two clocks, both only when ``waitForPodsReady.enable`` is true and the workload is admitted and
 not PodsReady:
 
 - **WaitForStart** — the workload has not been PodsReady since admission: ``timeout`` counts from
-  its *admitted* fact (SPEC §2: the first bind of any of its pods), so a gang only partly
+  its *admitted* fact (DESIGN §2: the first bind of any of its pods), so a gang only partly
   scheduled times out too (KEP-349's deadlock).
 - **WaitForRecovery** — it was PodsReady and lost it (a pod failed): ``recoveryTimeout`` counts
   from the moment PodsReady went false; unset = no timeout, the workload may recover forever.

@@ -1,4 +1,4 @@
-"""The preempt verb's decision: which victims, on which single node, and why (SPEC §3).
+"""The preempt verb's decision: which victims, on which single node, and why (DESIGN §3).
 
 Pure: the caller turns the scheduler's offer and runway's pod cache into plain facts —
 ``PodFacts`` per pod (with its min-runtime ``Resolution`` already resolved through the queue tree),
@@ -135,7 +135,7 @@ class WorkloadFacts:
 
     @property
     def elastic(self) -> bool:
-        """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+        """Elastic = minAvailable below the pod count (DESIGN §2); otherwise a gang."""
         return minruntime.is_elastic(self.min_available, len(self.pods))
 
     def may_lose(self, evicting: int) -> bool:
@@ -170,9 +170,16 @@ class Preemptor:
     workload: str = ""
 
     @classmethod
-    def from_pod(cls, pod: Pod) -> Preemptor:
-        """Facts of the preemptor from its pod."""
-        return cls(pod.uid, pod.key, pod.priority, queue_of(pod), str(workload_of(pod)))
+    def from_pod(cls, pod: Pod, queue: str | None = None) -> Preemptor:
+        """Facts of the preemptor from its pod (``queue``: as ``queue_of`` with the tree gives
+        it; default the label alone)."""
+        return cls(
+            pod.uid,
+            pod.key,
+            pod.priority,
+            queue if queue is not None else queue_of(pod),
+            str(workload_of(pod)),
+        )
 
 
 @dataclass(frozen=True)
@@ -730,7 +737,7 @@ _CRITERIA = (
 
 
 def work_lost(pods: Iterable[PodFacts], now: float) -> float:
-    """Work lost by evicting ``pods`` (SPEC §3 step 4): the sum of the time each has run since
+    """Work lost by evicting ``pods`` (DESIGN §3.5, step 5): the sum of the time each has run since
     its workload started; a pod with no known start (or a start in the future) counts 0."""
     return sum(max(now - p.start, 0.0) for p in pods if p.start is not None)
 
@@ -778,7 +785,7 @@ def decide(
     gate_why: str = "",
     claimed: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Choose the victims of a preemption on one offered node (SPEC §3 steps 1-4) and say why.
+    """Choose the victims of a preemption on one offered node (DESIGN §3.5) and say why.
 
     ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
     pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a

@@ -74,7 +74,7 @@ class _Builder:
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
-        self.preemptor = Preemptor.from_pod(preemptor)
+        self.preemptor = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
         self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
@@ -133,7 +133,7 @@ class _Builder:
                 members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
-                # The payload shows only the offered victims: a partial view (SPEC §2).
+                # The payload shows only the offered victims: a partial view (DESIGN §2).
                 self.starts[name] = facts_of(members, complete=False).life.started
             self.workload_members[name] = members
             for member in members:
@@ -151,7 +151,7 @@ class _Builder:
 
     def _facts(self, pod: Pod, node: str) -> PodFacts:
         name, _ = self.members(pod)
-        queue = queue_of(pod)
+        queue = queue_of(pod, self.queues)
         try:
             return PodFacts.from_pod(
                 pod,
@@ -201,7 +201,7 @@ def preemption_history(
 
 
 def started(view: WorkloadView, records: RecordBook | None) -> float | None:
-    """The workload's *started* fact (SPEC §2): min-runtime counts from it. Without a record
+    """The workload's *started* fact (DESIGN §2): min-runtime counts from it. Without a record
     book, what its pods show (no persisted facts)."""
     if records is not None:
         return records.life(view).life.started
@@ -266,7 +266,7 @@ class AwaitedPreemptors:
 
 
 class PreemptDecider:
-    """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
+    """The preempt verb's state side: the cross-check against the cache (DESIGN §4), facts from the
     cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
     the decision log. Reads only.
 
@@ -423,7 +423,7 @@ def explain_pair(
 ) -> dict[str, object]:
     """Min-runtime of (preemptor, victim) resolved at ``now`` and the victim's preemption budget,
     with protection and eligibility."""
-    pre = Preemptor.from_pod(preemptor)
+    pre = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
     view = cache.workload(key)
@@ -432,7 +432,7 @@ def explain_pair(
         if view is not None
         else facts_of(members, complete=False).life.started
     )
-    queue = queue_of(victim)
+    queue = queue_of(victim, queues)
     labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
     defaults = minruntime.defaults_for_pool(min_runtime, labels)
     res = minruntime.resolve(queues, defaults, pre.queue, queue)

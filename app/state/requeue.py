@@ -167,7 +167,7 @@ class RequeueView:
         order: QueueOrderStrategy,
         policy: FilterPolicy,
         pool_label: str,
-        index: RequeueIndex | None = None,
+        index: RequeueIndex,
     ) -> None:
         self.cache = cache
         self.records = records
@@ -177,7 +177,7 @@ class RequeueView:
         self.order = order
         self.policy = policy
         self.pool_label = pool_label
-        self.index = index or RequeueIndex()
+        self.index = index
         self._found: dict[str, Hold | None] = {}
         """The last ``pending_holds``: every pending pod's hold (None: free)."""
         self._key_of: dict[str, WorkloadKey] = {}
@@ -203,7 +203,7 @@ class RequeueView:
     # --- PodsReady facts --------------------------------------------------------------------
 
     def life(self, view: WorkloadView) -> LifeFacts:
-        """The workload's life facts (SPEC §2; ``RecordBook.life``)."""
+        """The workload's life facts (DESIGN §2; ``RecordBook.life``)."""
         return self.records.life(view)
 
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
@@ -314,7 +314,7 @@ class RequeueView:
         key = workload_of(pod)
         record = self.records.read(key, pod)
         view = cache.workload(key)
-        queue = queue_of(pod, cache.queue_labels)
+        queue = queue_of(pod, cache.queue_tree)
         preemptor_pending, preemptor_name = False, None
         if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
             preemptor = cache.pod(record.preemptor_uid)
@@ -368,7 +368,7 @@ class RequeueView:
         (blockAdmission), not in a StrictFIFO queue. Reads no record, parses nothing."""
         strict = self._strict_queues()
         return (
-            not (strict and queue_of(pod, self.cache.queue_labels) in strict)
+            not (strict and queue_of(pod, self.cache.queue_tree) in strict)
             and not self.blockers(now)
             and self.gate.lookup(pod) is None
             and not self.records.may_have_record(key, pod)
@@ -417,7 +417,7 @@ class RequeueView:
                 continue
             key = cache.workload_key_of(uid) or workload_of(pod)
             key_of[uid] = key
-            if strict and queue_of(pod, cache.queue_labels) in strict:
+            if strict and queue_of(pod, cache.queue_tree) in strict:
                 always.add(uid)
             if self.surely_free(pod, key, now):
                 found[uid] = None
@@ -479,7 +479,7 @@ class RequeueView:
                 continue
             admitted = self.records.life(view).life.admitted
             state = workload_state(admitted, self.records.read(key), now)
-            c = counts[queue_of(view.pods[0], cache.queue_labels)]
+            c = counts[queue_of(view.pods[0], cache.queue_tree)]
             setattr(c, state, getattr(c, state) + 1)
         return dict(counts)
 

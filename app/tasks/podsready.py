@@ -1,4 +1,4 @@
-"""The PodsReady evictor (SPEC §5, Kueue KEP-349): evicts workloads that miss their timeouts.
+"""The PodsReady evictor (DESIGN §5, Kueue KEP-349): evicts workloads that miss their timeouts.
 
 One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
 every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of
@@ -226,7 +226,7 @@ class PodsReadyEvictor(Ticker):
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
-            queue = queue_of(view.pods[0], self.cache.queue_labels) if view.pods else ""
+            queue = queue_of(view.pods[0], self.cache.queue_tree) if view.pods else ""
             metrics.count_eviction(queue, reason)
             log.info(
                 "workload evicted: PodsReady timeout",

@@ -1,6 +1,6 @@
 """Preemption in the background: the API calls of a preemption, made after ``preempt`` answered.
 
-Takeover (``preemption.async: true``, SPEC §4): ``preempt`` answered ``{}``, so runway alone
+Takeover (``preemption.async: true``, DESIGN §4): ``preempt`` answered ``{}``, so runway alone
 executes the preemption, off kube-scheduler's cycle: the gate annotation (the claim, for other
 replicas), the preemptor's nomination, the clearing of lower-priority nominations on the node,
 then per victim (gang siblings included) a ``DisruptionTarget=True`` condition, the eviction
@@ -28,9 +28,9 @@ from typing import Any, Literal
 from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
-from app.model.event import PREEMPTING, EventNote, ObjectRef
+from app.model.event import PREEMPTING, EventNote, ObjectRef, for_reader
 from app.model.eviction import PREEMPTED
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, encode_entry
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.model.pod import DISRUPTION_TARGET
 from app.state.gate import GateBook
 from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
@@ -233,7 +233,7 @@ class PreemptionExecutor:
     async def _execute(
         self, plan: PreemptionPlan, entry: GateEntry, record: PreemptionRecord
     ) -> None:
-        if not await self.pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
+        if self._recorder is not None and not await self._recorder.mirror_gate(entry):
             raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
         record.steps.append("gate mirrored")
         if not self.takeover:
@@ -244,7 +244,11 @@ class PreemptionExecutor:
             for victim in plan.off_node:
                 now = self._clock.now()
                 await self.pods.add_condition(
-                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                    victim,
+                    DISRUPTION_TARGET,
+                    PREEMPTION_REASON,
+                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
+                    now,
                 )
                 await self.pods.delete(victim)
             record.steps.append(
@@ -264,12 +268,21 @@ class PreemptionExecutor:
             async with limit:
                 now = self._clock.now()
                 await self.pods.add_condition(
-                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                    victim,
+                    DISRUPTION_TARGET,
+                    PREEMPTION_REASON,
+                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
+                    now,
                 )
                 await self._record(victim, plan.preemptor, now)
                 await self.pods.delete(victim)
                 self._events.emit(
-                    EventNote(ObjectRef.of_pod(victim), PREEMPTED, victim_message, action="Preempt")
+                    EventNote(
+                        ObjectRef.of_pod(victim),
+                        PREEMPTED,
+                        for_reader(victim_message, plan.preemptor.key, victim.namespace),
+                        action="Preempt",
+                    )
                 )
 
         victim_message = f"Preempted by {plan.preemptor.key} on node {plan.node}"
@@ -287,7 +300,8 @@ class PreemptionExecutor:
         n = len(plan.victims)
         pods = "pod" if n == 1 else "pods"
         for owner in owners:
-            self._events.emit(EventNote(owner, PREEMPTED, victim_message, action="Preempt"))
+            text = for_reader(victim_message, plan.preemptor.key, owner.namespace)
+            self._events.emit(EventNote(owner, PREEMPTED, text, action="Preempt"))
         preempting = f"Preempting {n} {pods} on node {plan.node}"
         if plan.rule:
             preempting += f": {plan.rule}"

@@ -290,9 +290,11 @@ def test_activation_needs_the_admin_role_at_the_proxy_and_at_runway(setup: Setup
     assert code == EXIT_OK, err + setup.runway.logs()[-3000:]
     assert out == f"workload {NS}/resnet-c activated (state: pending)\n"
     assert "system:serviceaccount:runway:bob" in setup.runway.logs()
-    # Deactivating needs an eviction record to hold it: runway's 409, exit code 1.
-    code, _, err = kubectl_runway(setup, "bob", "deactivate", "resnet-c")
-    assert code == 1 and "no eviction record" in err, err
+    # bob deactivates it (spec.active: false on its WorkloadRecord) and activates it again.
+    code, out, err = kubectl_runway(setup, "bob", "deactivate", "resnet-c")
+    assert code == EXIT_OK and "(state: deactivated)" in out, err
+    code, out, err = kubectl_runway(setup, "bob", "activate", "resnet-c")
+    assert code == EXIT_OK and "(state: pending)" in out, err
     # Straight at runway's REST port with alice's own token: runway's SubjectAccessReview
     # refuses her (no update on workloads.runway.dev).
     done = subprocess.run(

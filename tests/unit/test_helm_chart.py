@@ -126,8 +126,7 @@ def test_all_options_file_passes_the_schema() -> None:
     [
         ({"replicaCount": 0}, "/replicaCount"),
         ({"replicas": 2}, "replicas"),
-        ({"rbac": {"ownerKinds": [{"apiGroup": "*", "resource": "jobs"}]}}, "apiGroup"),
-        ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "*"}]}}, "resource"),
+        ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "jobs"}]}}, "ownerKinds"),
         ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
         ({"certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer"}}}, "name"),
         ({"networkPolicy": {"schedulerPeers": {"podSelector": {}}}}, "schedulerPeers"),
@@ -195,11 +194,13 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected |= {("events.k8s.io", "events", "create")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
-    for owner in merged(values)["rbac"]["ownerKinds"]:
-        # get + patch write the records; list + watch feed the owner reflectors (records cache)
-        expected |= {
-            (owner["apiGroup"], owner["resource"], v) for v in ("get", "list", "watch", "patch")
-        }
+    # runway's own state: the records (list+watch feed the store; create, status update; delete
+    # for retention), and nothing on any owner kind
+    expected |= {
+        ("runway.dev", "workloadrecords", v)
+        for v in ("get", "list", "watch", "create", "patch", "delete")
+    }
+    expected |= {("runway.dev", "workloadrecords/status", v) for v in ("get", "update")}
     assert granted == expected
 
 
@@ -360,6 +361,7 @@ def test_defaults_install_the_extender_only() -> None:
             "ClusterRole",
             "ClusterRole",  # people: viewer
             "ClusterRole",  # people: admin
+            "ClusterRole",  # read access to WorkloadRecords, aggregated into view/edit/admin
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",

@@ -6,6 +6,7 @@ elsewhere, and keeps screenshots as test artefacts (``$RUNWAY_TEST_ARTIFACTS``, 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -74,13 +75,14 @@ def populate(runway: Runway, now: float) -> None:
     add(runway, workload("bert-pending", "nlp", now, created=now - 120))
     add(runway, workload("bert-backoff", "nlp", now, created=now - 3000))
     add(runway, workload("gpt-deactivated", "nlp", now, created=now - 4000))
-    records = runway.records._memory
-    records[WorkloadKey("team", "bert-backoff", "label")] = EvictionRecord(
+    backoff = EvictionRecord(
         PODS_READY_TIMEOUT, now - 100, count=2, requeue_at=now + 420, message="not ready in 5m"
     )
-    records[WorkloadKey("team", "gpt-deactivated", "label")] = EvictionRecord(
+    asyncio.run(runway.records.write(WorkloadKey("team", "bert-backoff", "label"), backoff))
+    stopped = EvictionRecord(
         PODS_READY_TIMEOUT, now - 200, count=6, deactivated=True, message="backoffLimitCount"
     )
+    asyncio.run(runway.records.write(WorkloadKey("team", "gpt-deactivated", "label"), stopped))
     add(runway, bind(workload("llama-young", "nlp", now, created=now - 700), now - 300))
     add(runway, bind(workload("t5-old", "nlp", now, created=now - 9000), now - 7200, node="n2"))
     runway.requeue.index.bump()

@@ -4,6 +4,7 @@ the proxy path, ``Authorization`` removed, 403/404/503 as the API server answers
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 from collections.abc import Iterator
@@ -137,9 +138,10 @@ def test_explain_says_why_a_pod_waits_and_until_when_one_is_protected(
 def test_activate_needs_a_token_and_resets_the_backoff(served: tuple[str, Runway]) -> None:
     url, runway = served
     key = WorkloadKey("team", "second", "label")
-    runway.records._memory[key] = EvictionRecord(
+    record = EvictionRecord(
         PODS_READY_TIMEOUT, T0 - 5, count=3, requeue_at=T0 + 300, deactivated=True
     )
+    asyncio.run(runway.records.write(key, record))
     runway.requeue.index.bump()
     code, _, err = kubectl("activate", "--url", url, "team/second")
     assert code == EXIT_FORBIDDEN and "runway refused" in err
@@ -311,11 +313,8 @@ def test_the_readmes_examples_are_what_the_plugin_prints(served: tuple[str, Runw
         assert out == shown, f"README's `kubectl runway {' '.join(args)}` is stale:\n{out}"
 
 
-def test_deactivate_holds_an_evicted_workload_until_activated(served: tuple[str, Runway]) -> None:
-    url, runway = served
-    key = WorkloadKey("team", "second", "label")
-    runway.records._memory[key] = EvictionRecord(PODS_READY_TIMEOUT, T0 - 5, count=1)
-    runway.requeue.index.bump()
+def test_deactivate_holds_a_workload_until_activated(served: tuple[str, Runway]) -> None:
+    url, _ = served
     code, out, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/second")
     assert code == EXIT_OK, err
     assert out == "workload team/second deactivated (state: deactivated)\n"
@@ -324,8 +323,7 @@ def test_deactivate_holds_an_evicted_workload_until_activated(served: tuple[str,
     assert second["state"] == "deactivated" and second["rule"] == "deactivated"
     code, out, _ = kubectl("activate", "--url", url, "--token", TOKEN, "team/second")
     assert code == EXIT_OK and "(state: pending)" in out
-    # A workload runway never evicted has no record to hold the deactivation.
-    code, _, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/first")
-    assert code == 1 and "no eviction record" in err
     code, _, _ = kubectl("deactivate", "--url", url, "team/second")
     assert code == EXIT_FORBIDDEN
+    code, _, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/nope")
+    assert code == EXIT_NOT_FOUND, err

@@ -24,7 +24,6 @@ from app.policy.backoff import (
     RequeueState,
     backoff_wait,
     count_limit_exceeded,
-    deactivate,
     exponential_wait,
     in_backoff,
     next_eviction_state,
@@ -303,16 +302,3 @@ def test_reactivation_resets_count_requeue_at_and_time_limit() -> None:
     again = reactivate(record)
     assert (again.count, again.requeue_at, again.first_eviction_time) == (0, None, None)
     assert not again.deactivated and again.reason == "PodsReadyTimeout"
-
-
-def test_deactivate_holds_until_reactivated_and_keeps_the_history() -> None:
-    record = EvictionRecord(
-        "PodsReadyTimeout", NOW - 50, count=2, requeue_at=NOW + 30, preemption_history=(NOW - 9,)
-    )
-    held = deactivate(record, "deactivated through the REST API by alice")
-    assert held.deactivated and held.message == "deactivated through the REST API by alice"
-    assert (held.count, held.requeue_at, held.time) == (2, NOW + 30, NOW - 50)
-    assert held.preemption_history == record.preemption_history
-    verdict = admission.admit(admission.FilterInput(workload="team/w", record=held), NOW)
-    assert not verdict.allowed and verdict.rule == "deactivated"
-    assert not reactivate(held).deactivated

@@ -6,16 +6,13 @@ import pytest
 
 from app import metrics
 from app.clock import ManualClock
-from app.model import ObjectMeta, Pod
 from app.model.gate import (
-    GATE_ANNOTATION,
     GateEntry,
     PodRef,
     PreemptionPlan,
-    decode_entry,
-    encode_entry,
 )
 from app.policy.gate import VictimState, check_gate
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.preemption_fakes import FakeApi
@@ -32,7 +29,7 @@ PLAN = PreemptionPlan(
 
 
 def executor(api: FakeApi, clock: ManualClock | None = None) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     return PreemptionExecutor(
         api, gate, clock or ManualClock(), gate_bound_s=60, revert_timeout_s=0.1, recorder=api
     ), gate
@@ -134,7 +131,7 @@ async def test_drain_cancels_stuck_tasks_and_leaves_none_pending() -> None:
 
 async def test_many_concurrent_tasks_are_bounded_and_all_finish() -> None:
     api = FakeApi(latency=0.001)
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     ex = PreemptionExecutor(api, gate, ManualClock(), concurrency=4, recorder=api)
     plans = [PreemptionPlan(PodRef(f"p{i}", "ns", f"p{i}"), "n", VICTIMS, "m") for i in range(40)]
     records = [ex.submit(p) for p in plans]
@@ -167,20 +164,3 @@ def test_without_a_cache_only_task_completion_opens() -> None:
     entry = GateEntry(P, "node-0", VICTIMS, since=100, deadline=160)
     assert not check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110).open
     assert check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110, task_done=True).open
-
-
-def test_annotation_mirror_round_trips_and_ignores_garbage() -> None:
-    entry = GateEntry(P, "node-0", VICTIMS, since=100.5, deadline=160.5, rule="r", holder="a")
-    pod = Pod(
-        metadata=ObjectMeta(
-            name=P.name,
-            namespace=P.namespace,
-            uid=P.uid,
-            annotations={GATE_ANNOTATION: encode_entry(entry)},
-        )
-    )
-    assert decode_entry(pod) == entry
-    assert GateBook().lookup(pod) == entry
-    for garbage in ("", "{", "[]", '{"node": 1}', '{"victims": [[1]], "node": "n"}'):
-        bad = Pod(metadata=ObjectMeta(uid="x", annotations={GATE_ANNOTATION: garbage}))
-        assert decode_entry(bad) is None
