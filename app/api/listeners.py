@@ -4,7 +4,8 @@ the probes/metrics; the REST port answers the REST API, its documents and the ``
 Each listener gets ``app`` wrapped in a ``PortSplit``, which answers a path that belongs to the
 other port with a 404 saying where it is served, so a person pointed at the wrong port learns
 the right one, and the REST API is never reachable with the scheduler's client certificate
-alone. ``/healthz``, ``/readyz`` and ``/metrics`` are answered on both.
+alone. ``/healthz`` and ``/readyz`` are answered on both; ``/metrics`` stays with the verbs
+(Prometheus scrapes that port with the chart's client certificate).
 """
 
 from __future__ import annotations
@@ -15,15 +16,18 @@ from app.api.errors import error_response
 
 Side = Literal["verbs", "rest"]
 
-SHARED = ("/healthz", "/readyz", "/metrics")
-"""Answered on both ports (probes reach either; Prometheus scrapes the verbs' port)."""
+SHARED = ("/healthz", "/readyz")
+"""Answered on both ports (probes may reach either)."""
+
+VERBS_ONLY = ("/metrics",)
+"""With the verbs (Prometheus scrapes that port): not readable on the REST port."""
 
 
 def side_of(path: str, verb_prefix: str) -> Side | None:
     """Which port serves ``path``; None for the shared ones."""
     if path in SHARED:
         return None
-    if path == verb_prefix or path.startswith(verb_prefix + "/"):
+    if path in VERBS_ONLY or path == verb_prefix or path.startswith(verb_prefix + "/"):
         return "verbs"
     return "rest"
 
@@ -45,7 +49,9 @@ class PortSplit:
         if scope["type"] == "http":
             owner = side_of(scope["path"], self.verb_prefix)
             if owner is not None and owner != self.side:
-                what = "the extender verbs are" if owner == "verbs" else "the REST API is"
+                what = "the REST API is"
+                if owner == "verbs":
+                    what = "the extender verbs and /metrics are"
                 message = f"{what} served on port {self.other_port} (server.restPort)"
                 await error_response(404, message)(scope, receive, send)
                 return

@@ -34,7 +34,8 @@ pytestmark = pytest.mark.e2e
 NS = "kubectl-e2e"
 RUNWAY_NS = "runway"
 CONFIG = {
-    "auth": {"mode": "kubernetes", "cacheTTL": "0s"},
+    # As the chart configures it with the REST port: reads need a token too.
+    "auth": {"mode": "kubernetes", "cacheTTL": "0s", "protectReadOnly": True},
     "queues": [
         {"name": "research", "preemptMinRuntime": "30m"},
         {"name": "vision", "parent": "research", "queueingStrategy": "StrictFIFO"},
@@ -208,8 +209,12 @@ def setup(control_plane: ControlPlane, runway: RunwayFactory, tmp_path: Path) ->
     plane.bind("running", "kubectl-e2e-node", NS)
     handle.wait_ready()
     rest_url = f"http://127.0.0.1:{rest_port}"  # the verbs' port answers no REST
+    admin = {"Authorization": f"Bearer {plane.env['TOKEN']}"}
     poll(
-        lambda: len(ok(httpx.get(f"{rest_url}/v1/workloads?namespace={NS}"))["items"]) == 4,
+        lambda: (
+            len(ok(httpx.get(f"{rest_url}/v1/workloads?namespace={NS}", headers=admin))["items"])
+            == 4
+        ),
         within=30,
         what="runway sees the four workloads",
     )
@@ -272,6 +277,12 @@ def test_a_viewer_sees_queues_workloads_and_explanations_through_the_proxy(setup
     bearer = {"Authorization": f"Bearer {setup.tokens['alice']}"}
     page = httpx.get(f"{proxy}/ui/", headers=bearer, verify=False, timeout=10)
     assert page.status_code == 200 and "<title>runway</title>" in page.text
+    # Straight at the REST port without a token: runway itself refuses the read.
+    done = subprocess.run(
+        [str(PLUGIN), "queues", "--url", setup.rest_url],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == EXIT_FORBIDDEN and "runway refused" in done.stderr, done.stderr
 
 
 def test_someone_without_a_role_is_refused_by_the_api_server(setup: Setup) -> None:

@@ -385,6 +385,7 @@ def test_rest_port_serves_people_without_the_schedulers_client_certificate(pki: 
         assert httpx.get(f"{rest}/docs", verify=without).status_code == 200
         assert httpx.get(f"{rest}/ui/", verify=without).status_code == 200
         assert httpx.get(f"{rest}/healthz", verify=without).status_code == 200
+        assert httpx.get(f"{rest}/metrics", verify=without).status_code == 404
         refused = httpx.post(f"{rest}/scheduler/filter", content=json.dumps(FILTER), verify=without)
         assert refused.status_code == 404 and f"port {runway.port}" in refused.json()["error"]
         # ...and the verbs' port still refuses a connection without one.

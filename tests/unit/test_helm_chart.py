@@ -83,8 +83,9 @@ def chart_config(objects: list[dict[str, Any]]) -> RunwayConfig:
 
 def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, Any]:
     """The config file the chart should write: ``config`` plus server.tls from ``tls.*``,
-    logging from ``logLevel``/``logFormat``, the Lease named after the release and the bundled
-    scheduler's name among ``preemption.schedulerNames``."""
+    logging from ``logLevel``/``logFormat``, the Lease named after the release, the bundled
+    scheduler's name among ``preemption.schedulerNames`` and, with the REST port of its own,
+    ``auth.protectReadOnly`` unless set."""
     settings = merged(values)
     config: dict[str, Any] = copy.deepcopy(settings["config"])
     tls = settings["tls"]
@@ -103,6 +104,8 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
         names = preemption.setdefault("schedulerNames", ["default-scheduler"])
         if settings["scheduler"]["schedulerName"] not in names:
             names.append(settings["scheduler"]["schedulerName"])
+    if settings["rest"]["enabled"]:
+        config.setdefault("auth", {}).setdefault("protectReadOnly", True)
     return config
 
 
@@ -391,6 +394,7 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         require_client_cert=True,
     )
     expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    expected["auth"]["protect_read_only"] = True  # the REST port asks for no client certificate
     assert config.model_dump() == expected
 
 

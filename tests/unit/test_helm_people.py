@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
+
 from app.__main__ import build_parser, serve_overrides
 from app.config import RunwayConfig, with_overrides
 from app.kubectl.target import DEFAULT_PORT, DEFAULT_SERVICE, ProxyOptions
@@ -117,3 +119,14 @@ def test_one_port_when_rest_is_off_and_no_roles_when_not_wanted() -> None:
     viewer = one(objects, "ClusterRole", "rw-runway-viewer")
     assert ("", "services/proxy", "get", "https:rw-runway:http") in rules_of(viewer)
     assert not find(render({"peopleRoles": {"create": False}}), "ClusterRole", "rw-runway-viewer")
+
+
+def test_reads_on_the_rest_port_need_a_token_unless_the_config_says_otherwise() -> None:
+    def protect(objects: list[dict[str, Any]]) -> bool:
+        configmap = one(objects, "ConfigMap", "rw-runway")
+        config: dict[str, Any] = yaml.safe_load(configmap["data"]["config.yaml"])
+        return bool(config.get("auth", {}).get("protectReadOnly", False))
+
+    assert protect(render())
+    assert not protect(render({"config": {"auth": {"protectReadOnly": False}}}))
+    assert not protect(render({"rest": {"enabled": False}}))

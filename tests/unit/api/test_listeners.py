@@ -19,7 +19,7 @@ from app.api.listeners import side_of
         ("/ui/", "rest"),
         ("/healthz", None),
         ("/readyz", None),
-        ("/metrics", None),
+        ("/metrics", "verbs"),
     ],
 )
 def test_side_of(path: str, side: str | None) -> None:
