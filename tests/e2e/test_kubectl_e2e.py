@@ -314,3 +314,54 @@ def test_activation_needs_the_admin_role_at_the_proxy_and_at_runway(setup: Setup
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == EXIT_FORBIDDEN and "runway refused" in done.stderr, done.stderr
+
+
+class KubectlProxy:
+    """What `kubectl proxy` does: a local plain-HTTP port that forwards every request to the
+    API server with the user's credentials (here a bearer token)."""
+
+    def __init__(self, apiserver: str, token: str) -> None:
+        self.apiserver = apiserver
+        self.token = token
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from starlette.requests import Request
+        from starlette.responses import Response
+
+        if scope["type"] != "http":
+            return
+        request = Request(scope, receive)
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "authorization")}
+        headers["authorization"] = f"Bearer {self.token}"
+        async with httpx.AsyncClient(base_url=self.apiserver, verify=False, timeout=30) as client:
+            answer = await client.request(
+                request.method, request.url.path, params=request.query_params,
+                headers=headers, content=await request.body(),
+            )  # fmt: skip
+        kept = {
+            k: v
+            for k, v in answer.headers.items()
+            if k.lower() in ("content-type", "content-security-policy")
+        }
+        await Response(answer.content, answer.status_code, headers=kept)(scope, receive, send)
+
+
+def test_the_page_through_the_api_servers_proxy_in_a_browser(setup: Setup, tmp_path: Path) -> None:
+    from tests.browser import cells, chromium, require_chromium, shot, sign_in
+    from tests.served import serve_in_thread
+
+    require_chromium()
+    alice = setup.tokens["alice"]
+    path = f"/api/v1/namespaces/{RUNWAY_NS}/services/http:runway-rest:rest/proxy/ui/"
+    with (
+        serve_in_thread(KubectlProxy(setup.plane.url, alice)) as local,
+        chromium(tmp_path) as browser,
+    ):
+        browser.get(local + path)
+        # runway asks for a token on reads (protectReadOnly): alice gives hers, the page sends
+        # it as X-Runway-Authorization, which the API server forwards.
+        sign_in(browser, alice)
+        shot(browser, "through-the-api-server")
+        rows = cells(browser, "#pending-vision")
+        assert [r[1] for r in rows] == [f"{NS}/resnet-a", f"{NS}/resnet-b", f"{NS}/resnet-c"]
+        assert [r[4] for r in rows] == ["-", "strict-fifo", "strict-fifo"]

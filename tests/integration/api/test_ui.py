@@ -1,15 +1,12 @@
 """``/ui/`` in a real browser: headless Chromium from Debian (chromium, chromium-driver; .ci/run
 installs them) driven by selenium against runway served over HTTP with a populated state.
 Checks that what the page shows is what the REST API answers, that it loads nothing from
-elsewhere, and keeps screenshots as test artefacts (``$RUNWAY_TEST_ARTIFACTS``, else
-``test-artifacts/ui/``)."""
+elsewhere, and keeps screenshots as test artefacts (``tests/browser.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,23 +24,14 @@ from app.policy.workload import WorkloadKey
 from app.server import create_app
 from app.tasks.preemption import PreemptionRecord
 from app.wiring import Runway
+from tests.browser import cells, chromium, loaded, require_chromium, shot, sign_in
 from tests.builders import bind, pod, pod_obj, raw_pod
 from tests.served import serve_in_thread
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-ARTIFACTS = Path(
-    os.environ.get("RUNWAY_TEST_ARTIFACTS", Path(__file__).resolve().parents[3] / "test-artifacts")
-)
 TOKEN = "0123456789abcdef0123456789abcdef"
 
-if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
-    if os.environ.get("CI"):  # .ci/run installs them: missing there is a failure, not a skip
-        raise RuntimeError(f"{CHROMIUM} and {CHROMEDRIVER} are needed (apt-get install chromium)")
-    pytest.skip("needs Debian's chromium and chromium-driver", allow_module_level=True)
+require_chromium()
 
-from selenium import webdriver  # noqa: E402
-from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 
 CONFIG: dict[str, Any] = {
@@ -126,47 +114,8 @@ def preempt(http: httpx.Client, now: float, runway: Runway) -> None:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    # Without the background-networking flags Chromium calls out to Google at every start,
-    # which this closed network refuses.
-    for flag in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage", "--window-size=1400,2200", f"--user-data-dir={tmp_path}/chrome",
-    ):  # fmt: skip
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    try:
+    with chromium(tmp_path / "chrome") as driver:
         yield driver
-    finally:
-        driver.quit()
-
-
-def loaded(driver: Any, since: float = 0.0, within: float = 20.0) -> None:
-    """Poll (with a deadline) until the page has drawn the REST answers after ``since``."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        stamp = driver.execute_script("return document.body.dataset.loaded || ''")
-        if stamp and int(stamp) / 1000 >= since:
-            return
-        time.sleep(0.05)
-    error = driver.find_element(By.ID, "error").text
-    raise AssertionError(f"the page did not load its data within {within}s: {error!r}")
-
-
-def cells(driver: Any, selector: str) -> list[list[str]]:
-    rows = driver.find_elements(By.CSS_SELECTOR, f"{selector} tbody tr:not(.empty)")
-    return [[td.text for td in row.find_elements(By.TAG_NAME, "td")] for row in rows]
-
-
-def shot(driver: Any, name: str) -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(1400, max(int(height) + 40, 800))
-    path = ARTIFACTS / f"ui-{name}.png"
-    assert driver.save_screenshot(str(path)), path
-    return path
 
 
 def test_the_page_shows_what_the_rest_api_answers(browser: Any) -> None:
@@ -254,17 +203,8 @@ def test_with_protected_reads_the_page_asks_for_a_token(browser: Any) -> None:
     populate(app.state.runway, time.time())
     with serve_in_thread(app) as url:
         browser.get(url + "/ui/")
-        deadline = time.monotonic() + 20
-        login = browser.find_element(By.ID, "login")
-        while not login.is_displayed():
-            assert time.monotonic() < deadline, "no login form"
-            time.sleep(0.05)
-        shot(browser, "token")
-        started = time.time()
-        browser.find_element(By.ID, "token").send_keys(TOKEN)
-        login.submit()
-        loaded(browser, started)
-        assert not login.is_displayed()
+        sign_in(browser, TOKEN)
+        shot(browser, "signed-in")
         assert cells(browser, "#pending-vision")[0][1] == "team/resnet-a"
 
 
