@@ -374,7 +374,7 @@ def count_eviction(queue: str, reason: str) -> None:
 LOOP_RESTARTS = Counter(
     "runway_loop_restarts_total",
     "Background loops restarted after an unexpected error or end, by loop (reflector-pods, "
-    "reflector-nodes, owners-<Kind>, leader-election, gate-keeper, podsready, requeue-waker...).",
+    "reflector-nodes, workloadrecords, leader-election, gate-keeper, podsready, requeue-waker...).",
     ["loop"],
     registry=REGISTRY,
 )

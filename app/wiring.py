@@ -45,6 +45,7 @@ from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
 from app.tasks.ports import EventSink, PodApi
 from app.tasks.preemption import PreemptionExecutor
+from app.tasks.retention import RecordJanitor
 from app.tasks.wakeup import RequeueWaker
 
 log = get_logger("wiring")
@@ -70,6 +71,8 @@ class Runway:
     waker: RequeueWaker
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
+    janitor: RecordJanitor
+    """Deletes unowned records of long-gone workloads (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     kube: KubeClient | None = None
@@ -195,9 +198,11 @@ class Runway:
         self.waker.start()
         # Workload life facts (created, admitted, started) persisted as they become known.
         self.recorder.start()
+        self.janitor.start()
 
     async def stop(self) -> None:
         """Stop the loops, drain the preemptions, stop watching."""
+        await self.janitor.stop()
         await self.recorder.stop()
         await self.waker.stop()
         await self.evictor.stop()
@@ -394,6 +399,7 @@ def build(
             awaited=decider.awaited,
         ),
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
         kube=kube,
         sync=sync,
