@@ -292,28 +292,40 @@ def test_someone_without_a_role_is_refused_by_the_api_server(setup: Setup) -> No
 
 
 def test_activation_needs_the_admin_role_at_the_proxy_and_at_runway(setup: Setup) -> None:
-    # alice may read, not create through the proxy: the API server refuses.
-    code, _, err = kubectl_runway(setup, "alice", "activate", "resnet-c")
-    assert code == EXIT_FORBIDDEN and "the API server refused" in err, err
-    # bob holds runway-admin: the API server lets the POST through, and runway checks bob
-    # himself (his token forwarded in X-Runway-Authorization: TokenReview + SubjectAccessReview).
-    code, out, err = kubectl_runway(setup, "bob", "activate", "resnet-c")
-    assert code == EXIT_OK, err + setup.runway.logs()[-3000:]
-    assert out == f"workload {NS}/resnet-c activated (state: pending)\n"
-    assert "system:serviceaccount:runway:bob" in setup.runway.logs()
-    # bob deactivates it (spec.active: false on its WorkloadRecord) and activates it again.
-    code, out, err = kubectl_runway(setup, "bob", "deactivate", "resnet-c")
-    assert code == EXIT_OK and "(state: deactivated)" in out, err
-    code, out, err = kubectl_runway(setup, "bob", "activate", "resnet-c")
-    assert code == EXIT_OK and "(state: pending)" in out, err
-    # Straight at runway's REST port with alice's own token: runway's SubjectAccessReview
-    # refuses her (no update on workloads.runway.dev).
-    done = subprocess.run(
-        [str(PLUGIN), "activate", "resnet-c", "-n", NS, "--url", setup.rest_url,
-         "--token", setup.tokens["alice"]],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
-    assert done.returncode == EXIT_FORBIDDEN and "runway refused" in done.stderr, done.stderr
+    # A workload of this test's own: its WorkloadRecord outlives the pod (recordRetention),
+    # and what is done to it here must not reorder the other tests' queue.
+    plane, name = setup.plane, "toggled"
+    plane.create_pod(name, NS, labels={"runway.dev/queue": "vision", "runway.dev/workload": name})
+    try:
+        poll(
+            lambda: kubectl_runway(setup, "alice", "explain", name)[0] == EXIT_OK,
+            within=30,
+            what=f"runway sees {name}",
+        )
+        # alice may read, not create through the proxy: the API server refuses.
+        code, _, err = kubectl_runway(setup, "alice", "activate", name)
+        assert code == EXIT_FORBIDDEN and "the API server refused" in err, err
+        # bob holds runway-admin: the API server lets the POST through, and runway checks bob
+        # himself (his token forwarded in X-Runway-Authorization: TokenReview + SAR).
+        code, out, err = kubectl_runway(setup, "bob", "activate", name)
+        assert code == EXIT_OK, err + setup.runway.logs()[-3000:]
+        assert out == f"workload {NS}/{name} activated (state: pending)\n"
+        assert "system:serviceaccount:runway:bob" in setup.runway.logs()
+        # bob deactivates it (spec.active: false on its WorkloadRecord) and activates it again.
+        code, out, err = kubectl_runway(setup, "bob", "deactivate", name)
+        assert code == EXIT_OK and "(state: deactivated)" in out, err
+        code, out, err = kubectl_runway(setup, "bob", "activate", name)
+        assert code == EXIT_OK and "(state: pending)" in out, err
+        # Straight at runway's REST port with alice's own token: runway's SubjectAccessReview
+        # refuses her (no update on workloads.runway.dev).
+        done = subprocess.run(
+            [str(PLUGIN), "activate", name, "-n", NS, "--url", setup.rest_url,
+             "--token", setup.tokens["alice"]],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert done.returncode == EXIT_FORBIDDEN and "runway refused" in done.stderr, done.stderr
+    finally:
+        plane.delete_pod(name, NS)
 
 
 class KubectlProxy:
