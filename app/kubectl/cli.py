@@ -460,6 +460,32 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def command_first(argv: Sequence[str], top: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with the command moved to the front, so flags may come before it as kubectl
+    allows (``kubectl runway -n team workloads``): the command is the first word that is not
+    a flag or a flag's value."""
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    takes_value = {
+        option
+        for parser in sub.choices.values()
+        for action in parser._actions
+        if action.nargs != 0
+        for option in action.option_strings
+    }
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word in sub.choices:
+            return [word, *args[:i], *args[i + 1 :]]
+        if word == "--":
+            break
+        if word.startswith("-") and "=" not in word and word in takes_value:
+            i += 1  # skip its value
+        i += 1
+    return args
+
+
 def connect(ns: argparse.Namespace, transport: Any = None) -> Target:
     """The target the flags name: ``--url``, else the service proxy."""
     if ns.url:
@@ -489,7 +515,8 @@ def run(
 ) -> int:
     """Run one command; the exit code. ``max_polls`` bounds ``--watch`` (tests)."""
     try:
-        ns = parser().parse_args(argv)
+        top = parser()
+        ns = top.parse_args(command_first(argv, top))
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
         return int(exc.code or 0) if isinstance(exc.code, int) else EXIT_USAGE
     try:
