@@ -6,7 +6,7 @@ check the cache converges. ``detail=true`` lists every pod and node (large on bi
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import Field
@@ -102,7 +102,15 @@ async def cache_summary(
     )
     if detail:
         show_uids = ctx.config.auth.protect_read_only
-        pods: list[CachedPod | CachedNode] = [
+        # Page the raw objects by key; only the page's become response models.
+        objects: list[tuple[tuple[int, str, str], Any]] = [
+            ((0, p.metadata.namespace, p.metadata.name), p) for p in cache.pods()
+        ]
+        objects += [((1, "", n.name), n) for n in cache.nodes()]
+        shown, summary.continue_ = page(
+            objects, lambda pair: pair[0], PageRequest(limit, continue_), "cache/summary"
+        )
+        summary.pod_items = [
             CachedPod(
                 uid=p.metadata.uid if show_uids else None,
                 namespace=p.metadata.namespace,
@@ -113,9 +121,10 @@ async def cache_summary(
                 workload=str(cache.workload_key_of(p.metadata.uid) or ""),
                 terminating=p.metadata.deletionTimestamp is not None,
             )
-            for p in cache.pods()
+            for (kind, _, _), p in shown
+            if kind == 0
         ]
-        nodes: list[CachedPod | CachedNode] = [
+        summary.node_items = [
             CachedNode(
                 name=n.name,
                 resource_version=n.metadata.resourceVersion,
@@ -123,17 +132,7 @@ async def cache_summary(
                 allocatable=n.allocatable,
                 unschedulable=bool(n.spec.unschedulable),
             )
-            for n in cache.nodes()
+            for (kind, _, _), n in shown
+            if kind == 1
         ]
-        items, summary.continue_ = page(
-            pods + nodes, _item_key, PageRequest(limit, continue_), "cache/summary"
-        )
-        summary.pod_items = [i for i in items if isinstance(i, CachedPod)]
-        summary.node_items = [i for i in items if isinstance(i, CachedNode)]
     return summary
-
-
-def _item_key(item: CachedPod | CachedNode) -> tuple[int, str, str]:
-    if isinstance(item, CachedPod):
-        return (0, item.namespace, item.name)
-    return (1, "", item.name)
