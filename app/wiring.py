@@ -397,4 +397,6 @@ def build(
         queue_source=queue_source,
     )
     runway_ref.append(runway)
+    # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.
+    runway.gatekeeper.on_retry = runway.waker.wake_retry
     return runway
