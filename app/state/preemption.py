@@ -33,6 +33,7 @@ from app.policy.victims import (
     decide,
     protection,
 )
+from app.policy.wakeup import awaits_victims
 from app.policy.workload import (
     WorkloadKey,
     active_pods,
@@ -323,6 +324,7 @@ class PreemptDecider:
         held = self.gate.held(preemptor, now)
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
+        waiting = self._awaiting_victims(preemptor) if held is None and self.verify else ""
         claimed = {
             c.node: c.preemptor
             for c in self.gate.claims(now)
@@ -333,8 +335,8 @@ class PreemptDecider:
             facts.offers,
             facts.workloads,
             now,
-            gated=held is not None,
-            gate_why=why,
+            gated=held is not None or bool(waiting),
+            gate_why=why or waiting,
             claimed=claimed,
         )
         self.decisions.add(decision)
@@ -364,6 +366,20 @@ class PreemptDecider:
             unnominate=self._lower_nominations(decision.chosen, preemptor),
         )
         return PreemptOutcome(decision, plan)
+
+    def _awaiting_victims(self, preemptor: Pod) -> str:
+        """Why ``preemptor`` may not preempt yet although its gate is open: pods of lower
+        priority are still terminating on the node it is nominated to ("" when none are).
+        kube-scheduler 1.20 does not preempt then (``PodEligibleToPreemptOthers``), but its
+        snapshot may predate the deletion runway's cache already shows: the gate opens as soon
+        as the victims are terminating, and a preempt call in that window would choose the same
+        victims again. The waker touches the preemptor once they are gone (``freed_by``)."""
+        node = preemptor.status.nominatedNodeName
+        if not node or preemptor.spec.nodeName:
+            return ""
+        if not awaits_victims(preemptor, self.cache.pods_on_node(node)):
+            return ""
+        return f"pods of lower priority are still terminating on its nominated node {node}"
 
     def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
         for uid, node in decision.all_victims():

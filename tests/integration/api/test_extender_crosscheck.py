@@ -160,3 +160,35 @@ def test_preempt_reads_victims_with_every_event_that_has_arrived(runway: Runway)
     assert feed.calls == ["catch_up"]
     assert outcome.refusal is None and outcome.plan is not None
     assert [v.key for v in outcome.plan.victims] == ["prod/batch-fresh"]
+
+
+def test_no_second_preemption_while_lower_pods_terminate_on_the_nominated_node(
+    runway: Runway,
+) -> None:
+    """The gate opens as soon as the victims are terminating; kube-scheduler's snapshot may
+    still show them running and call preempt again (it skips that only when it sees them
+    terminating: 1.20 ``PodEligibleToPreemptOthers``). runway's cache is fresher: the call is
+    vetoed, not a second plan on the same victims (a second DELETE, Events, a second record)."""
+    ctx = runway.api_context()
+    _, first = plan_preempt(ctx, body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]}))
+    assert first.plan is not None
+    # What the executor did: the preemptor nominated to n1, the victim deleted (terminating);
+    # the gate keeper released the gate.
+    nominated = msgspec.structs.replace(
+        PREEMPTOR, status=msgspec.structs.replace(PREEMPTOR.status, nominatedNodeName="n1")
+    )
+    terminating = msgspec.structs.replace(
+        VICTIM,
+        metadata=msgspec.structs.replace(VICTIM.metadata, deletionTimestamp="2027-01-15T08:00:00Z"),
+    )
+    runway.cache.upsert_pod(nominated)
+    runway.cache.upsert_pod(terminating)
+    assert runway.gate.held(nominated, NOW) is None
+    _, again = plan_preempt(ctx, body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]}))
+    assert again.plan is None and again.refusal is None
+    assert again.decision is not None and again.decision.vetoed_by_gate
+    assert "still terminating on its nominated node n1" in again.decision.reason
+    # Once the victim is gone (the waker touches the preemptor then), it may preempt again.
+    runway.cache.delete_pod(terminating)
+    _, later = plan_preempt(ctx, body(as_payload(PREEMPTOR), {"n1": ["uid-payments-db-0"]}))
+    assert later.decision is not None and not later.decision.vetoed_by_gate
