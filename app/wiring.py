@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app import metrics
+from app.api.auth import Reviewer
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -20,6 +21,7 @@ from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
+from app.kube.reviews import KubeReviewer
 from app.kube.sync import ClusterSync
 from app.kube.workloadrecords import KubeRecordStore
 from app.logs import get_logger
@@ -43,6 +45,7 @@ from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
 from app.tasks.ports import EventSink, PodApi
 from app.tasks.preemption import PreemptionExecutor
+from app.tasks.retention import RecordJanitor
 from app.tasks.wakeup import RequeueWaker
 
 log = get_logger("wiring")
@@ -68,6 +71,8 @@ class Runway:
     waker: RequeueWaker
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
+    janitor: RecordJanitor
+    """Deletes unowned records of long-gone workloads (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     kube: KubeClient | None = None
@@ -78,6 +83,8 @@ class Runway:
     """The WorkloadRecord list+watch and writes (None without a cluster: in memory)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    reviewer: Reviewer | None = None
+    """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -191,9 +198,11 @@ class Runway:
         self.waker.start()
         # Workload life facts (created, admitted, started) persisted as they become known.
         self.recorder.start()
+        self.janitor.start()
 
     async def stop(self) -> None:
         """Stop the loops, drain the preemptions, stop watching."""
+        await self.janitor.stop()
         await self.recorder.stop()
         await self.waker.stop()
         await self.evictor.stop()
@@ -390,11 +399,13 @@ def build(
             awaited=decider.awaited,
         ),
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
         kube=kube,
         sync=sync,
         record_store=record_store,
         queue_source=queue_source,
+        reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
     # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.

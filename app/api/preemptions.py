@@ -22,6 +22,16 @@ class PreemptionView(BaseModel):
     preemptorUID: str
     node: str = Field(description="the node chosen by preempt")
     victims: list[str] = Field(description="namespace/name of every victim, gang siblings included")
+    awaited: list[str] = Field(
+        default_factory=list,
+        description="namespace/name of pods already going (another preemption in flight chose "
+        "them, or they are terminating): awaited, never deleted again",
+    )
+    displaced: list[str] = Field(
+        default_factory=list,
+        description="namespace/name of lower-priority preemptors whose claim on the node this "
+        "preemption took (their nomination cleared, their gate opened)",
+    )
     rule: str = Field(description="the queue rule that made the victims eligible")
     started: float = Field(description="Unix seconds")
     finished: float | None = None

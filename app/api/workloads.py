@@ -1,4 +1,4 @@
-"""``/v1`` REST for the requeue feature (SPEC §5, §6): workloads, queue order, reactivation.
+"""``/v1`` REST for the requeue feature (DESIGN §5, §6): workloads, queue order, reactivation.
 
 * ``GET /v1/workloads/{namespace}/{name}`` — pods, its life facts (created, admitted, started,
   members) with where each came from, PodsReady and its clock, protected-until, the eviction
@@ -35,7 +35,7 @@ from app.policy.ordering import (
     queue_head,
     queue_order_key,
 )
-from app.policy.workload import WorkloadKey, is_ready, queue_of
+from app.policy.workload import SizeSource, WorkloadKey, is_ready, queue_of
 from app.state.requeue import workload_state
 from app.wire.schema import ErrorBody
 
@@ -85,7 +85,7 @@ class PodView(CamelModel):
 
 
 class FactView(CamelModel):
-    """One fact of the workload's life (SPEC §2) and where it came from."""
+    """One fact of the workload's life (DESIGN §2) and where it came from."""
 
     time: str | None = Field(description="RFC 3339; None when not known (or reset).")
     source: Source = Field(
@@ -102,6 +102,16 @@ class MembersView(CamelModel):
     source: Source = Field(
         description="`declared` (annotation runway.dev/min-available, never capped at the pods "
         "seen) or `derived` (no annotation: a gang of all its members)."
+    )
+    size: int = Field(
+        0,
+        description="PodsReady's target: ready + succeeded members must reach it (a failed pod "
+        "not yet replaced leaves the workload not ready).",
+    )
+    size_source: SizeSource = Field(
+        "members",
+        description="`declared` (runway.dev/min-available), `parallelism` (the owner Job's) or "
+        "`members` (the most members the workload has had: runway.dev/workload-size).",
     )
 
 
@@ -144,7 +154,7 @@ class WorkloadResponse(CamelModel):
     start_time: str | None = Field(
         description="The *started* fact (minAvailable-th bind), as in `life.started`."
     )
-    life: LifeView = Field(description="The four facts of SPEC §2 and where each came from.")
+    life: LifeView = Field(description="The four facts of DESIGN §2 and where each came from.")
     pods_ready: bool
     pods_ready_clock: Literal["", "WaitForStart", "WaitForRecovery"] = Field(
         description="Which waitForPodsReady timeout runs (empty: none)."
@@ -249,9 +259,11 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
                 count=facts.members,
                 min_available=facts.min_available,
                 source=facts.min_available_source,
+                size=facts.size,
+                size_source=facts.size_source,
             ),
         ),
-        pods_ready=view.pods_ready,
+        pods_ready=facts.pods_ready,
         pods_ready_clock=check.cause,
         pods_ready_deadline=format_optional_time(check.deadline),
         protected_until=format_optional_time(protected_until(life.started, res)),

@@ -100,6 +100,14 @@ class KubernetesConfig(Section):
         "(the WorkloadRecord list) before it serves: verbs answered without them could let a "
         "workload out of its backoff early. Keep it below the liveness probe's window.",
     )
+    record_retention: Duration = Field(
+        86400.0,
+        ge=0,
+        description="A WorkloadRecord with no owner (a workload of bare pods) is deleted by the "
+        "leader once none of its pods has been seen for this long and nothing in it still "
+        "holds (no backoff pending, not deactivated, no preemption in flight); records owned by "
+        "a controller go with it (garbage collection). `0s` = keep them until deleted by hand.",
+    )
     cache_stale_after: Duration = Field(
         60.0,
         gt=0,

@@ -1,4 +1,4 @@
-"""The queue tree and the node-pool min-runtime defaults of the config file (SPEC §2, §3).
+"""The queue tree and the node-pool min-runtime defaults of the config file (DESIGN §2, §3).
 
 ```yaml
 queues:

@@ -22,7 +22,7 @@ import msgspec
 
 from app.clock import Clock
 from app.kube.client import KubeClient
-from app.kube.errors import AlreadyExists, NotFound
+from app.kube.errors import AlreadyExists, Conflict, NotFound
 from app.kube.reflector import Reflector
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
@@ -318,9 +318,13 @@ class KubeRecordStore(RecordStore):
         self.upsert(obj)
 
     async def remove(self, namespace: str, name: str, uid: str) -> bool:
-        """Delete a record (UID precondition); False when it was gone already."""
+        """Delete a record (UID precondition); False when it was gone already (or re-created:
+        a 409 names a newer record, which is not this one's to delete)."""
         try:
-            await self.client.delete(WORKLOAD_RECORDS, name, namespace, uid=uid)
-        except NotFound:
+            await self.client.delete(WORKLOAD_RECORDS, name, namespace, uid=uid or None)
+        except (NotFound, Conflict):
             return False
+        held = self.object(namespace, name)
+        if held is not None and (not uid or held.metadata.uid == uid):
+            self.delete(held)
         return True

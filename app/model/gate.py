@@ -70,3 +70,13 @@ class PreemptionPlan:
     off_node: tuple[PodRef, ...] = ()
     """Gang siblings of the victims on other nodes (also in ``victims``): kube-scheduler deletes
     only the chosen node's victims, so runway deletes these itself in either mode."""
+    awaited: tuple[PodRef, ...] = ()
+    """Pods already going that this preemption waits for (its gate entry holds them as victims)
+    but never touches: another preemption in flight chose them, or they are terminating. One
+    victim, one preemption: no second condition, record or DELETE."""
+    displaced: tuple[PodRef, ...] = ()
+    """Preemptors of lower priority whose claim on ``node`` this preemption takes: their gate
+    opens and their nomination is cleared (they are retried at once)."""
+    counted: tuple[str, ...] = ()
+    """UIDs of ``victims`` whose workload's eviction another preemption in flight has recorded
+    already: deleted, not recorded again (an eviction counts once)."""

@@ -176,6 +176,12 @@ class RecordState:
     preemptions: tuple[GateEntry, ...] = ()
     version: str = field(default="", compare=False)
     """The resourceVersion this state was read at ("" = no record yet)."""
+    uid: str = field(default="", compare=False)
+    """The record's UID (the delete's precondition)."""
+    owned: bool = field(default=False, compare=False)
+    """Owned by the workload's controllers (garbage-collected with them)."""
+    workload: tuple[str, str] = field(default=("", ""), compare=False)
+    """``spec.workload``: (name, source) of the workload the record is for."""
 
     @property
     def record(self) -> EvictionRecord | None:
@@ -236,6 +242,9 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
             if e is not None
         ),
         version=obj.metadata.resourceVersion,
+        uid=obj.metadata.uid,
+        owned=bool(obj.metadata.ownerReferences),
+        workload=(obj.spec.workload.name, obj.spec.workload.source),
     )
 
 

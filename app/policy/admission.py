@@ -1,7 +1,7 @@
 """The filter verb's decision: may this pod be placed now, and on which of the offered nodes.
 
 runway's rules judge the pod (its workload), not the node, so one verdict covers every offered
-node. The rules apply in this order; the first that holds the pod back answers (SPEC §5):
+node. The rules apply in this order; the first that holds the pod back answers (DESIGN §5):
 
 1. ``deactivated``     — the workload exceeded its requeue limit; only reactivation helps.
 2. ``backoff``         — ``now < requeueAt`` after a PodsReadyTimeout eviction.

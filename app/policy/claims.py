@@ -1,4 +1,4 @@
-"""Claims: the extender-side equivalent of kube-scheduler's in-memory nomination (SPEC §4).
+"""Claims: the extender-side equivalent of kube-scheduler's in-memory nomination (DESIGN §4).
 
 From the moment ``preempt`` decides, a preemption in flight claims its node and its victims. Until
 the preemptor's nomination is visible to kube-scheduler (and after, until it binds or its gate

@@ -1,4 +1,4 @@
-"""The queue tree (SPEC §2): parent lookup, path to the root, lowest common ancestor.
+"""The queue tree (DESIGN §2): parent lookup, path to the root, lowest common ancestor.
 
 Pure and immutable. A queue name the config does not declare is treated as a top-level queue
 with no settings (KAI does the same when a parent is missing); callers that want to warn about

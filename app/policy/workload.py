@@ -1,6 +1,6 @@
 """Which queue and which workload a pod belongs to, and the workload facts derived from its pods.
 
-SPEC §2: a pod names its leaf queue by label; a workload is the set of pods admitted and evicted
+DESIGN §2: a pod names its leaf queue by label; a workload is the set of pods admitted and evicted
 together, identified (first match wins) by label ``runway.dev/workload``, label
 ``scheduling.x-k8s.io/pod-group``, the controller ownerReference, else the pod alone.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from app.model import Pod
 from app.model.eviction import parse_count
@@ -65,7 +66,7 @@ class WorkloadKey:
 
 
 def workload_of(pod: Pod) -> WorkloadKey:
-    """The workload ``pod`` belongs to (SPEC §2 identity rules, first match wins)."""
+    """The workload ``pod`` belongs to (DESIGN §2.2 identity rules, first match wins)."""
     ns = pod.metadata.namespace
     name = pod.label(WORKLOAD_LABEL)
     if name:
@@ -111,7 +112,7 @@ def declared_min_available(pods: Iterable[Pod]) -> int | None:
 
 
 def is_member(pod: Pod) -> bool:
-    """A member of its workload (SPEC §2 *members*): neither being deleted nor ``Failed``.
+    """A member of its workload (DESIGN §2.2 *members*): neither being deleted nor ``Failed``.
 
     KEP-349: failed pods are not taken into account; they count neither towards minAvailable
     nor against PodsReady. Succeeded pods are members (they count as ready).
@@ -127,7 +128,7 @@ def members(pods: Iterable[Pod]) -> list[Pod]:
 def min_available(pods: Sequence[Pod]) -> int:
     """minAvailable of a workload: the annotation, else all its pods.
 
-    A declared value is never capped at the pods runway sees (SPEC §2: the embedded default sees
+    A declared value is never capped at the pods runway sees (DESIGN §2: the embedded default sees
     only the offered victims; protection must not fail open). ``pods`` are the pods to count for
     a gang: callers pass members (or the pods the elastic floor counts).
     """
@@ -179,11 +180,31 @@ def is_ready(pod: Pod) -> bool:
     return cond is not None and cond.status == "True"
 
 
-def pods_ready(pods: Sequence[Pod]) -> bool:
-    """PodsReady (SPEC §5): ready + succeeded members ≥ minAvailable (failed and terminating pods
-    are not members)."""
+SizeSource = Literal["declared", "parallelism", "members"]
+
+
+def workload_size(
+    pods: Sequence[Pod], *, parallelism: int | None = None, most: int | None = None
+) -> tuple[int, SizeSource]:
+    """The workload's size, PodsReady's target (DESIGN §2, KEP-349: ready + succeeded ≥ the
+    workload's count, "we don't take failed pods into account"): the declared minAvailable,
+    else the owner's ``parallelism`` (a Job), else the most members it has had (``most``, the
+    persisted fact, or the members now if more). Never the pods alive now alone: a failed pod
+    not yet replaced must not shrink the target."""
+    declared = declared_min_available(pods)
+    if declared is not None:
+        return declared, "declared"
+    if parallelism is not None and parallelism > 0:
+        return parallelism, "parallelism"
+    return max(most or 0, len(members(pods))), "members"
+
+
+def pods_ready(pods: Sequence[Pod], size: int | None = None) -> bool:
+    """PodsReady (DESIGN §5): ready + succeeded members ≥ the workload's ``size``
+    (:func:`workload_size`; None: minAvailable of the members now). Failed and terminating pods
+    are not members: they never count as ready."""
     live = members(pods)
     if not live:
         return False
     good = sum(1 for p in live if p.status.phase == "Succeeded" or is_ready(p))
-    return good >= min_available(live)
+    return good >= (min_available(live) if size is None else size)

@@ -73,7 +73,9 @@ class WorkloadView:
     pods: tuple[Pod, ...]
     min_available: int
     pods_ready: bool
-    """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
+    """Ready + Succeeded members ≥ minAvailable of the members now: the pods' own view. PodsReady
+    as the rules use it counts against the workload's size (``LifeFacts.pods_ready``: a failed
+    pod not yet replaced does not shrink the target)."""
 
     @property
     def bound(self) -> int:

@@ -46,11 +46,11 @@ failures); the oldest are forgotten first."""
 
 class GateBook:
     """Held preemptors by UID, and whether their preemption task still runs or has failed; the
-    entries other replicas (or an earlier run) mirrored on pods; the claims they make.
+    entries other replicas (or an earlier run) mirrored on WorkloadRecords; the claims they make.
     Not thread-safe: used from the event loop only."""
 
-    def __init__(self, cache: ClusterCache | None = None, *, gate_bound_s: float = 60.0) -> None:
-        self.cache = cache if cache is not None else ClusterCache()
+    def __init__(self, cache: ClusterCache, *, gate_bound_s: float = 60.0) -> None:
+        self.cache = cache
         self.gate_bound_s = gate_bound_s
         """No mirrored gate holds longer than this past its start (``preemption.gateTimeout``)."""
         self._entries: dict[str, GateEntry] = {}
@@ -64,7 +64,11 @@ class GateBook:
         self._version = 0
         self.entries_version = 0
         """Bumped when an entry (local or mirrored) appears or goes: who is gated changed."""
-        self._claims: tuple[int, tuple[Claim, ...]] | None = None
+        self._claims: tuple[int, tuple[Claim, ...], dict[str, GateEntry]] | None = None
+        self._displaced: OrderedDict[str, str] = OrderedDict()
+        """Preemptors whose claim a higher-priority preemption took → why (bounded): their gate
+        is open (the gate keeper releases it) and their task, still running, must not nominate
+        them."""
         self.listeners: list[Callable[[], None]] = []
         """Called when a task finishes or a mirrored gate appears or goes (cheap: they only
         poke), e.g. the gate keeper's."""
@@ -118,7 +122,32 @@ class GateBook:
         self._entries[uid] = entry
         self._running.add(uid)
         self._failed.pop(uid, None)
+        self._displaced.pop(uid, None)  # a new preemption of its own
         metrics.GATE_PODS.set(len(self._entries))
+
+    def displace(self, uid: str, why: str) -> bool:
+        """A higher-priority preemption took the claim of ``uid`` (kube-scheduler's nominator:
+        a higher priority ignores a lower nomination): its claim ends and its gate opens at
+        once (the gate keeper releases it, so kube-scheduler retries it); its task, if still
+        running, goes on deleting the victims (the taker awaits them) but does not nominate.
+        Returns whether ``uid`` was held."""
+        if uid not in self._entries and uid not in self._mirrored:
+            return False
+        self._version += 1
+        self.entries_version += 1
+        self._displaced[uid] = why
+        self._displaced.move_to_end(uid)
+        while len(self._displaced) > MEMO_LIMIT:
+            self._displaced.popitem(last=False)
+        self._failed.pop(uid, None)
+        for listener in self.listeners:
+            listener()
+        return True
+
+    def displaced(self, uid: str) -> str | None:
+        """Why ``uid``'s claim was taken by a higher-priority preemption (None: it was not, or
+        it preempted again since)."""
+        return self._displaced.get(uid)
 
     def finish(self, uid: str, *, ok: bool, now: float | None = None) -> None:
         """The task of ``uid`` ended. A failed one keeps the gate closed for its back-off
@@ -207,6 +236,9 @@ class GateBook:
     def check(self, entry: GateEntry, now: float) -> GateCheck:
         """Whether ``entry`` still holds (no side effect)."""
         uid = entry.preemptor.uid
+        displaced = self._displaced.get(uid)
+        if displaced is not None:
+            return GateCheck(True, displaced)
         retry_at = self._failed.get(uid)
         if retry_at is not None:
             if now >= retry_at:
@@ -235,21 +267,44 @@ class GateBook:
     def claims(self, now: float) -> tuple[Claim, ...]:
         """The claims of every gate still holding (local and mirrored), memoised until the cache
         or the book changes (the filter asks on every call while a preemption is in flight)."""
-        if not self._entries and not self._mirrored:
+        memo = self._in_flight(now)
+        if memo is None:
             return ()
+        # A claim ends with its gate's bound, whatever else happens.
+        return tuple(c for c in memo[1] if c.until is None or now < c.until)
+
+    def reserved(self, now: float, *, besides: str = "") -> dict[str, str]:
+        """Victim UID → ``namespace/name`` of the preemptor whose preemption in flight (local or
+        mirrored, gate still holding) chose it; the preemption of ``besides`` left out. Such a
+        victim is never chosen again (``policy.victims``): one victim, one preemption."""
+        memo = self._in_flight(now)
+        if memo is None:
+            return {}
+        return {
+            v.uid: entry.preemptor.key
+            for uid, entry in memo[2].items()
+            if uid != besides and now < entry.deadline
+            for v in entry.victims
+        }
+
+    def _in_flight(self, now: float) -> tuple[int, tuple[Claim, ...], dict[str, GateEntry]] | None:
+        """The claims and the entries of the gates still holding, memoised per book version."""
+        if not self._entries and not self._mirrored:
+            return None
         memo = self._claims
         if memo is None or memo[0] != self._version:
             found: dict[str, GateEntry] = {e.preemptor.uid: e for e in self.mirrored()}
             found.update(self._entries)
-            # A failed preemption backing off claims nothing: its nomination is cleared.
-            made = tuple(
-                self._claim(entry)
+            # A failed preemption backing off claims nothing: its nomination is cleared; nor
+            # does one whose claim a higher priority took.
+            holding = {
+                uid: entry
                 for uid, entry in found.items()
                 if uid not in self._failed and not self.check(entry, now).open
-            )
-            memo = self._claims = (self._version, made)
-        # A claim ends with its gate's bound, whatever else happens.
-        return tuple(c for c in memo[1] if c.until is None or now < c.until)
+            }
+            made = tuple(self._claim(entry) for entry in holding.values())
+            memo = self._claims = (self._version, made, holding)
+        return memo
 
     def _claim(self, entry: GateEntry) -> Claim:
         return Claim(

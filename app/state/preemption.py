@@ -17,7 +17,7 @@ from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
 from app.logs import get_logger
 from app.model import Pod
-from app.model.gate import PodRef, PreemptionPlan
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
@@ -33,7 +33,6 @@ from app.policy.victims import (
     decide,
     protection,
 )
-from app.policy.wakeup import awaits_victims
 from app.policy.workload import (
     WorkloadKey,
     active_pods,
@@ -134,7 +133,7 @@ class _Builder:
                 members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
-                # The payload shows only the offered victims: a partial view (SPEC §2).
+                # The payload shows only the offered victims: a partial view (DESIGN §2).
                 self.starts[name] = facts_of(members, complete=False).life.started
             self.workload_members[name] = members
             for member in members:
@@ -202,7 +201,7 @@ def preemption_history(
 
 
 def started(view: WorkloadView, records: RecordBook | None) -> float | None:
-    """The workload's *started* fact (SPEC §2): min-runtime counts from it. Without a record
+    """The workload's *started* fact (DESIGN §2): min-runtime counts from it. Without a record
     book, what its pods show (no persisted facts)."""
     if records is not None:
         return records.life(view).life.started
@@ -267,7 +266,7 @@ class AwaitedPreemptors:
 
 
 class PreemptDecider:
-    """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
+    """The preempt verb's state side: the cross-check against the cache (DESIGN §4), facts from the
     cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
     the decision log. Reads only.
 
@@ -324,20 +323,18 @@ class PreemptDecider:
         held = self.gate.held(preemptor, now)
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
-        waiting = self._awaiting_victims(preemptor) if held is None and self.verify else ""
-        claimed = {
-            c.node: c.preemptor
-            for c in self.gate.claims(now)
-            if c.preemptor_uid != preemptor.metadata.uid
-        }
+        own = preemptor.metadata.uid
+        claims = tuple(c for c in self.gate.claims(now) if c.preemptor_uid != own)
+        reserved = self.gate.reserved(now, besides=own)
         decision = decide(
             facts.preemptor,
             facts.offers,
             facts.workloads,
             now,
-            gated=held is not None or bool(waiting),
-            gate_why=why or waiting,
-            claimed=claimed,
+            gated=held is not None,
+            gate_why=why,
+            claims=claims,
+            reserved=reserved,
         )
         self.decisions.add(decision)
         if decision.chosen is None:
@@ -349,12 +346,25 @@ class PreemptDecider:
         refs = []
         off_node = []
         for uid, node in decision.all_victims():
-            pod = facts.pods.get(uid)
-            # A UID-only victim unknown to runway (no cache): the name is unknown too.
-            ref = PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+            ref = self._ref(facts, uid)
             refs.append(ref)
             if node != decision.chosen:
                 off_node.append(ref)
+        awaited = {uid: self._ref(facts, uid) for uid in decision.awaited}
+        displaced = []
+        for claim in decision.displaced:
+            # The taken preemption's victims stay reserved under this gate (its task, if still
+            # running, deletes them; nobody else may choose them again).
+            entry = self.gate.get(claim.preemptor_uid) or self._mirrored(claim.preemptor_uid)
+            if entry is not None:
+                displaced.append(entry.preemptor)
+                for victim in self.gate.check(entry, now).outstanding:
+                    awaited.setdefault(victim.uid, victim)
+        for ref in refs:
+            awaited.pop(ref.uid, None)
+        unnominate = {r.uid: r for r in self._lower_nominations(decision.chosen, preemptor)}
+        for ref in displaced:
+            unnominate.setdefault(ref.uid, ref)
         plan = PreemptionPlan(
             preemptor=PodRef.of(preemptor),
             node=decision.chosen,
@@ -363,23 +373,22 @@ class PreemptDecider:
             rule=decision.reason,
             priority=facts.preemptor.priority,
             off_node=tuple(off_node),
-            unnominate=self._lower_nominations(decision.chosen, preemptor),
+            unnominate=tuple(unnominate.values()),
+            awaited=tuple(awaited.values()),
+            displaced=tuple(displaced),
+            counted=decision.counted,
         )
         return PreemptOutcome(decision, plan)
 
-    def _awaiting_victims(self, preemptor: Pod) -> str:
-        """Why ``preemptor`` may not preempt yet although its gate is open: pods of lower
-        priority are still terminating on the node it is nominated to ("" when none are).
-        kube-scheduler 1.20 does not preempt then (``PodEligibleToPreemptOthers``), but its
-        snapshot may predate the deletion runway's cache already shows: the gate opens as soon
-        as the victims are terminating, and a preempt call in that window would choose the same
-        victims again. The waker touches the preemptor once they are gone (``freed_by``)."""
-        node = preemptor.status.nominatedNodeName
-        if not node or preemptor.spec.nodeName:
-            return ""
-        if not awaits_victims(preemptor, self.cache.pods_on_node(node)):
-            return ""
-        return f"pods of lower priority are still terminating on its nominated node {node}"
+    @staticmethod
+    def _ref(facts: PreemptionFacts, uid: str) -> PodRef:
+        pod = facts.pods.get(uid)
+        # A UID-only victim unknown to runway (no cache): the name is unknown too.
+        return PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+
+    def _mirrored(self, uid: str) -> GateEntry | None:
+        pod = self.cache.pod(uid)
+        return self.gate.lookup(pod) if pod is not None else None
 
     def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
         for uid, node in decision.all_victims():

@@ -35,6 +35,7 @@ from app.policy.backoff import JitterSource, next_eviction_state, reactivate
 from app.policy.budget import NO_BUDGET, PreemptionBudget, record_preemption, resolve_budget
 from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.queues import QueueTree
+from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 
@@ -72,6 +73,9 @@ class RecordStore(Protocol):
     ) -> RecordState | None:
         """Read-modify-write one record (created when absent); the state written, or None."""
 
+    async def remove(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete one record (UID precondition); False when it was gone already."""
+
 
 class MemoryRecords:
     """The embedded default's store: the same records, in memory only (logged as dry-run)."""
@@ -97,16 +101,25 @@ class MemoryRecords:
         change: Change,
     ) -> RecordState | None:
         """Change the record in memory."""
-        del identity, owners
         old = self.states.get((namespace, name))
         new = change(old or EMPTY_STATE)
         if new is None or new == (old or EMPTY_STATE):
             return None
+        new = replace(new, workload=identity, owned=bool(owners))
         self.states[(namespace, name)] = new
         log.info("dry-run: workload record kept in memory", record=f"{namespace}/{name}")
         for listener in list(self.listeners):
             listener(namespace, old, new)
         return new
+
+    async def remove(self, namespace: str, name: str, uid: str) -> bool:
+        """Forget one record."""
+        del uid
+        old = self.states.pop((namespace, name), None)
+        if old is not None:
+            for listener in list(self.listeners):
+                listener(namespace, old, None)
+        return old is not None
 
 
 @dataclass(frozen=True)
@@ -125,16 +138,16 @@ class RecordBook:
         config: RequeuingStrategyConfig,
         clock: Clock,
         *,
+        queues: QueueTree,
         store: RecordStore | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         on_life_change: Callable[[], None] | None = None,
-        queues: QueueTree | None = None,
         default_budget: PreemptionBudget = NO_BUDGET,
         queue_of_pod: Callable[[Pod], str] | None = None,
     ) -> None:
         self.cache = cache
-        self.queues = queues if queues is not None else QueueTree()
+        self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
         self.config = config
@@ -148,6 +161,8 @@ class RecordBook:
         self.on_gates: Callable[[str, GateEntry | None], None] = lambda uid, entry: None
         """Told (preemptor UID, entry or None) as preemptions in flight appear and go."""
         self._life_memo: dict[WorkloadKey, tuple[WorkloadView, Life, float | None, LifeFacts]] = {}
+        self._gone: dict[tuple[str, str], float] = {}
+        """Unowned records whose workload has no pod in the cache → since when (retention)."""
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
         """(victim workload, preemptor) evictions counted: a gang's pods count once."""
         self.store.listeners.append(self._observe)
@@ -212,7 +227,7 @@ class RecordBook:
         """The record of ``pod``'s workload."""
         return self.read(workload_of(pod), pod)
 
-    # -- the workload's life facts (SPEC §2) ----------------------------------------------------
+    # -- the workload's life facts (DESIGN §2) -------------------------------------------------
 
     def persisted_life(self, key: WorkloadKey) -> Life:
         """The facts the record holds."""
@@ -240,7 +255,9 @@ class RecordBook:
 
         def change(current: RecordState) -> RecordState | None:
             created = current.life.created or life.created
-            new = replace(life, created=created)
+            # The size never shrinks: the most members the workload has had (KEP-349).
+            size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
+            new = replace(life, created=created, size=size)
             if new == current.life:
                 return None
             return replace(current, life=new, queue=self._queue(key) or current.queue)
@@ -317,6 +334,32 @@ class RecordBook:
 
         if self.store.get(key.namespace, self.name_of(key)) is not None:
             await self.change(key, change)
+
+    # -- retention of records nobody owns (``policy.retention``) --------------------------------
+
+    async def sweep_unowned(self, now: float, retention: float) -> int:
+        """Delete the unowned records whose workload has been gone for ``retention`` and that
+        hold nothing any more; returns how many were deleted (leader only)."""
+        deleted = 0
+        present: set[tuple[str, str]] = set()
+        for namespace, name, state in self.store.all():
+            if state.owned or not state.workload[0]:
+                continue
+            where = (namespace, name)
+            present.add(where)
+            key = WorkloadKey(namespace, *state.workload)
+            if self.cache.workload_pods(key):
+                self._gone.pop(where, None)
+                continue
+            gone_since = self._gone.setdefault(where, now)
+            if expired(state, gone_since, now, retention):
+                if await self.store.remove(namespace, name, state.uid):
+                    deleted += 1
+                    log.info("record of a gone workload deleted", record=f"{namespace}/{name}")
+                self._gone.pop(where, None)
+        for where in [w for w in self._gone if w not in present]:
+            del self._gone[where]
+        return deleted
 
     # -- the operations callers use -------------------------------------------------------------
 

@@ -163,11 +163,18 @@ class GateKeeper(Ticker):
             log.info(
                 "resuming a preemption left in flight", pod=entry.preemptor.key, node=entry.node
             )
+            # Every API call names the pods as the cache knows them by UID (never by the names
+            # a record carries): a condition or a delete can only reach the checked pod.
+            victims = tuple(
+                PodRef.of(cached)
+                for v in check.outstanding
+                if (cached := self.cache.pod(v.uid)) is not None
+            )
             self.executor.submit(
                 PreemptionPlan(
-                    preemptor=entry.preemptor,
+                    preemptor=PodRef.of(pod) if pod is not None else entry.preemptor,
                     node=entry.node,
-                    victims=check.outstanding,
+                    victims=victims,
                     message=f"Preempted by {entry.preemptor.key} (resumed after a runway restart)",
                     rule=entry.rule,
                     priority=pod.priority if pod is not None else entry.priority,

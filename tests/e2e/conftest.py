@@ -152,13 +152,12 @@ class ControlPlane:
             assert r.status_code in (201, 409), r.text
             plural, group = crd["spec"]["names"]["plural"], crd["spec"]["group"]
             version = crd["spec"]["versions"][0]["name"]
-            poll(
-                lambda g=group, v=version, p=plural: (
-                    self.api.get(f"/apis/{g}/{v}/{p}").status_code == 200
-                ),
-                within=60,
-                what=f"the API server to serve {plural}.{group}",
-            )
+            collection = f"/apis/{group}/{version}/{plural}"
+
+            def served(path: str = collection) -> bool:
+                return self.api.get(path).status_code == 200
+
+            poll(served, within=60, what=f"the API server to serve {plural}.{group}")
 
     def records(self, namespace: str | None = None) -> list[dict[str, Any]]:
         """runway's WorkloadRecords (all namespaces by default)."""

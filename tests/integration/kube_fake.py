@@ -23,6 +23,7 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import no_jitter
+from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
 from app.state.records import RecordBook
 from tests.builders import pod, raw_node, raw_pod
@@ -454,6 +455,7 @@ def make_store(
         cache,
         cfg or RequeuingStrategyConfig(backoff_limit_count=3),
         clock,
+        queues=QueueTree(),
         store=KubeRecordStore(kube, clock),
         jitter=no_jitter,
     )

@@ -126,7 +126,6 @@ def test_all_options_file_passes_the_schema() -> None:
     [
         ({"replicaCount": 0}, "/replicaCount"),
         ({"replicas": 2}, "replicas"),
-        ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "jobs"}]}}, "ownerKinds"),
         ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
         ({"certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer"}}}, "name"),
         ({"networkPolicy": {"schedulerPeers": {"podSelector": {}}}}, "schedulerPeers"),
@@ -164,6 +163,21 @@ def test_rendered_objects_are_namespaced_into_the_release_namespace(
             assert obj["metadata"]["namespace"] == "kube-system"
         else:
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]
+
+
+def test_retired_owner_kinds_fail_the_install_with_a_hint() -> None:
+    with pytest.raises(Exception, match=r"rbac\.ownerKinds is retired"):
+        render({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "jobs"}]}})
+
+
+def test_the_chart_installs_the_workload_record_crd() -> None:
+    crds = list((CHART / "crds").glob("*.yaml"))
+    assert [p.name for p in crds] == ["workloadrecords.runway.dev.yaml"]
+    crd = yaml.safe_load(crds[0].read_text())
+    version = crd["spec"]["versions"][0]
+    assert crd["spec"]["scope"] == "Namespaced" and version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns[:3] == ["Workload", "Queue", "Active"]
 
 
 def test_no_wildcard_in_any_rbac_rule(objects: list[dict[str, Any]]) -> None:

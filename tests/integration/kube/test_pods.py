@@ -12,6 +12,7 @@ import respx
 from app.clock import ManualClock
 from app.kube.pods import KubePodWriter
 from app.model.gate import PodRef, PreemptionPlan
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.integration.kube_helpers import client
@@ -44,7 +45,7 @@ def api_server(router: respx.Router, *, delete_status: dict[str, int] | None = N
 
 
 def executor(router: respx.Router) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     transport = httpx.MockTransport(router.async_handler)
     pods = KubePodWriter(client(transport, retry_total=0.3))
     return PreemptionExecutor(pods, gate, ManualClock(), revert_timeout_s=1), gate

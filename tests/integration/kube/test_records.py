@@ -15,6 +15,7 @@ from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import MemoryRecords, RecordBook
 from tests.builders import job_obj, pod_obj
@@ -163,9 +164,33 @@ async def test_a_record_with_values_runway_cannot_use_reads_as_none(api: FakeApi
 
 async def test_without_a_cluster_records_stay_in_memory() -> None:
     cache = cache_with(pod_obj("train-0", job="train"))
-    book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0))
+    book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0), queues=QueueTree())
     assert isinstance(book.store, MemoryRecords) and book.writer is None
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     record = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1)
     assert await book.write(key, record) == record
     assert book.read(key) == record
+
+
+async def test_unowned_records_of_long_gone_workloads_are_deleted(api: FakeApi) -> None:
+    cache = cache_with(pod_obj("solo"), pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    solo = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
+    job = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    done = replace(RECORD, requeue_at=None)
+    try:
+        await book.write(solo, done)
+        await book.write(job, done)
+        assert await book.sweep_unowned(T0, 3600) == 0  # pods still there
+        cache.replace_pods([])
+        assert await book.sweep_unowned(T0, 3600) == 0  # gone since now
+        assert await book.sweep_unowned(T0 + 3599, 3600) == 0
+        assert await book.sweep_unowned(T0 + 3600, 3600) == 1
+        assert "team/pod.solo" not in api.records  # deleted, with its UID as precondition
+        (delete,) = api.calls("DELETE", RECORDS)
+        assert delete[1].endswith("/pod.solo")
+        assert delete[2]["preconditions"]["uid"] == "uid-wlr-team/pod.solo"
+        assert "team/job.train" in api.records  # owned: the garbage collector's business
+        assert book.read(solo) is None
+    finally:
+        await close_store(book, api)

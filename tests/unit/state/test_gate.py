@@ -101,3 +101,44 @@ def test_a_mirrored_entry_whose_preemptor_the_cache_does_not_confirm_holds_nothi
     book.set_mirrored("uid-unknown", stranger)
     assert book.mirrored() == []
     assert cache.pod("uid-unknown") is None
+
+
+# --- many preemptions at once (issue #27) ----------------------------------------------------
+
+
+def test_reserved_names_the_victims_of_every_gate_still_holding() -> None:
+    book, _ = book_with_victim()
+    assert book.reserved(NOW) == {}
+    book.hold(entry(NOW))
+    assert book.reserved(NOW + 1) == {V[0].uid: P.key}
+    assert book.reserved(NOW + 1, besides=P.uid) == {}  # its own preemption left out
+    assert book.reserved(NOW + 61) == {}  # past the gate's bound
+    book.finish(P.uid, ok=False, now=NOW + 1)
+    assert book.reserved(NOW + 2) == {}  # a failed preemption backing off reserves nothing
+
+
+def test_reserved_counts_a_gate_mirrored_by_another_replica() -> None:
+    book, _ = book_with_victim()
+    book.set_mirrored(P.uid, entry(NOW))  # on the preemptor's WorkloadRecord
+    assert book.reserved(NOW + 1) == {V[0].uid: P.key}
+
+
+def test_a_displaced_gate_opens_and_its_claim_ends() -> None:
+    book, _ = book_with_victim()
+    pokes: list[int] = []
+    book.listeners.append(lambda: pokes.append(1))
+    held = entry(NOW)
+    book.hold(held)
+    assert len(book.claims(NOW + 1)) == 1
+    why = "its claim on node n1 was taken by the preemption of ns/higher (priority 9)"
+    assert book.displace(P.uid, why)
+    assert pokes  # the gate keeper is told: it releases the gate at once
+    check = book.check(held, NOW + 1)
+    assert check.open and check.why == why
+    assert book.claims(NOW + 1) == () and book.reserved(NOW + 1) == {}
+    assert book.displaced(P.uid) == why
+    book.release(P.uid)
+    assert book.displaced(P.uid) == why  # its task, still running, must not nominate
+    book.hold(entry(NOW + 5))  # a preemption of its own later
+    assert book.displaced(P.uid) is None
+    assert not book.displace("uid-nobody", why)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from app.clock import ManualClock
 from app.model.event import EventNote, ObjectRef
 from app.model.gate import PodRef, PreemptionPlan
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.preemption_fakes import FakeApi
@@ -37,7 +38,7 @@ def owners_of(pod: PodRef) -> Sequence[ObjectRef]:
 def executor(api: FakeApi, sink: object) -> PreemptionExecutor:
     return PreemptionExecutor(
         api,
-        GateBook(),
+        GateBook(ClusterCache()),
         ManualClock(),
         revert_timeout_s=0.1,
         events=sink,  # type: ignore[arg-type]
