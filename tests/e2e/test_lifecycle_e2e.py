@@ -274,7 +274,7 @@ def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
     assert c.until("the workload's clock", clock) == "WaitForStart"
     c.until(
         "evicted by the start timeout",
-        lambda: c.annotations("crash").get("runway.dev/eviction-reason") == "PodsReadyTimeout",
+        lambda: c.eviction("crash").get("reason") == "PodsReadyTimeout",
         within=40,
     )
 
