@@ -408,4 +408,6 @@ def build(
         reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
+    # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.
+    runway.gatekeeper.on_retry = runway.waker.wake_retry
     return runway
