@@ -84,6 +84,7 @@ class Compactor:
             self._shared.clear()
         self._shared[key] = made
         return made
+
     def _shared_list(self, items: list[Any]) -> list[Any]:
         """One list object for every pod with equal items (never mutated: pods are frozen)."""
         key = ("list", tuple(items))
