@@ -440,21 +440,23 @@ class RequeueView:
     def admit(self, pod: Pod, now: float) -> admission.Admission:
         """The filter's verdict for ``pod`` now (``ADMIT`` at once when nothing could hold or
         restrict it: most pods, most of the time)."""
-        if not self.gate.claims(now) and self.surely_free(pod, workload_of(pod), now):
+        if self.surely_free(pod, workload_of(pod), now):
             return admission.ADMIT
         return admission.admit(self.filter_input(pod, now), now, self.policy)
 
     def surely_free(self, pod: Pod, key: WorkloadKey, now: float) -> bool:
-        """True when no rule of the chain could hold ``pod``: no record on its workload's pods
-        or owners (deactivation, backoff, anti-flapping), no gate entry for it, no blocker
-        (blockAdmission), not in a StrictFIFO queue. Reads no record, parses nothing."""
+        """True when no rule of the chain could hold ``pod`` (``admission.may_hold`` over the
+        rules' own preconditions, each read the cheap way: a dict lookup for the record, the
+        gate book, the blockers, the queue's strategy, the claims). Reads no record."""
         strict = self._strict_queues()
-        return (
-            not (strict and queue_of(pod, self.cache.queue_tree) in strict)
-            and not self.blockers(now)
-            and self.gate.lookup(pod) is None
-            and not self.records.may_have_record(key, pod)
+        pre = admission.Preconditions(
+            has_record=self.records.may_have_record(key, pod),
+            gated=self.gate.lookup(pod) is not None,
+            blockers=bool(self.blockers(now)),
+            strict_queue=bool(strict) and queue_of(pod, self.cache.queue_tree) in strict,
+            claims=bool(self.gate.claims(now)),
         )
+        return not admission.may_hold(pre)
 
     def scoring_input(self, pod: Pod) -> ScoringInput:
         """Failed pools (from the record) and the nodes running the workload's pods, as far as
