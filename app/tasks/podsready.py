@@ -34,7 +34,6 @@ from app.logs import get_logger
 from app.model.event import DEACTIVATED, EventNote, ObjectRef
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import PodRef
-from app.model.pod import DISRUPTION_TARGET
 from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource, next_eviction_state
 from app.policy.podsready import PodsReadyCheck, timeout_message
@@ -42,6 +41,7 @@ from app.policy.workload import WorkloadKey, is_queued, live_pods, queue_of
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView
+from app.tasks.disruption import disrupt
 from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
@@ -248,9 +248,7 @@ class PodsReadyEvictor(Ticker):
             text = f"{message}; requeued after backoff at {format_time(current.requeue_at)}"
         refs = [PodRef.of(p) for p in pods]
         for ref in refs:
-            await self.pods.add_condition(ref, DISRUPTION_TARGET, PODS_READY_TIMEOUT, text, now)
-        for ref in refs:
-            await self.pods.delete(ref)
+            await disrupt(self.pods, ref, PODS_READY_TIMEOUT, text, now)
         if record is not None:
             self._emit(key, refs, record, text)
         return record

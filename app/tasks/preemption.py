@@ -31,8 +31,8 @@ from app.logs import get_logger
 from app.model.event import PREEMPTING, EventNote, ObjectRef, for_reader
 from app.model.eviction import PREEMPTED
 from app.model.gate import GateEntry, PodRef, PreemptionPlan
-from app.model.pod import DISRUPTION_TARGET
 from app.state.gate import GateBook
+from app.tasks.disruption import disrupt
 from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
 
 log = get_logger("preemption")
@@ -263,14 +263,13 @@ class PreemptionExecutor:
                     await self._record(victim, plan.preemptor, self._clock.now())
             for victim in plan.off_node:
                 now = self._clock.now()
-                await self.pods.add_condition(
+                await disrupt(
+                    self.pods,
                     victim,
-                    DISRUPTION_TARGET,
                     PREEMPTION_REASON,
                     for_reader(plan.message, plan.preemptor.key, victim.namespace),
                     now,
                 )
-                await self.pods.delete(victim)
             record.steps.append(
                 f"{len(plan.victims)} eviction records written, "
                 f"{len(plan.off_node)} off-node gang siblings deleted"
@@ -286,16 +285,19 @@ class PreemptionExecutor:
         async def evict(victim: PodRef) -> None:
             async with limit:
                 now = self._clock.now()
-                await self.pods.add_condition(
+
+                async def record_it() -> None:
+                    if victim.uid not in plan.counted:  # else recorded by another preemption
+                        await self._record(victim, plan.preemptor, now)
+
+                await disrupt(
+                    self.pods,
                     victim,
-                    DISRUPTION_TARGET,
                     PREEMPTION_REASON,
                     for_reader(plan.message, plan.preemptor.key, victim.namespace),
                     now,
+                    then=record_it,
                 )
-                if victim.uid not in plan.counted:
-                    await self._record(victim, plan.preemptor, now)
-                await self.pods.delete(victim)
                 self._events.emit(
                     EventNote(
                         ObjectRef.of_pod(victim),
