@@ -34,6 +34,7 @@ from app.model.event import shown_to
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
 from app.policy import claims as claim_rules
+from app.policy.backoff import in_backoff
 from app.policy.claims import Claim
 
 
@@ -305,7 +306,7 @@ def admit(
     record = facts.record
     if record is not None and record.deactivated:
         return _deactivated(facts, record, policy)
-    if record is not None and record.requeue_at is not None and now < record.requeue_at:
+    if record is not None and in_backoff(record, now):
         return _backoff(facts, record, now, policy)
     if facts.gate is not None:
         return _gate(facts, facts.gate, now)

@@ -199,6 +199,11 @@ def in_backoff(record: EvictionRecord | None, now: float) -> bool:
     return record is not None and record.requeue_at is not None and now < record.requeue_at
 
 
+def held_by_record(record: EvictionRecord | None, now: float) -> bool:
+    """Deactivated, or in backoff: the record alone keeps the workload from being admitted."""
+    return record is not None and (record.deactivated or in_backoff(record, now))
+
+
 @dataclass(frozen=True)
 class ScheduleRow:
     """One requeue in :func:`requeue_schedule`."""

@@ -28,7 +28,7 @@ from app.config.requeue import (
     pods_ready_timeout_timestamp,
 )
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
-from app.policy.backoff import in_backoff
+from app.policy.backoff import held_by_record
 
 
 @dataclass(frozen=True)
@@ -124,8 +124,7 @@ def pending_order(
 
 def admissible(workload: PendingWorkload, now: float) -> bool:
     """Neither deactivated nor in backoff: may be the head of its queue."""
-    record = workload.record
-    return not (record and record.deactivated) and not in_backoff(record, now)
+    return not held_by_record(workload.record, now)
 
 
 def queue_head(

@@ -38,7 +38,7 @@ from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionReason, Ev
 from app.model.lifecycle import Life
 from app.policy import admission, backoff, lifecycle, minruntime, ordering, podsready
 from app.policy.admission import Blocker, FilterInput, FilterPolicy
-from app.policy.backoff import in_backoff
+from app.policy.backoff import held_by_record
 from app.policy.budget import BudgetResolution, default_budget, record_preemption, resolve_budget
 from app.policy.minruntime import PoolDefaults, Resolution
 from app.policy.queues import QueueTree
@@ -551,7 +551,7 @@ class Simulation:
         pending = [
             w
             for w in candidates
-            if not (w.record is not None and (w.record.deactivated or in_backoff(w.record, now)))
+            if not held_by_record(w.record, now)
             and (
                 not cluster.surely_unfit(w.spec.requests)
                 or (lowest is not None and w.spec.priority > lowest)

@@ -23,6 +23,7 @@ from app.model.timestamps import format_time
 from app.policy.claims import Claim, room_after
 from app.policy.gate import GateCheck, VictimState, check_gate, failed_retry_wait
 from app.policy.quantity import QuantityError, add_resources, parse_resources, pod_requests
+from app.policy.workload import is_active
 from app.state.cache import CacheEvent, ClusterCache
 
 
@@ -33,7 +34,7 @@ def victim_state(cache: ClusterCache, uid: str) -> VictimState:
     pod = cache.pod(uid)
     if pod is None:
         return VictimState.GONE
-    if pod.metadata.deletionTimestamp is not None or pod.status.phase in ("Succeeded", "Failed"):
+    if not is_active(pod):  # being deleted, or finished
         return VictimState.TERMINATING
     return VictimState.PRESENT
 
@@ -327,9 +328,7 @@ class GateBook:
                 *(
                     pod_requests(p)
                     for p in self.cache.pods_on_node(entry.node)
-                    if p.metadata.uid not in victims
-                    and p.metadata.deletionTimestamp is None
-                    and p.status.phase not in ("Succeeded", "Failed")
+                    if p.metadata.uid not in victims and is_active(p)
                 )
             )
             return room_after(parse_resources(node.allocatable), staying, pod_requests(preemptor))
