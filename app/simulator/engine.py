@@ -31,15 +31,15 @@ import math
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from app.config.model import RunwayConfig
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionReason, EvictionRecord
 from app.model.lifecycle import Life
-from app.policy import admission, backoff, lifecycle, minruntime, ordering, podsready
+from app.policy import admission, eviction, lifecycle, minruntime, ordering, podsready
 from app.policy.admission import Blocker, FilterInput, FilterPolicy
 from app.policy.backoff import held_by_record
-from app.policy.budget import BudgetResolution, default_budget, record_preemption, resolve_budget
+from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.minruntime import PoolDefaults, Resolution
 from app.policy.queues import QueueTree
 from app.policy.victims import NodeOffer, PodFacts, Preemptor, WorkloadFacts, decide
@@ -399,15 +399,18 @@ class Simulation:
         pools = sorted(
             {p for p in (self.cluster.by_name[x.node].pool for x in bound if x.node) if p}
         )
-        w.record = backoff.next_eviction_state(
+        record = eviction.timed_out(
             w.record,
-            PODS_READY_TIMEOUT,
             self.now,
             self.wait_cfg.requeuing_strategy,
             self.rng.random,
+            admitted=w.life.admitted,
             message=podsready.timeout_message(w.name, check, self.wait_cfg),
             failed_pools=pools,
         )
+        if record is None:  # this admission's eviction is recorded already
+            return False
+        w.record = record
         self.outcome.pods_ready_evictions += 1
         self._decide("evicted", w.name, PODS_READY_TIMEOUT)
         self._evict(w, bound, PODS_READY_TIMEOUT)
@@ -799,21 +802,15 @@ class Simulation:
         lost_here = 0.0
         for name in sorted(by_workload):
             owner = self._active_set[name]
-            record = backoff.next_eviction_state(
+            owner.record = eviction.preempted(
                 owner.record,
-                PREEMPTED,
+                pod.uid,
                 self.now,
                 self.wait_cfg.requeuing_strategy,
+                self._budget(owner.spec.queue).budget,
                 self.rng.random,
-                preemptor_uid=pod.uid,
                 message=f"preempted by {w.name}",
             )
-            # As the eviction record's writer does (app.state.records): one more preemption
-            # in the workload's history, bounded by its budget.
-            history = record_preemption(
-                record.preemption_history, self.now, self._budget(owner.spec.queue).budget
-            )
-            owner.record = replace(record, preemption_history=history)
             owner.times_preempted += 1
             gone = by_workload[name]
             self.outcome.preempted_workloads += 1

@@ -31,8 +31,9 @@ from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
 from app.model.record import EMPTY_STATE, RecordState, record_name
-from app.policy.backoff import JitterSource, next_eviction_state, reactivate
-from app.policy.budget import NO_BUDGET, PreemptionBudget, record_preemption, resolve_budget
+from app.policy.backoff import JitterSource, reactivate
+from app.policy.budget import NO_BUDGET, PreemptionBudget, resolve_budget
+from app.policy.eviction import preempted
 from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.queues import QueueTree
 from app.policy.retention import expired
@@ -379,24 +380,15 @@ class RecordBook:
         budget = resolve_budget(self.queues, self.queue_of_pod(victim), self.default_budget).budget
 
         def change(current: EvictionRecord | None) -> EvictionRecord:
-            new = next_eviction_state(
+            return preempted(
                 current,
-                PREEMPTED,
+                preemptor_uid,
                 now,
                 self.config,
+                budget,
                 self.jitter,
-                preemptor_uid=preemptor_uid,
                 message=message,
             )
-            same = (
-                current is not None
-                and current.reason == PREEMPTED
-                and current.preemptor_uid == preemptor_uid
-            )
-            if same:
-                return new
-            history = record_preemption(new.preemption_history, now, budget)
-            return replace(new, preemption_history=history)
 
         key = workload_of(victim)
         written = await self.update(key, change)

@@ -35,7 +35,8 @@ from app.model.event import DEACTIVATED, EventNote, ObjectRef
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import PodRef
 from app.model.timestamps import format_time
-from app.policy.backoff import JitterSource, next_eviction_state
+from app.policy.backoff import JitterSource
+from app.policy.eviction import timed_out
 from app.policy.podsready import PodsReadyCheck, timeout_message
 from app.policy.workload import WorkloadKey, is_queued, live_pods, queue_of
 from app.state.cache import WorkloadView
@@ -208,19 +209,13 @@ class PodsReadyEvictor(Ticker):
         start = self.view.life(view).life.admitted
 
         def change(current: EvictionRecord | None) -> EvictionRecord | None:
-            if (
-                current is not None
-                and current.reason == PODS_READY_TIMEOUT
-                and start is not None
-                and current.time >= start
-            ):
-                return None  # this admission's eviction is recorded: only finish the deletes
-            return next_eviction_state(
+            # None: this admission's eviction is recorded already: only finish the deletes.
+            return timed_out(
                 current,
-                PODS_READY_TIMEOUT,
                 now,
                 cfg.requeuing_strategy,
                 self.jitter,
+                admitted=start,
                 message=message,
                 failed_pools=pools,
             )
