@@ -150,10 +150,13 @@ def world(
     for role in roles:
         apply(plane, role)
     runway_role = next(r for r in roles if r["metadata"]["name"] == "rw-runway")
+    # The chart's read-only record role (aggregated into view; the people's viewer role, also
+    # aggregated into view, grants the REST API through the proxy, not the records).
     viewer_role = next(
         r
         for r in roles
         if r["metadata"]["labels"].get("rbac.authorization.k8s.io/aggregate-to-view") == "true"
+        and any("workloadrecords" in rule.get("resources", ()) for rule in r["rules"])
     )
     apply(
         plane,
