@@ -219,6 +219,8 @@ class RequeueView:
         policy: FilterPolicy,
         pool_label: str,
         index: RequeueIndex,
+        pool_preference: bool = True,
+        locality: bool = True,
     ) -> None:
         self.cache = cache
         self.records = records
@@ -228,6 +230,10 @@ class RequeueView:
         self.order = order
         self.policy = policy
         self.pool_label = pool_label
+        self.pool_preference = pool_preference
+        """``prioritize.poolPreference`` as it applies (unset: with waitForPodsReady)."""
+        self.locality = locality
+        """``prioritize.locality``."""
         self.index = index
         self._found: dict[str, Hold | None] = {}
         """The last ``pending_holds``: every pending pod's hold (None: free)."""
@@ -451,12 +457,17 @@ class RequeueView:
         )
 
     def scoring_input(self, pod: Pod) -> ScoringInput:
-        """Failed pools (from the record) and the nodes running the workload's pods."""
+        """Failed pools (from the record) and the nodes running the workload's pods, as far as
+        the preferences are on (``prioritize.poolPreference``, ``prioritize.locality``)."""
         key = workload_of(pod)
-        record = self.records.read(key, pod) if self.records.may_have_record(key, pod) else None
-        nodes = frozenset(
-            p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
-        )
+        record = None
+        if self.pool_preference and self.records.may_have_record(key, pod):
+            record = self.records.read(key, pod)
+        nodes: frozenset[str] = frozenset()
+        if self.locality:
+            nodes = frozenset(
+                p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
+            )
         return ScoringInput(
             failed_pools=record.failed_pools if record is not None else (),
             workload_nodes=nodes,

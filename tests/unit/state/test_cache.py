@@ -161,7 +161,8 @@ def test_nodes() -> None:
 
 def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts() -> None:
     cache = ClusterCache()
-    bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels={"x": "1"})
+    queue = {"runway.dev/queue": "q1"}
+    bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels=queue)
     cache.upsert_pod(bound)
     before = cache.pod("u-a")
     assert before is not None
@@ -172,7 +173,7 @@ def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts()
         bound_at="2027-01-01T00:00:00Z",
         rv="2",
         ready=True,
-        labels={"x": "1"},
+        labels=queue,
     )
     cache.upsert_pod(ready)
     after = cache.pod("u-a")
@@ -194,11 +195,11 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     # version; the cache keeps the newer one, or it would stay stale until the next change.
     cache = ClusterCache()
     cache.upsert_pod(pod("a", rv="10", node="n1"))
-    cache.upsert_pod(pod("a", rv="12", node="n1", labels={"x": "1"}))
+    cache.upsert_pod(pod("a", rv="12", node="n1", labels={"runway.dev/queue": "q9"}))
     cache.upsert_pod(pod("a", rv="11", node="n1"))
     kept = cache.pod("u-a")
     assert kept is not None and kept.metadata.resourceVersion == "12"
-    assert kept.metadata.labels == {"x": "1"}
+    assert kept.metadata.labels == {"runway.dev/queue": "q9"}
     cache.upsert_pod(pod("a", rv="not-a-number", node="n1"))  # opaque: taken as it comes
     kept = cache.pod("u-a")
     assert kept is not None and kept.metadata.resourceVersion == "not-a-number"
@@ -253,3 +254,18 @@ def test_refresh_applies_what_has_arrived_and_says_whether_anything_did() -> Non
     feed.arriving = [pod("later")]
     assert cache.refresh() and cache.pod("u-later") is not None
     assert feed.calls == ["catch_up", "catch_up"]
+
+
+def test_a_resync_applies_in_steps_and_ends_as_a_replace() -> None:
+    """The reflector lets the event loop run between steps (no long pause at 150,000 pods)."""
+    stepped, whole = ClusterCache(), ClusterCache()
+    old = [pod(f"old-{i}", node="n1") for i in range(5)]
+    new = [pod(f"p-{i}", node="n1" if i % 2 else None) for i in range(7)]
+    for cache in (stepped, whole):
+        cache.replace_pods(old)
+    steps = list(stepped.replace_pods_steps(new, step=3))
+    whole.replace_pods(new)
+    assert len(steps) == 5 // 3 + 7 // 3  # a yield after every 3 deletions, then upserts
+    assert sorted(p.uid for p in stepped.pods()) == sorted(p.uid for p in whole.pods())
+    assert [p.uid for p in stepped.pending_pods()] == [p.uid for p in whole.pending_pods()]
+    assert stepped.pods_synced

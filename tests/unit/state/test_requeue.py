@@ -109,12 +109,20 @@ def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
 
 
 def test_scoring_input_lists_the_nodes_of_the_workload() -> None:
-    rt = runtime({"minRuntime": {"poolLabel": "pool"}})
+    rt = runtime({"minRuntime": {"poolLabel": "pool"}, "prioritize": {"locality": True}})
     rt.cache.upsert_pod(pod("a", bound_at=T0))
     rt.cache.upsert_pod(pod("b"))
     facts = rt.requeue.scoring_input(pod("b"))
     assert set(facts.workload_nodes) == {"n1"} and facts.pool_label == "pool"
     assert tuple(facts.failed_pools) == ()
+
+
+def test_scoring_input_is_uniform_with_no_preference_on() -> None:
+    """The defaults without waitForPodsReady: nothing to prefer, prioritize answers []."""
+    rt = runtime({})
+    rt.cache.upsert_pod(pod("a", bound_at=T0))
+    rt.cache.upsert_pod(pod("b"))
+    assert rt.requeue.scoring_input(pod("b")).uniform
 
 
 def test_pending_workloads_skip_admitted_ones() -> None:
