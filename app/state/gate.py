@@ -40,9 +40,9 @@ def victim_state(cache: ClusterCache, uid: str) -> VictimState:
 
 
 MEMO_LIMIT = 4096
-"""Preemptors remembered per memo (released gates, so that their annotation, still on the
-cached pod until the watch shows its removal, does not hold the pod again; consecutive
-failures); the oldest are forgotten first."""
+"""Preemptors remembered per memo (released gates, so that their mirror, still in the record
+store until the watch shows its removal, does not hold the pod again; consecutive failures);
+the oldest are forgotten first."""
 
 
 class GateBook:
@@ -179,7 +179,7 @@ class GateBook:
 
     def release(self, uid: str) -> GateEntry | None:
         """Open the gate for ``uid`` (the gate keeper's job); returns the entry held, if any.
-        A mirrored entry of ``uid`` is forgotten too (its annotation is being removed)."""
+        A mirrored entry of ``uid`` is forgotten too (its mirror is being removed)."""
         self._version += 1
         self.entries_version += 1
         entry = self._entries.pop(uid, None)

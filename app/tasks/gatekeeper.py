@@ -59,8 +59,8 @@ class GateKeeper(Ticker):
         self.follow(lambda: listen(gate.listeners, self.poke))
 
     async def stop(self, grace_s: float = 5.0) -> None:
-        """Stop the sweep and the subscriptions; let the annotation removals in flight finish
-        within ``grace_s``, then cancel them."""
+        """Stop the sweep and the subscriptions; let the mirror removals (record writes) in
+        flight finish within ``grace_s``, then cancel them."""
         await super().stop()
         pending = [t for t in self._releases if not t.done()]
         if pending:
@@ -113,7 +113,7 @@ class GateKeeper(Ticker):
             self.on_retry(entry.preemptor.uid)
 
     def pending_tasks(self) -> int:
-        """Annotation removals not finished yet."""
+        """Mirror removals (record writes) not finished yet."""
         return sum(1 for t in self._releases if not t.done())
 
     async def _unmirror(self, preemptor: PodRef) -> None:
