@@ -1,0 +1,78 @@
+"""The preempt verb's decision: which victims, on which single node, and why (DESIGN §3).
+
+Pure: the caller turns the scheduler's offer and runway's pod cache into plain facts —
+``PodFacts`` per pod (with its min-runtime ``Resolution`` already resolved through the queue tree),
+``WorkloadFacts`` per workload, ``NodeOffer`` per offered node — and ``decide`` returns a
+``Decision``: the reply for kube-scheduler, the victims the async executor must delete (gang
+siblings on other nodes included), a record of every rule applied, and counts for metrics.
+
+Rules, per offered node:
+
+0. **One victim, one preemption.** A pod already chosen by another preemption in flight
+   (``reserved``: on its node or as an off-node gang sibling) or already terminating is never
+   chosen again: it is *awaited* — its room counts, it is neither deleted nor recorded a second
+   time, and its gang is not expanded again (that preemption evicts it). A node claimed by a
+   preemption in flight of equal or higher priority is dropped; one claimed by a lower priority
+   may be taken, as kube-scheduler's nominator lets a higher priority through (the lower claim
+   is then ``displaced``: ``app.policy.claims``).
+1. An offered victim is dropped while it is **protected** (``now <= start + minRuntime``; no known
+   start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
+   whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
+   its running pods stay (the floor counts every eviction of the candidate decision). Both
+   rules are defined once, in ``app.policy.minruntime``. A workload whose **preemption budget**
+   is exhausted (``app.policy.budget``: preempted N times within W) is protected exactly the
+   same way, whatever its min-runtime.
+2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
+   elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
+   preemptor's cannot be evicted.
+3. When victims were dropped, **re-selection** looks for replacements among the node's other pods
+   (lower priority than the preemptor, not protected) that free at least what the dropped ones
+   requested, for every resource; freed capacity of on-node gang siblings counts. None → the node
+   is dropped.
+4. One node wins: fewest claims of lower-priority preemptions taken, fewest PDB violations,
+   lowest highest-victim priority, smallest priority sum, fewest victims (off-node siblings
+   included; awaited pods are not this preemption's victims), least work lost (the sum over
+   victims of the time each pod has run itself, from its own start — not its workload's; an
+   unknown start counts 0), then name.
+
+The package, in three modules that each read alone: ``facts`` (what the caller hands in),
+``record`` (what ``decide`` says it did, and why), ``decide`` (the algorithm).
+"""
+
+from app.policy.minruntime import Protection, ResolutionLike
+from app.policy.victims.decide import decide, work_lost
+from app.policy.victims.facts import (
+    NodeOffer,
+    PodFacts,
+    Preemptor,
+    Rule,
+    WorkloadFacts,
+    running_since,
+)
+from app.policy.victims.record import (
+    Counts,
+    Decision,
+    NodeRecord,
+    VictimRecord,
+    action_for,
+    protection,
+)
+
+__all__ = [
+    "Counts",
+    "Decision",
+    "NodeOffer",
+    "NodeRecord",
+    "PodFacts",
+    "Preemptor",
+    "Protection",
+    "ResolutionLike",
+    "Rule",
+    "VictimRecord",
+    "WorkloadFacts",
+    "action_for",
+    "decide",
+    "protection",
+    "running_since",
+    "work_lost",
+]
