@@ -15,6 +15,7 @@ from app.api.auth import Reviewer
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
+from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
@@ -28,11 +29,12 @@ from app.logs import get_logger
 from app.model.event import ObjectRef
 from app.model.gate import PodRef
 from app.model.owner import owner_of
+from app.policy import minruntime
 from app.policy.admission import FilterPolicy
 from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
-from app.policy.workload import DEFAULT_QUEUE, queue_of
+from app.policy.workload import DEFAULT_QUEUE, WorkloadKey, queue_of
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -227,6 +229,23 @@ class Runway:
         return await self.record_store.wait_synced(within)
 
 
+def same_queue_protection(
+    cache: ClusterCache,
+    queues: QueueTree,
+    min_runtime: MinRuntimeConfig,
+    key: WorkloadKey,
+    started: float,
+) -> float | None:
+    """When min-runtime stops protecting workload ``key`` (started at ``started``) from a
+    preemption within its own leaf queue: its queue's resolved preemptMinRuntime, with the pool
+    defaults of the node its first bound pod runs on (``policy.minruntime``)."""
+    pods = cache.workload_pods(key)
+    queue = queue_of(pods[0], queues) if pods else DEFAULT_QUEUE
+    node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
+    defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
+    return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
+
+
 def build(
     config: RunwayConfig | None = None,
     clock: Clock | None = None,
@@ -283,6 +302,9 @@ def build(
         queues=queues,
         default_budget=default_budget(config.min_runtime),
         queue_of_pod=lambda pod: queue_of(pod, queues),
+        protection=lambda key, started: same_queue_protection(
+            cache, queues, config.min_runtime, key, started
+        ),
     )
     records.on_gates = gate.set_mirrored
     requeue = RequeueView(

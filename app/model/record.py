@@ -144,10 +144,19 @@ class Condition(msgspec.Struct, frozen=True, omit_defaults=True):
     lastTransitionTime: str | None = None
 
 
+class ProtectionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.protection``: until when min-runtime protects the workload."""
+
+    preemptUntil: str | None = None
+    """From preemption by a pod of its own leaf queue (its queue's resolved preemptMinRuntime
+    from its start); reclaim by other queues depends on the preemptor's queue (``explain``)."""
+
+
 class RecordStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     """``status``."""
 
     queue: str | None = None
+    protection: ProtectionStatus | None = None
     life: LifeStatus | None = None
     eviction: EvictionStatus | None = None
     preemptions: list[PreemptionStatus] | None = None
@@ -174,6 +183,9 @@ class RecordState:
     life: Life = EMPTY
     eviction: EvictionRecord | None = None
     preemptions: tuple[GateEntry, ...] = ()
+    protected_until: float | None = None
+    """Min-runtime protection from a same-queue preemption ends then (None: not protected or
+    not started)."""
     version: str = field(default="", compare=False)
     """The resourceVersion this state was read at ("" = no record yet)."""
     uid: str = field(default="", compare=False)
@@ -243,6 +255,7 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
             for e in (_entry(p, obj.metadata.namespace) for p in (status.preemptions or ())[:64])
             if e is not None
         ),
+        protected_until=_time(status.protection.preemptUntil) if status.protection else None,
         version=obj.metadata.resourceVersion,
         uid=obj.metadata.uid,
         owned=bool(obj.metadata.ownerReferences),
@@ -253,6 +266,8 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
 def status_of(state: RecordState, now: float) -> dict[str, Any]:
     """The ``status`` to write for ``state`` (a full replacement of runway's fields)."""
     out: dict[str, Any] = {"queue": state.queue or None}
+    if state.protected_until is not None:
+        out["protection"] = {"preemptUntil": _fmt(math.ceil(state.protected_until))}
     life = state.life
     out["life"] = {
         "created": _fmt(life.created),

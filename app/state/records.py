@@ -146,6 +146,7 @@ class RecordBook:
         on_life_change: Callable[[], None] | None = None,
         default_budget: PreemptionBudget = NO_BUDGET,
         queue_of_pod: Callable[[Pod], str] | None = None,
+        protection: Callable[[WorkloadKey, float], float | None] | None = None,
     ) -> None:
         self.cache = cache
         self.queues = queues
@@ -157,6 +158,9 @@ class RecordBook:
         self.jitter = jitter
         self.on_change = on_change or (lambda: None)
         self.on_life_change = on_life_change or self.on_change
+        self.protection = protection or (lambda key, started: None)
+        """Until when min-runtime protects a workload started at a time from a same-queue
+        preemption (``status.protection``; built by wiring from ``policy.minruntime``)."""
         self.queue_of_pod = queue_of_pod or queue_of
         """The queue a pod is in (namespace permissions applied: ``RequeueView.queue_of``)."""
         self.on_gates: Callable[[str, GateEntry | None], None] = lambda uid, entry: None
@@ -259,9 +263,12 @@ class RecordBook:
             # The size never shrinks: the most members the workload has had (KEP-349).
             size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
             new = replace(life, created=created, size=size)
-            if new == current.life:
+            until = self.protection(key, new.started) if new.started is not None else None
+            if new == current.life and until == current.protected_until:
                 return None
-            return replace(current, life=new, queue=self._queue(key) or current.queue)
+            return replace(
+                current, life=new, queue=self._queue(key) or current.queue, protected_until=until
+            )
 
         return await self.change(key, change) is not None
 

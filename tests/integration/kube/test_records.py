@@ -211,3 +211,17 @@ async def test_deactivating_by_hand_then_activating_makes_up_no_eviction(api: Fa
         assert "eviction" not in api.records["team/job.train"]["status"]
     finally:
         await close_store(book, api)
+
+
+async def test_the_record_says_until_when_min_runtime_protects_the_workload(api: FakeApi) -> None:
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    book.protection = lambda key, started: started + 600
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    try:
+        await book.write_life(key, Life(created=T0 - 100, admitted=T0, started=T0 + 5))
+        status = api.records["team/job.train"]["status"]
+        assert status["protection"] == {"preemptUntil": "2027-01-15T08:10:05Z"}
+        assert book.state(key).protected_until == T0 + 605
+    finally:
+        await close_store(book, api)
