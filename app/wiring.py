@@ -18,7 +18,7 @@ from app.config import RunwayConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
-from app.kube.leader import LeaderElector
+from app.kube.leader import LeaderElector, own_namespace
 from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
@@ -32,6 +32,7 @@ from app.policy.admission import FilterPolicy
 from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.shield import Shield
 from app.policy.workload import DEFAULT_QUEUE
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
@@ -314,6 +315,9 @@ def build(
         verify=kube is not None,
         scheduler_names=pre.scheduler_names,
         records=records,
+        shield=Shield.from_config(
+            pre, own_namespace(kube.access.namespace) if kube is not None else None
+        ),
     )
     runway_ref: list[Runway] = []
 

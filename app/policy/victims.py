@@ -15,6 +15,8 @@ Rules, per offered node:
    rules are defined once, in ``app.policy.minruntime``. A workload whose **preemption budget**
    is exhausted (``app.policy.budget``: preempted N times within W) is protected exactly the
    same way, whatever its min-runtime.
+   A **shielded** pod (``app.policy.shield``: protected namespaces, runway's own pods) is never
+   a victim: dropped when offered, never re-selected, and its gang cannot be evicted.
 2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.
@@ -82,6 +84,8 @@ class PodFacts:
     """The preemption budget of the pod's workload (its leaf queue's); None = none known."""
     preemption_history: tuple[float, ...] = ()
     """When the pod's workload was last preempted (its eviction record), oldest first."""
+    shield: str = ""
+    """Why the pod may never be a victim (``app.policy.shield``); empty: it may be one."""
 
     @classmethod
     def from_pod(
@@ -94,6 +98,7 @@ class PodFacts:
         queue: str | None = None,
         budget: BudgetResolution | None = None,
         preemption_history: tuple[float, ...] = (),
+        shield: str = "",
     ) -> PodFacts:
         """Facts of a cached or offered pod; ``start``/``resolution`` come from the caller.
 
@@ -111,6 +116,7 @@ class PodFacts:
             requests=quantity.pod_requests(pod),
             budget=budget,
             preemption_history=preemption_history,
+            shield=shield,
         )
 
     @classmethod
@@ -431,6 +437,9 @@ class _Context:
         members = self.members(wl)
         found: tuple[str, str] | None = None
         for m in members:
+            if m.shield:  # a gang with a shielded member cannot go as a whole
+                found = ("ineligible", f"gang {wl.key}: member {m.key} {m.shield}")
+                break
             if m.priority >= self.preemptor.priority:
                 found = (
                     "ineligible",
@@ -544,6 +553,10 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
                 offered=True,
             )
             continue
+        if pod.shield:  # whatever the scheduler offered (issue #26)
+            plan.dropped.append(pod)
+            plan.record(ctx, pod, "dropped", f"ineligible: {pod.key} {pod.shield}", offered=True)
+            continue
         wl = ctx.workload(pod)
         members = ctx.members(wl)
         if wl.elastic:
@@ -631,7 +644,7 @@ def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
     for pod in _sorted_pods(plan.offer.others):
         if pod.uid in taken or pod.node != plan.node or not pod.known:
             continue
-        if pod.priority >= ctx.preemptor.priority:
+        if pod.priority >= ctx.preemptor.priority or pod.shield:
             continue
         wl = ctx.workload(pod)
         if wl.elastic:
