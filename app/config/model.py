@@ -31,6 +31,14 @@ class ServerConfig(Section):
     port: int = Field(
         8888, ge=1, le=65535, description="TCP port to listen on (`serve --port` overrides it)."
     )
+    health_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Plain-HTTP port that answers only `GET /healthz` and `/readyz` (the same "
+        "answers as on `port`), for kubelet's probes when `port` requires client certificates "
+        "(kubelet presents none). Bound on `host`; unset: no such port. The chart sets 8081.",
+    )
     url_prefix: str = Field(
         "/scheduler",
         pattern=r"^(/[A-Za-z0-9._~-]+)+$",
@@ -85,6 +93,14 @@ class ServerConfig(Section):
         description="HTTPS (with certificate reload and optional client certificates); off "
         "unless `certFile` is set. See docs/security.md.",
     )
+
+    @model_validator(mode="after")
+    def _health_port_apart(self) -> ServerConfig:
+        if self.health_port is not None and self.health_port == self.port:
+            raise ValueError(
+                f"healthPort {self.health_port} is also `port`: the health port must be another"
+            )
+        return self
 
 
 class LoggingConfig(Section):
