@@ -23,8 +23,10 @@ from app.tls import build_context
 from tests.helm_chart import (
     CHART,
     NAMESPACE,
+    RELEASE,
     all_options,
     find,
+    notes_stanza,
     one,
     parse_manifests,
     render,
@@ -98,6 +100,12 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
             config.setdefault("logging", {})[key] = value
     election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
     election.setdefault("leaseName", fullname)
+    if settings["healthPort"]:
+        config.setdefault("server", {}).setdefault("healthPort", settings["healthPort"])
+    config.setdefault("preemption", {}).setdefault(
+        "protectedPodLabels",
+        {"app.kubernetes.io/name": "runway", "app.kubernetes.io/instance": RELEASE},
+    )
     if settings["scheduler"]["enabled"]:
         preemption = config.setdefault("preemption", {})
         names = preemption.setdefault("schedulerNames", ["default-scheduler"])
@@ -140,6 +148,16 @@ def test_all_options_file_passes_the_schema() -> None:
         ({"scheduler": {"profile": {"schedulerName": "other"}}}, "/scheduler/profile"),
         ({"service": {"port": 70000}}, "/service/port"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+        # issue #26: the gaps found installing for real
+        ({"resources": {"requests": {"cpu": "lots"}}}, "/resources/requests/cpu"),
+        ({"scheduler": {"resources": {"limits": {"memory": "1 GB"}}}}, "memory"),
+        ({"podDisruptionBudget": {"maxUnavailable": 0}}, "/podDisruptionBudget/maxUnavailable"),
+        ({"podDisruptionBudget": {"minAvailable": "100%"}}, "minAvailable"),
+        ({"scheduler": {"podDisruptionBudget": {"maxUnavailable": "0%"}}}, "maxUnavailable"),
+        ({"certManager": {"enabled": True}, "tls": {"secretName": "mine"}}, "/certManager/enabled"),
+        ({"healthPort": 0}, "/healthPort"),
+        ({"service": {"clusterIP": "runway.example"}}, "/service/clusterIP"),
+        ({"scheduler": {"extender": {"ignorable": "no"}}}, "ignorable"),
     ],
 )
 def test_schema_rejects_a_bad_value_and_names_it(bad: dict[str, Any], field: str) -> None:
@@ -149,6 +167,18 @@ def test_schema_rejects_a_bad_value_and_names_it(bad: dict[str, Any], field: str
     # an install would refuse it too: rendering validates against the schema first
     with pytest.raises(helm.HelmValuesError):
         render_files(bad)
+
+
+def test_a_pdb_as_large_as_the_replicas_is_refused_with_the_values_named() -> None:
+    with pytest.raises(helm.HelmError, match="minAvailable 2 with replicaCount 2"):
+        render_files({"podDisruptionBudget": {"minAvailable": 2}})
+    render_files({"podDisruptionBudget": {"minAvailable": 1}})  # one may go
+
+
+def test_good_quantities_pass_the_schema() -> None:
+    resources = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": 2}}
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema({"resources": resources, "scheduler": {"resources": resources}})
 
 
 # ------------------------------------------------------------------------------ every value set
@@ -268,7 +298,8 @@ def test_deployment_runs_runway_serve_with_the_mounted_config(
     assert mounts["/etc/runway/config.yaml"]["subPath"] == "config.yaml"
     assert "/tmp" in mounts  # writable scratch space under a read-only root
     assert container["ports"] == [
-        {"name": "http", "containerPort": settings["containerPort"], "protocol": "TCP"}
+        {"name": "http", "containerPort": settings["containerPort"], "protocol": "TCP"},
+        {"name": "health", "containerPort": settings["healthPort"], "protocol": "TCP"},
     ]
     assert container["resources"] == settings["resources"]
 
@@ -278,6 +309,12 @@ def test_probes_hit_healthz_and_readyz_on_the_serving_port(
 ) -> None:
     container = runway_container(objects)
     tls = merged(values)["tls"]
+    if merged(values)["healthPort"]:
+        # the plain-HTTP health port answers /readyz from the caches, whatever the TLS
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            http = container[probe]["httpGet"]
+            assert (http["path"], http["port"], http["scheme"]) == (path, "health", "HTTP")
+        return
     if tls["enabled"] and tls["requireClientCert"]:
         # mutual TLS: kubelet presents no client certificate, so the probes check the port
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -378,6 +415,11 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         require_client_cert=True,
     )
     expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    expected["server"]["health_port"] = 8081  # the kubelet's probes
+    expected["preemption"]["protected_pod_labels"] = {  # never preempt its own release
+        "app.kubernetes.io/name": "runway",
+        "app.kubernetes.io/instance": "rw",
+    }
     assert config.model_dump() == expected
 
 
@@ -594,6 +636,7 @@ def test_tls_without_client_certificate_only_verifies_the_server() -> None:
 def test_mutual_tls_probes_check_the_port_only() -> None:
     """kubelet's probes present no client certificate: with requireClientCert they use TCP."""
     values = {
+        "healthPort": None,
         "tls": {"enabled": True, "secretName": "runway-tls"},
         "config": {
             "server": {
@@ -743,11 +786,14 @@ def test_default_scheduler_config_calls_https_with_the_client_certificate() -> N
 def test_notes_extender_stanza_matches_the_scheduler_config() -> None:
     files = render_files(None)
     notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
-    stanza = notes[notes.index("  extenders:") :].split("  Copy those files")[0]
-    (extender,) = yaml.safe_load(stanza)["extenders"]
+    (extender,) = notes_stanza(notes)["extenders"]
     bundled = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"][0]
-    for key in ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS"):
+    keys = ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS", "weight")
+    for key in (*keys, "httpTimeout", "nodeCacheCapable"):
         assert extender[key] == bundled[key], key
+    # no self-deadlock by default: the cluster's own scheduler goes on without runway, the
+    # bundled one (only opted-in pods) waits for it
+    assert (extender["ignorable"], bundled["ignorable"]) == (True, False)
     assert extender["tlsConfig"]["serverName"] == bundled["tlsConfig"]["serverName"]
     assert {"caFile", "certFile", "keyFile"} <= extender["tlsConfig"].keys()
     assert "rw-runway-client-tls" in notes and "--cert client.crt" in notes
@@ -852,7 +898,7 @@ def test_plain_http_is_an_explicit_opt_out() -> None:
     assert "--tls-cert-file" not in container["args"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert "scheme" not in container["readinessProbe"]["httpGet"]
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
     (extender,) = scheduler_config(objects)["extenders"]
     assert extender["urlPrefix"].startswith("http://") and "tlsConfig" not in extender
     (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
@@ -860,7 +906,9 @@ def test_plain_http_is_an_explicit_opt_out() -> None:
 
 
 def test_server_tls_only_when_client_certificates_are_not_required() -> None:
-    objects = render({"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}})
+    objects = render(
+        {"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}, "healthPort": None}
+    )
     tls = chart_config(objects).server.tls
     assert tls.enabled and not tls.require_client_cert and tls.client_ca_file is None
     container = runway_container(objects)
@@ -890,13 +938,13 @@ def test_pod_name_is_not_passed_since_nothing_reads_it() -> None:
 
 
 def test_startup_probe_covers_the_startup_records_wait() -> None:
-    for values in (None, {"tls": {"enabled": False}}):
+    for values in (None, {"tls": {"enabled": False}}, {"healthPort": None}):
         objects = render(values)
         probe = runway_container(objects)["startupProbe"]
-        if values is None:
-            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS
-        else:
-            assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
+        if values == {"healthPort": None}:
+            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS, no health port
+        else:  # the health port, whatever the TLS
+            assert probe["httpGet"] == {"path": "/healthz", "port": "health", "scheme": "HTTP"}
         window = probe["periodSeconds"] * probe["failureThreshold"]
         wait = chart_config(objects).kubernetes.startup_records_timeout
         assert window >= 3 * wait  # room for the LIST of pods and nodes besides
@@ -1007,6 +1055,12 @@ def exported_metric_names() -> set[str]:
 
 
 METRIC_TOKEN = re.compile(r"\b((?:runway|process)_[a-z0-9_]+)\b")
+DEPLOY_ANCHORS = {
+    re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+    for line in (CHART.parents[1] / "docs" / "deploy.md").read_text().splitlines()
+    if line.startswith("#")
+}
+"""GitHub's anchors of docs/deploy.md's headings."""
 
 
 def test_grafana_dashboard_panels_use_existing_metrics() -> None:
@@ -1050,10 +1104,16 @@ def test_prometheus_rule_alerts_use_existing_metrics() -> None:
         "RunwayPreemptionFailures",
         "RunwayGateStuck",
     } <= alerts.keys()
-    known = exported_metric_names()
+    assert {"RunwayTargetDown", "RunwayCertificateExpiresSoon"} <= alerts.keys()
+    known = exported_metric_names() | {"up"}  # up: Prometheus' own, per scraped target
     for name, alert in alerts.items():
-        names = set(METRIC_TOKEN.findall(alert["expr"]))
+        names = set(METRIC_TOKEN.findall(alert["expr"])) | (
+            {"up"} if "up{" in alert["expr"] else set()
+        )
         assert names and names <= known, (name, names - known)
+        # a runbook per alert: a section of docs/deploy.md
+        anchor = alert["annotations"]["runbook_url"].split("docs/deploy.md#", 1)[1]
+        assert anchor == name.lower() and anchor in DEPLOY_ANCHORS, name
         # the ServiceMonitor's job label is the Service's name
         assert 'job="rw-runway"' in alert["expr"], name
         assert alert["labels"]["team"] == "platform" and alert["labels"]["severity"]
