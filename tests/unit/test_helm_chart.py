@@ -1191,3 +1191,52 @@ def test_kai_queue_source_may_read_queue_objects(source: str, granted: bool) -> 
         if granted
         else []
     )
+
+
+# ---------------------------------------------------- issue 26: the docs match what the chart does
+
+
+def test_readme_scheduler_stanza_is_what_notes_print() -> None:
+    """README's "Register with the cluster's kube-scheduler" block, for release runway in
+    runway-system with service.clusterIP 10.96.100.100, is exactly the stanza NOTES print."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Register with the cluster's kube-scheduler") :]
+    block = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
+    files = render_files(
+        {"service": {"clusterIP": "10.96.100.100"}}, release="runway", namespace="runway-system"
+    )
+    notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
+    assert yaml.safe_load(block) == notes_stanza(notes)
+    (extender,) = notes_stanza(notes)["extenders"]
+    assert {"caFile", "certFile", "keyFile", "serverName"} == extender["tlsConfig"].keys()
+
+
+def test_readme_names_the_image_the_chart_pulls() -> None:
+    deployment = runway_deployment(render())
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    readme = (CHART.parents[1] / "README.md").read_text()
+    assert image == "runway:0.1.0" and f"default `{image}`" in readme
+
+
+def test_runway_and_the_bundled_scheduler_outrank_every_workload() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    for name in ("rw-runway", "rw-runway-scheduler"):
+        pod = one(objects, "Deployment", name)["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical", name
+
+
+def test_bundled_scheduler_rolls_when_the_chart_makes_a_new_ca() -> None:
+    def annotations() -> dict[str, str]:
+        deployment = one(
+            render({"scheduler": {"enabled": True}}), "Deployment", "rw-runway-scheduler"
+        )
+        found: dict[str, str] = deployment["spec"]["template"]["metadata"]["annotations"]
+        return found
+
+    # offline (no lookup): a new CA on every render, so a new checksum
+    assert annotations()["checksum/runway-ca"] != annotations()["checksum/runway-ca"]
+    with_own = render(
+        {"scheduler": {"enabled": True}, "tls": {"secretName": "mine", "clientCertSecretName": "c"}}
+    )
+    pod = one(with_own, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
+    assert "checksum/runway-ca" not in pod["annotations"]

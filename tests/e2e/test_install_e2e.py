@@ -1,0 +1,601 @@
+"""runway installed as a user installs it, on a real node (issue #26): ``cluster.sh`` (kubelet,
+containerd, kube-controller-manager, kube-proxy, cluster DNS; Kubernetes 1.20).
+
+The image is built from the Dockerfile (``container.sh``, podman) and imported into the node's
+containerd; the chart is installed with helm-python-sdk's ``Config.install`` as README says; the
+real kubelet runs runway's pods with the chart's service account, RBAC, Secrets and probes (on the
+plain-HTTP health port); kube-scheduler is configured with what the chart gives it:
+
+* **bundled** (``scheduler.enabled=true``): the chart's second scheduler, its image built ``FROM
+  scratch`` from the plane's kube-scheduler binary. A low-priority Job fills the node; a
+  high-priority Job waits out the low one's 30 s min-runtime, then preempts it — never runway's
+  own pods or the scheduler's (``system-cluster-critical``). A never-ready Job is evicted by
+  ``waitForPodsReady``, re-created by the real Job controller and bound again after its backoff.
+  One replica killed: scheduling goes on; both killed: opted-in pods wait (``ignorable: false``)
+  while runway's own pods come back through the default scheduler, then scheduling resumes.
+* **own** (the cluster's kube-scheduler, ``cluster.sh scheduler``, a host process as a kubeadm
+  static pod is): configured with exactly the stanza the install's NOTES print (a fixed
+  ``service.clusterIP`` and ``tlsConfig.serverName``; the certificate files taken from the
+  Secrets NOTES names). With ``priorityClassName: ""`` kube-scheduler offers runway's own replicas
+  (priority 0) as the cheapest victims — the failure this issue found — and runway drops them and
+  takes the low Job instead. Both replicas killed: ``ignorable: true`` lets their replacements
+  schedule, and scheduling through runway resumes.
+
+Skipped with a reason when the node or podman is missing, unless ``CI=true`` (``.ci/run`` runs
+``cluster.sh build`` and ``container.sh setup``). One cluster per machine: the module brings it
+up once and ALWAYS brings it down, and removes the images it built.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import helm_python as helm
+import httpx
+import pytest
+import yaml
+
+from app.model.timestamps import parse_time
+from tests.e2e.conftest import poll
+from tests.helm_chart import CHART, notes_stanza
+from tests.reference import SHARED
+
+pytestmark = pytest.mark.e2e
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOLS = SHARED / "tools"
+CLUSTER_SH = TOOLS / "cluster.sh"
+CONTAINER_SH = TOOLS / "container.sh"
+CACHE = Path(os.environ.get("RUNWAY_K8S_CACHE", Path.home() / ".cache" / "runway-k8s"))
+NAMESPACE = "runway-system"
+RELEASE = "runway"
+TEAM = "team"
+PAUSE = "localhost/runway-pause:3.2"  # cluster.sh's own pause image: a workload that just runs
+CRITICAL = 2_000_000_000  # system-cluster-critical
+MIN_RUNTIME_S = 30.0
+PODS_READY_TIMEOUT_S = 20.0
+BACKOFF_S = 10
+RUNWAY_CPU = "200m"  # leaves the 2-CPU node room for the Jobs
+
+
+def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _missing() -> str | None:
+    """Why the node cannot run here, or None."""
+    for script in (CLUSTER_SH, CONTAINER_SH):
+        if not script.is_file():
+            return f"{script} is missing"
+    for name in ("kubelet", "kube-proxy", "kube-controller-manager"):
+        if not (CACHE / "node-bin" / name).is_file():
+            return f"the node is not built: run `{CLUSTER_SH} build` once (about 5 minutes)"
+    for name in ("kube-apiserver", "kube-scheduler"):
+        if not (CACHE / "bin" / name).is_file():
+            return f"the control plane is not built: run `{CLUSTER_SH} build`"
+    for tool in ("podman", "containerd", "ctr", "kubectl"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed: run `{CLUSTER_SH} build` and `{CONTAINER_SH} setup`"
+    if Path("/sys/class/net/knode0").exists():
+        return "another cluster.sh cluster runs on this machine (bridge knode0): one per machine"
+    return None
+
+
+def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return _run(str(CONTAINER_SH), "podman", *args, timeout=timeout)
+
+
+@dataclass
+class Node:
+    """A running single-node cluster, an admin client, and the images imported into it."""
+
+    dir: Path
+    kubeconfig: Path
+    api: httpx.Client = field(repr=False)
+    runway_image: tuple[str, str] = ("", "")
+    scheduler_image: tuple[str, str] = ("", "")
+
+    # -- objects -------------------------------------------------------------------------------
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """POST ``obj`` (409: it exists, fine)."""
+        kind, meta = obj["kind"], obj["metadata"]
+        group = obj["apiVersion"]
+        base = f"/api/{group}" if "/" not in group else f"/apis/{group}"
+        plural = {"Job": "jobs", "Pod": "pods", "Namespace": "namespaces"}.get(
+            kind, kind.lower() + "es"
+        )
+        ns = f"/namespaces/{meta['namespace']}" if "namespace" in meta else ""
+        r = self.api.post(f"{base}{ns}/{plural}", json=obj)
+        assert r.status_code in (201, 409), r.text
+        created: dict[str, Any] = r.json()
+        return created
+
+    def pods(self, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+        """Pods of ``namespace`` (by label selector), not being deleted."""
+        r = self.api.get(f"/api/v1/namespaces/{namespace}/pods", params={"labelSelector": selector})
+        items: list[dict[str, Any]] = r.raise_for_status().json()["items"]
+        return [p for p in items if "deletionTimestamp" not in p["metadata"]]
+
+    def job(self, name: str) -> dict[str, Any]:
+        """A Job of the test namespace."""
+        r = self.api.get(f"/apis/batch/v1/namespaces/{TEAM}/jobs/{name}")
+        job: dict[str, Any] = r.raise_for_status().json()
+        return job
+
+    def delete_job(self, name: str) -> None:
+        """Delete a Job and its pods (foreground: gone when this returns)."""
+        self.api.request(
+            "DELETE",
+            f"/apis/batch/v1/namespaces/{TEAM}/jobs/{name}",
+            json={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Foreground"},
+        )
+        poll(
+            lambda: (
+                self.api.get(f"/apis/batch/v1/namespaces/{TEAM}/jobs/{name}").status_code == 404
+            ),
+            within=90,
+            what=f"job {name} deleted",
+        )
+
+    def kill(self, pod: dict[str, Any]) -> None:
+        """Delete a pod at once (grace 0), as a crashed node or an operator's mistake would."""
+        meta = pod["metadata"]
+        self.api.request(
+            "DELETE",
+            f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+            json={"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
+        )
+
+    def runway_pods(self) -> list[dict[str, Any]]:
+        """runway's extender pods."""
+        return self.pods(NAMESPACE, "app.kubernetes.io/component=extender")
+
+    def ready_runway(self, count: int = 2) -> list[dict[str, Any]]:
+        """The extender pods once ``count`` of them are Ready (fails after 3 minutes)."""
+
+        def ready() -> list[dict[str, Any]] | None:
+            pods = [p for p in self.runway_pods() if _ready(p)]
+            return pods if len(pods) == count else None
+
+        found: list[dict[str, Any]] = poll(ready, within=180, what=f"{count} runway pods Ready")
+        return found
+
+    def secret(self, name: str) -> dict[str, bytes]:
+        """A Secret of runway's namespace, decoded."""
+        r = self.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}").raise_for_status()
+        return {k: base64.b64decode(v) for k, v in r.json()["data"].items()}
+
+    def log(self, name: str) -> str:
+        """The tail of one of the node's logs (on failure)."""
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace")[-4000:] if path.is_file() else ""
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _bound(pod: dict[str, Any]) -> bool:
+    return bool(pod["spec"].get("nodeName"))
+
+
+def _build_images(tag: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """runway's image from the Dockerfile and kube-scheduler's FROM scratch (the plane's binary)."""
+    runway = ("localhost/runway-e2e", tag)
+    build = _run(
+        str(CONTAINER_SH),
+        "build",
+        str(ROOT),
+        f"{runway[0]}:{runway[1]}",
+        "--format",
+        "docker",
+        "--layers=false",
+        timeout=1500,
+    )
+    assert build.returncode == 0, f"image build failed:\n{build.stdout[-3000:]}{build.stderr}"
+    scheduler = ("localhost/kube-scheduler-e2e", "v1.20.2-" + tag)
+    with tempfile.TemporaryDirectory(prefix="runway-sched-") as tmp:
+        shutil.copy(CACHE / "bin" / "kube-scheduler", Path(tmp) / "kube-scheduler")
+        (Path(tmp) / "Dockerfile").write_text(
+            "FROM scratch\nCOPY kube-scheduler /usr/local/bin/kube-scheduler\n"
+            "ENV PATH=/usr/local/bin\nUSER 65532:65532\n"
+            'ENTRYPOINT ["/usr/local/bin/kube-scheduler"]\n'
+        )
+        done = _podman("build", "-q", "-t", f"{scheduler[0]}:{scheduler[1]}", tmp)
+        assert done.returncode == 0, done.stderr
+    return runway, scheduler
+
+
+@pytest.fixture(scope="module")
+def node() -> Iterator[Node]:
+    """Images built and imported, a cluster up for the module; ALWAYS down and removed after."""
+    reason = _missing()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {reason}")
+        pytest.skip(reason)
+    tag = uuid.uuid4().hex[:10]
+    images: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="runway-node-") as tmp:
+        state = Path(tmp) / "node"
+        try:
+            runway_image, scheduler_image = _build_images(tag)
+            images = [":".join(runway_image), ":".join(scheduler_image)]
+            up = _run(str(CLUSTER_SH), "up", str(state), timeout=300)
+            assert up.returncode == 0, f"cluster.sh up failed:\n{up.stderr}"
+            imported = _run(str(CLUSTER_SH), "import", str(state), *images, timeout=600)
+            assert imported.returncode == 0, imported.stderr
+            env = dict(
+                line.split("=", 1)
+                for line in (state / "env").read_text().splitlines()
+                if "=" in line
+            )
+            with httpx.Client(
+                base_url=env["APISERVER"],
+                headers={"Authorization": f"Bearer {env['TOKEN']}"},
+                verify=ssl.create_default_context(cafile=str(state / "pki" / "ca.crt")),
+                timeout=30,
+            ) as api:
+                n = Node(state, state / "kubeconfig", api, runway_image, scheduler_image)
+                n.apply(_namespace(TEAM))
+                for name, value in (("low", 10), ("high", 100)):
+                    n.apply(
+                        {
+                            "apiVersion": "scheduling.k8s.io/v1",
+                            "kind": "PriorityClass",
+                            "metadata": {"name": f"e2e-{name}"},
+                            "value": value,
+                        }
+                    )
+                yield n
+        finally:
+            down = _run(str(CLUSTER_SH), "down", str(state), timeout=180)
+            if down.returncode != 0:
+                print(f"cluster.sh down failed:\n{down.stderr}")
+            for image in images:
+                _podman("rmi", "-f", image)
+
+
+def _namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def _job(
+    name: str,
+    *,
+    cpu: str,
+    priority: str,
+    scheduler: str | None,
+    image: str = PAUSE,
+    never_ready: bool = False,
+    backoff_limit: int = 6,
+) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "c",
+        "image": image,
+        "imagePullPolicy": "Never",
+        "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}},
+    }
+    if never_ready:  # runs, never Ready: waitForPodsReady's case
+        container["command"] = ["python", "-c", "import time; time.sleep(3600)"]
+        container["readinessProbe"] = {"exec": {"command": ["false"]}, "periodSeconds": 2}
+    spec: dict[str, Any] = {
+        "priorityClassName": f"e2e-{priority}",
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [container],
+    }
+    if scheduler is not None:
+        spec["schedulerName"] = scheduler
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": TEAM},
+        "spec": {
+            "backoffLimit": backoff_limit,
+            "template": {"metadata": {"labels": {"runway.dev/queue": "batch"}}, "spec": spec},
+        },
+    }
+
+
+def _values(node: Node, **extra: Any) -> dict[str, Any]:
+    """The values an operator writes: the image they built, runway's config, smaller requests
+    (a 2-CPU node); the rest is the chart's defaults."""
+    repository, tag = node.runway_image
+    values: dict[str, Any] = {
+        # README: the pod pulls image.repository:image.tag, loaded into the node's runtime
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "resources": {"requests": {"cpu": RUNWAY_CPU, "memory": "256Mi"}},
+        "config": {
+            "queues": [
+                {
+                    "name": "batch",
+                    "preemptMinRuntime": f"{MIN_RUNTIME_S:g}s",
+                    "reclaimMinRuntime": f"{MIN_RUNTIME_S:g}s",
+                }
+            ],
+            "waitForPodsReady": {
+                "enable": True,
+                "timeout": f"{PODS_READY_TIMEOUT_S:g}s",
+                "requeuingStrategy": {"backoffBaseSeconds": BACKOFF_S},
+            },
+        },
+    }
+    values.update(extra)
+    return values
+
+
+@contextlib.contextmanager
+def installed(node: Node, values: dict[str, Any]) -> Iterator[str]:
+    """``helm install`` as README says (helm-python-sdk); yields the NOTES; uninstalls after."""
+    with helm.Config(kubeconfig_path=node.kubeconfig, namespace=NAMESPACE) as cfg:
+        release = cfg.install(CHART, RELEASE, values, create_namespace=True, timeout=300)
+        try:
+            assert release["status"] == "deployed", release
+            yield str(release["notes"])
+        finally:
+            cfg.uninstall(RELEASE, timeout=120, ignore_not_found=True)
+            poll(lambda: not node.runway_pods(), within=120, what="runway's pods gone")
+
+
+class Runway:
+    """The replicas' HTTPS port, reached from the host with the chart's client certificate."""
+
+    def __init__(self, node: Node, tmp: Path) -> None:
+        self.node = node
+        ca, client = node.secret(f"{RELEASE}-tls"), node.secret(f"{RELEASE}-client-tls")
+        for name, data in (
+            ("ca.crt", ca["ca.crt"]),
+            ("tls.crt", client["tls.crt"]),
+            ("tls.key", client["tls.key"]),
+        ):
+            (tmp / name).write_bytes(data)
+        # what kube-scheduler presents: the chart's client certificate, runway's CA
+        self.tls = ssl.create_default_context(cafile=str(tmp / "ca.crt"))
+        self.tls.load_cert_chain(str(tmp / "tls.crt"), str(tmp / "tls.key"))
+
+    def metric(self, pod: dict[str, Any], name: str, **labels: str) -> float:
+        """One series of one replica's /metrics (0 when absent)."""
+        ip = pod["status"]["podIP"]
+        # the certificate names the Service; the pod is reached by its IP
+        with httpx.Client(verify=self.tls, timeout=10) as http:
+            text = http.get(
+                f"https://{ip}:8888/metrics",
+                extensions={"sni_hostname": f"{RELEASE}.{NAMESPACE}.svc"},
+            ).text
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in text.splitlines():
+            if line.startswith(f"{name}{{{want}}} ") or (not want and line.startswith(name + " ")):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    def filters(self) -> float:
+        """ok filter calls summed over the replicas."""
+        return sum(
+            self.metric(p, "runway_extender_requests_total", outcome="ok", verb="filter")
+            for p in self.node.ready_runway()
+        )
+
+
+def _wait_bound(node: Node, selector: str, within: float) -> dict[str, Any]:
+    pod: dict[str, Any] = poll(
+        lambda: next((p for p in node.pods(TEAM, selector) if _bound(p)), None),
+        within=within,
+        what=f"a pod of {selector} bound",
+        every=0.5,
+    )
+    return pod
+
+
+def _since(pod: dict[str, Any], condition: str) -> float:
+    """When the pod's condition turned True (unix seconds, as the API server wrote it)."""
+    for c in pod["status"].get("conditions") or []:
+        when = parse_time(c["lastTransitionTime"])
+        if c["type"] == condition and c["status"] == "True" and when is not None:
+            return when
+    raise AssertionError(f"{pod['metadata']['name']}: no {condition}")
+
+
+# ---------------------------------------------------------------------------------- the tests
+
+
+def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
+    node: Node, tmp_path: Path
+) -> None:
+    repo, tag = node.scheduler_image
+    values = _values(
+        node,
+        scheduler={
+            "enabled": True,
+            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
+            "configApiVersion": "kubescheduler.config.k8s.io/v1beta1",  # what 1.20 reads
+        },
+    )
+    with installed(node, values) as notes:
+        assert "schedulerName: runway-scheduler" in notes
+        first = node.ready_runway()
+        sched = poll(
+            lambda: [
+                p
+                for p in node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")
+                if _ready(p)
+            ],
+            within=120,
+            what="the bundled scheduler Ready",
+        )
+        protected = {p["metadata"]["uid"] for p in first + sched}
+        for pod in first + sched:  # never offered as victims
+            assert pod["spec"]["priority"] == CRITICAL, pod["metadata"]["name"]
+        container = first[0]["spec"]["containers"][0]
+        assert container["readinessProbe"]["httpGet"]["port"] == "health"
+        runway = Runway(node, tmp_path)
+
+        # 1. a low Job fills the node; a high one waits out its min-runtime, then preempts it
+        node.apply(_job("low", cpu="1000m", priority="low", scheduler="runway-scheduler"))
+        low = _wait_bound(node, "job-name=low", 90)
+        poll(lambda: _ready(node.pods(TEAM, "job-name=low")[0]), within=60, what="low running")
+        node.apply(_job("high", cpu="800m", priority="high", scheduler="runway-scheduler"))
+        high = _wait_bound(node, "job-name=high", MIN_RUNTIME_S + 150)
+        # the min-runtime counts from the low pod's bind (its workload's start); seconds granularity
+        waited = _since(high, "PodScheduled") - _since(low, "PodScheduled")
+        assert waited >= MIN_RUNTIME_S - 1, (
+            f"preempted {waited:.0f}s into a {MIN_RUNTIME_S}s min-runtime"
+        )
+        gone = node.api.get(f"/api/v1/namespaces/{TEAM}/pods/{low['metadata']['name']}")
+        assert gone.status_code == 404 or "deletionTimestamp" in gone.json()["metadata"]
+        assert high["spec"]["nodeName"] == "node-0"
+        assert runway.filters() > 0  # the scheduler called runway
+        # runway never preempted itself or the scheduler
+        now = {p["metadata"]["uid"] for p in node.runway_pods()} | {
+            p["metadata"]["uid"]
+            for p in node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")
+        }
+        assert protected <= now
+        node.delete_job("high")
+        node.delete_job("low")
+
+        # 2. a never-ready Job: evicted after waitForPodsReady's timeout, re-created by the Job
+        # controller, bound again only after its backoff
+        node.apply(
+            _job(
+                "stuck",
+                cpu="200m",
+                priority="low",
+                scheduler="runway-scheduler",
+                image=":".join(node.runway_image),
+                never_ready=True,
+            )
+        )
+        stuck = _wait_bound(node, "job-name=stuck", 90)
+        poll(
+            lambda: (
+                node.job("stuck")["metadata"]
+                .get("annotations", {})
+                .get("runway.dev/eviction-count")
+                == "1"
+            ),
+            within=PODS_READY_TIMEOUT_S + 60,
+            what="the PodsReadyTimeout eviction",
+            every=0.5,
+        )
+        annotations = node.job("stuck")["metadata"]["annotations"]
+        assert annotations["runway.dev/eviction-reason"] == "PodsReadyTimeout"
+        requeue_at = parse_time(annotations["runway.dev/eviction-requeue-at"])
+        assert requeue_at is not None, annotations
+        again = poll(
+            lambda: next(
+                (
+                    p
+                    for p in node.pods(TEAM, "job-name=stuck")
+                    if p["metadata"]["uid"] != stuck["metadata"]["uid"] and _bound(p)
+                ),
+                None,
+            ),
+            within=BACKOFF_S * 2 + 120,
+            what="the re-created pod bound after its backoff",
+            every=0.5,
+        )
+        assert (
+            time.time() >= requeue_at - 1 and again["metadata"]["uid"] != stuck["metadata"]["uid"]
+        )
+        node.delete_job("stuck")
+
+        # 3. one replica killed: the other answers, scheduling goes on
+        node.kill(node.ready_runway()[0])
+        node.apply(_job("one-down", cpu="100m", priority="low", scheduler="runway-scheduler"))
+        _wait_bound(node, "job-name=one-down", 90)
+        node.delete_job("one-down")
+        node.ready_runway()
+
+        # 4. both killed: opted-in pods wait (ignorable: false); runway's replacements go through
+        # the default scheduler and come back; then scheduling through runway resumes
+        for pod in node.ready_runway():
+            node.kill(pod)
+        node.apply(_job("all-down", cpu="100m", priority="low", scheduler="runway-scheduler"))
+        back = node.ready_runway()
+        assert all(
+            p["spec"].get("schedulerName", "default-scheduler") == "default-scheduler" for p in back
+        )
+        _wait_bound(node, "job-name=all-down", 150)
+        assert runway.filters() > 0  # the new replicas answered it
+        node.delete_job("all-down")
+
+
+def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
+    node: Node, tmp_path: Path
+) -> None:
+    # the failure issue #26 found: runway's pods at priority 0 are kube-scheduler's cheapest
+    # victims; the shield (app/policy/shield.py) must drop them whatever the request offers
+    values = _values(node, priorityClassName="", service={"clusterIP": "100.96.200.10"})
+    with installed(node, values) as notes:
+        first = node.ready_runway()
+        assert all(p["spec"].get("priority", 0) == 0 for p in first)
+        stanza = notes_stanza(notes)
+        (extender,) = stanza["extenders"]
+        assert extender["urlPrefix"] == "https://100.96.200.10:8888/scheduler"
+        assert extender["ignorable"] is True  # no self-deadlock with the cluster's scheduler
+        # the certificate files from the Secrets NOTES names, where the operator copies them
+        certs = tmp_path / "etc-kubernetes-runway"
+        certs.mkdir()
+        files = (("caFile", "ca.crt"), ("certFile", "tls.crt"), ("keyFile", "tls.key"))
+        for key, data_key in files:
+            path = extender["tlsConfig"][key]
+            secret = next(
+                line.rsplit("Secret ", 1)[1].strip()
+                for line in notes.splitlines()
+                if line.strip().startswith(f"{key}:")
+            )
+            (certs / Path(path).name).write_bytes(node.secret(secret)[data_key])
+            extender["tlsConfig"][key] = str(certs / Path(path).name)
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+            "kind": "KubeSchedulerConfiguration",
+            "leaderElection": {"leaderElect": False},
+            **stanza,
+        }
+        path = tmp_path / "scheduler.yaml"
+        path.write_text(yaml.safe_dump(config))
+        done = _run(str(CLUSTER_SH), "scheduler", str(node.dir), str(path), timeout=120)
+        assert done.returncode == 0, done.stderr
+        runway = Runway(node, tmp_path)
+        calls = runway.filters()
+
+        # the low Job fills the node; the high one's cheapest victims are runway's replicas
+        node.apply(_job("low", cpu="1200m", priority="low", scheduler=None))
+        _wait_bound(node, "job-name=low", 90)
+        assert runway.filters() > calls  # the cluster's scheduler calls runway
+        node.apply(_job("high", cpu="800m", priority="high", scheduler=None))
+        _wait_bound(node, "job-name=high", MIN_RUNTIME_S + 150)
+        assert {p["metadata"]["uid"] for p in first} <= {
+            p["metadata"]["uid"] for p in node.runway_pods()
+        }, "runway preempted its own replicas"
+        node.delete_job("high")
+        node.delete_job("low")
+
+        # both replicas killed: ignorable: true lets their replacements schedule (through this
+        # very scheduler), and scheduling through runway resumes
+        for pod in first:
+            node.kill(pod)
+        back = node.ready_runway()
+        calls = runway.filters()
+        node.apply(_job("after", cpu="100m", priority="low", scheduler=None))
+        _wait_bound(node, "job-name=after", 90)
+        poll(lambda: runway.filters() > calls, within=30, what="filter calls on the new replicas")
+        assert not {p["metadata"]["uid"] for p in first} & {p["metadata"]["uid"] for p in back}
+        node.delete_job("after")
