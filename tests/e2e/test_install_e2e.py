@@ -385,6 +385,19 @@ class Runway:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    def decisions(self) -> list[dict[str, Any]]:
+        """The preempt decisions every replica recorded."""
+        found: list[dict[str, Any]] = []
+        for pod in self.node.ready_runway():
+            with httpx.Client(verify=self.tls, timeout=10) as http:
+                r = http.get(
+                    f"https://{pod['status']['podIP']}:8888/v1/preemptions/decisions",
+                    params={"limit": 50},
+                    extensions={"sni_hostname": f"{RELEASE}.{NAMESPACE}.svc"},
+                )
+            found += r.raise_for_status().json()["decisions"]
+        return found
+
     def filters(self) -> float:
         """ok filter calls summed over the replicas."""
         return sum(
@@ -576,12 +589,23 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         runway = Runway(node, tmp_path)
         calls = runway.filters()
 
-        # the low Job fills the node; the high one's cheapest victims are runway's replicas
-        node.apply(_job("low", cpu="1200m", priority="low", scheduler=None))
+        # The low Job leaves 100m free; the high pod needs 250m. kube-scheduler's dry run removes
+        # every lower pod, then gives back first the one runway pod the PDB would not let go,
+        # then the low pod (priority 10), and offers what is left: the other runway pod
+        # (priority 0, 200m) — the cheapest victim. runway drops it and takes the low pod,
+        # once its min-runtime is over.
+        node.apply(_job("low", cpu="1500m", priority="low", scheduler=None))
         _wait_bound(node, "job-name=low", 90)
         assert runway.filters() > calls  # the cluster's scheduler calls runway
-        node.apply(_job("high", cpu="800m", priority="high", scheduler=None))
+        node.apply(_job("high", cpu="250m", priority="high", scheduler=None))
         _wait_bound(node, "job-name=high", MIN_RUNTIME_S + 150)
+        offered = runway.decisions()
+        assert any(
+            p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"
+            for d in offered
+            for n in d["nodes"]
+            for p in n["pods"]
+        ), "kube-scheduler never offered runway's own pods: the test no longer tests the shield"
         assert {p["metadata"]["uid"] for p in first} <= {
             p["metadata"]["uid"] for p in node.runway_pods()
         }, "runway preempted its own replicas"
