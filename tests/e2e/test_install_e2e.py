@@ -285,12 +285,13 @@ def _job(
     image: str = PAUSE,
     never_ready: bool = False,
     backoff_limit: int = 6,
+    memory: str = "16Mi",
 ) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "c",
         "image": image,
         "imagePullPolicy": "Never",
-        "resources": {"requests": {"cpu": cpu, "memory": "16Mi"}},
+        "resources": {"requests": {"cpu": cpu, "memory": memory}},
     }
     if never_ready:  # runs, never Ready: waitForPodsReady's case
         container["command"] = ["python", "-c", "import time; time.sleep(3600)"]
@@ -593,8 +594,9 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         # every lower pod, then gives back first the one runway pod the PDB would not let go,
         # then the low pod (priority 10), and offers what is left: the other runway pod
         # (priority 0, 200m) — the cheapest victim. runway drops it and takes the low pod,
-        # once its min-runtime is over.
-        node.apply(_job("low", cpu="1500m", priority="low", scheduler=None))
+        # once its min-runtime is over. (Re-selection must free every resource the dropped pod
+        # requested, memory included: runway does not know the node's free capacity.)
+        node.apply(_job("low", cpu="1500m", memory="512Mi", priority="low", scheduler=None))
         _wait_bound(node, "job-name=low", 90)
         assert runway.filters() > calls  # the cluster's scheduler calls runway
         node.apply(_job("high", cpu="250m", priority="high", scheduler=None))
