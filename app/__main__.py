@@ -394,6 +394,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(func=_serve)
 
+    migrate = sub.add_parser(
+        "migrate-annotations",
+        help="import the eviction records earlier versions kept in annotations (dry-run "
+        "unless --apply)",
+        description="Find runway.dev/eviction-* annotations on pods and their controllers "
+        "(written by runway before 0.2) and import each into its workload's WorkloadRecord, "
+        "only where that makes the workload less privileged (later requeueAt, higher count, "
+        "deactivated); preemption history, life facts and gates are never imported. Runs with "
+        "your credentials: read pods and their controllers, write WorkloadRecords. "
+        "docs/state.md, Migration.",
+    )
+    migrate.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG)")
+    migrate.add_argument(
+        "--apply", action="store_true", help="write the records (default: only print the plan)"
+    )
+    migrate.set_defaults(func=_migrate)
+
     check = sub.add_parser(
         "check-config",
         help="validate a config file without starting (exit 0 valid, 1 invalid, 2 unreadable)",
@@ -472,6 +489,41 @@ def build_parser() -> argparse.ArgumentParser:
     schedule.set_defaults(func=_requeue_schedule)
     _add_simulate(sub)
     return parser
+
+
+def _migrate(ns: argparse.Namespace) -> int:
+    """``migrate-annotations``: prints one line per workload found, then what was (or would
+    be) written; exit 0, 2 without a cluster."""
+    import asyncio
+
+    from app.config.kubernetes import KubernetesConfig
+    from app.kube.client import connect
+    from app.kube.migration import collect, import_records
+
+    client = connect(KubernetesConfig(), kubeconfig=ns.kubeconfig)
+    if client is None:
+        raise ConfigError(
+            "migrate-annotations needs a cluster: pass --kubeconfig or set KUBECONFIG"
+        )
+
+    async def run() -> int:
+        try:
+            found = await collect(client)
+            outcomes = await import_records(client, found, apply=ns.apply)
+        finally:
+            await client.aclose()
+        verb = "written" if ns.apply else "would be written (dry-run: --apply writes)"
+        for o in outcomes:
+            r = o.found.record
+            print(
+                f"{o.found.key.namespace}/{o.found.key.name}\t{o.action}\tfrom {o.found.where}"
+                f"\treason={r.reason} count={r.count} deactivated={str(r.deactivated).lower()}"
+            )
+        changed = sum(1 for o in outcomes if o.action != "keep")
+        print(f"{len(outcomes)} workload(s) with retired records; {changed} record(s) {verb}")
+        return 0
+
+    return asyncio.run(run())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

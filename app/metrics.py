@@ -189,7 +189,7 @@ PREEMPTION_DURATION = Histogram(
 )
 PREEMPTIONS_REFUSED = Counter(
     "runway_preemptions_refused_total",
-    "preempt calls refused because runway's cache does not confirm them (SPEC §4: the preemptor "
+    "preempt calls refused because runway's cache does not confirm them (DESIGN §4: the preemptor "
     "is unknown, bound, being deleted or of another scheduler; a victim is unknown, elsewhere or "
     "not of lower priority), by reason. The verb answered {} and no API call was made.",
     ["reason"],
@@ -205,7 +205,9 @@ VICTIMS = Counter(
     "runway_victims_total",
     "Offered victims by kind (preempt: same queue, reclaim: other queue) and decision: kept, "
     "protected (dropped by min-runtime), budget (dropped by its workload's exhausted "
-    "preemption budget alone) or reselected (chosen instead of a protected one).",
+    "preemption budget alone), reselected (chosen instead of a protected one) or awaited "
+    "(already going: another preemption in flight chose it, or it is terminating; not chosen "
+    "again).",
     ["kind", "decision"],
     registry=REGISTRY,
 )
@@ -293,7 +295,7 @@ BUILD_INFO = Gauge(
 )
 BUILD_INFO.labels(runway_version(), platform.python_version()).set(1)
 
-# --- Requeue: eviction records, PodsReady evictions, filter rules (SPEC §5) ---
+# --- Requeue: eviction records, PodsReady evictions, filter rules (DESIGN §5) ---
 EVICTED_WORKLOADS = Counter(
     "runway_evicted_workloads_total",
     "Workloads evicted, by leaf queue (`other`: not in the tree) and reason: PodsReadyTimeout "
@@ -384,16 +386,23 @@ def count_eviction(queue: str, reason: str) -> None:
 LOOP_RESTARTS = Counter(
     "runway_loop_restarts_total",
     "Background loops restarted after an unexpected error or end, by loop (reflector-pods, "
-    "reflector-nodes, owners-<Kind>, leader-election, gate-keeper, podsready, requeue-waker...).",
+    "reflector-nodes, workloadrecords, leader-election, gate-keeper, podsready, requeue-waker...).",
     ["loop"],
     registry=REGISTRY,
 )
 INVALID_OBJECTS = Counter(
     "runway_invalid_objects_total",
     "Cluster objects carrying a value runway cannot use, by field (min-available, "
-    "preemption-gate, eviction-<field>, owner-reference); counted once per object version, the "
-    "value is ignored for that object.",
+    "owner-reference, state-annotation: a retired runway.dev state annotation, never read); "
+    "counted once per object version, the value is ignored for that object.",
     ["field"],
+    registry=REGISTRY,
+)
+QUEUE_DENIED = Counter(
+    "runway_queue_denied_total",
+    "Pods naming a queue their namespace may not use (the queue's `namespaces`), queued in "
+    "`default` instead; counted once per pod version, by the queue named.",
+    ["queue"],
     registry=REGISTRY,
 )
 

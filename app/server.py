@@ -29,7 +29,6 @@ from app.clock import Clock
 from app.config import RunwayConfig
 from app.health import serve_health
 from app.kube.client import KubeClient
-from app.kube.reviews import KubeReviewer
 from app.logs import get_logger
 from app.wire import schema
 
@@ -98,8 +97,7 @@ def create_app(
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
     # guarded here when auth.protectMetrics / auth.protectReadOnly say so.
-    reviewer = None if kube is None else KubeReviewer(kube, config.auth.audiences)
-    install_auth(app, config.auth, reviewer, host=config.server.host)
+    install_auth(app, config.auth, runway.reviewer, host=config.server.host)
 
     # Every REST error is {"error": message}; invalid requests are 400 (not FastAPI's 422).
     install_error_handlers(app)

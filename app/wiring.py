@@ -8,10 +8,10 @@ dry-run). Each part gets only the parts it needs; nothing is filled in on first 
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 
 from app import metrics
+from app.api.auth import Reviewer
 from app.api.context import ApiContext
 from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
@@ -19,11 +19,11 @@ from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector, own_namespace
-from app.kube.owners import OwnerWatcher
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
-from app.kube.records import KubeRecordWriter
+from app.kube.reviews import KubeReviewer
 from app.kube.sync import ClusterSync
+from app.kube.workloadrecords import KubeRecordStore
 from app.logs import get_logger
 from app.model.event import ObjectRef
 from app.model.gate import PodRef
@@ -33,12 +33,12 @@ from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.shield import Shield
-from app.policy.workload import DEFAULT_QUEUE
+from app.policy.workload import DEFAULT_QUEUE, queue_of
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.state.preemption import PreemptDecider
-from app.state.records import RecordBook
+from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.requeue import RequeueIndex, RequeueView
 from app.state.validation import InvalidObjects
 from app.tasks.gatekeeper import GateKeeper
@@ -46,6 +46,7 @@ from app.tasks.lifecycle import LifeRecorder
 from app.tasks.podsready import PodsReadyEvictor
 from app.tasks.ports import EventSink, PodApi
 from app.tasks.preemption import PreemptionExecutor
+from app.tasks.retention import RecordJanitor
 from app.tasks.wakeup import RequeueWaker
 
 log = get_logger("wiring")
@@ -71,16 +72,20 @@ class Runway:
     waker: RequeueWaker
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
+    janitor: RecordJanitor
+    """Deletes unowned records of long-gone workloads (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
     """The reflectors and leader election feeding ``cache`` (None without a cluster)."""
-    owners: OwnerWatcher | None = None
-    """Owner watches for eviction records (None without a cluster)."""
+    record_store: KubeRecordStore | None = None
+    """The WorkloadRecord list+watch and writes (None without a cluster: in memory)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    reviewer: Reviewer | None = None
+    """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -93,7 +98,7 @@ class Runway:
 
     @property
     def ready(self) -> bool:
-        """``/readyz``: the caches (pods, nodes, and the owners' eviction records) are synced and
+        """``/readyz``: the caches (pods, nodes, and the workload records) are synced and
         still being fed (no list/watch failing for longer than ``kubernetes.cacheStaleAfter``),
         the background loops run. Always true on the embedded default but for the loops."""
         loops = (self.gatekeeper, self.evictor, self.waker)
@@ -105,7 +110,7 @@ class Runway:
         return (
             self.synced
             and (self.sync is None or self.sync.feeding(stale_after))
-            and (self.owners is None or self.owners.feeding(stale_after))
+            and (self.record_store is None or self.record_store.feeding(stale_after))
         )
 
     @property
@@ -194,16 +199,18 @@ class Runway:
         self.waker.start()
         # Workload life facts (created, admitted, started) persisted as they become known.
         self.recorder.start()
+        self.janitor.start()
 
     async def stop(self) -> None:
         """Stop the loops, drain the preemptions, stop watching."""
+        await self.janitor.stop()
         await self.recorder.stop()
         await self.waker.stop()
         await self.evictor.stop()
         await self.gatekeeper.stop()
         await self.executor.drain(self.config.preemption.shutdown_grace)
-        if self.owners is not None:
-            await self.owners.stop()
+        if self.record_store is not None:
+            await self.record_store.stop()
         if self.queue_source is not None:
             await self.queue_source.stop()
         if self.sync is not None:
@@ -212,19 +219,13 @@ class Runway:
             await self.events.stop()
 
     async def load_records(self, within: float = 5.0) -> bool:
-        """At startup: once the pods are listed, start watching the owners they name and wait
-        (bounded) until those are listed, so the first filter calls already see every record.
-        Returns False when the bound passed first (the records then arrive a little later)."""
-        if self.owners is None:
+        """At startup: wait (bounded) until the workload records are listed, so the first
+        filter calls already see every record. Returns False when the bound passed first (the
+        records then arrive a little later)."""
+        if self.record_store is None:
             return True
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while not self.cache.pods_synced:
-            if loop.time() >= deadline:
-                return False
-            await asyncio.sleep(0.02)  # polling interval
-        self.records.watch_owners()
-        return await self.owners.wait_synced(max(deadline - loop.time(), 0.0))
+        self.record_store.start()
+        return await self.record_store.wait_synced(within)
 
 
 def build(
@@ -239,16 +240,17 @@ def build(
     k8s, pre = config.kubernetes, config.preemption
     invalid = InvalidObjects()
     cache = ClusterCache(invalid=invalid)
-    owner_kinds = [(k.api_version, k.kind) for k in k8s.owner_kinds]
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
+    cache.queue_tree = queues  # namespace permissions decide each pod's queue
     metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
     queue_source: KaiQueueSource | None = None
     if kube is not None and config.queue_source != "file":
 
         def adopt(tree: QueueTree) -> None:
             queues.adopt(tree)
+            cache.reindex_queues()
             metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
             index.bump_facts()
 
@@ -259,36 +261,31 @@ def build(
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
         )
-    gate = GateBook(cache)
-    owners: OwnerWatcher | None = None
+    gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
     pods: PodApi
-    writer: KubeRecordWriter | None = None
+    record_store: KubeRecordStore | None = None
+    store: RecordStore
     if kube is not None:
-        owners = OwnerWatcher(
-            kube,
-            page_size=k8s.page_size,
-            watch_timeout=int(k8s.watch_timeout),
-            on_change=index.bump_facts,
-            on_life_change=index.bump,
-            kinds=owner_kinds,
-            on_invalid=invalid.owner_callback("owner"),
+        record_store = KubeRecordStore(
+            kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
         )
-        kube_pods = KubePodWriter(kube)
-        writer = KubeRecordWriter(kube, kube_pods, owners=owners)
-        pods = kube_pods
+        store = record_store
+        pods = KubePodWriter(kube)
     else:
+        store = MemoryRecords()
         pods = DryRunPodWriter()
     records = RecordBook(
         cache,
         config.wait_for_pods_ready.requeuing_strategy,
         clock,
-        owners=owners,
-        writer=writer,
+        store=store,
         on_change=index.bump_facts,
-        owner_kinds=owner_kinds,
+        on_life_change=index.bump,
         queues=queues,
         default_budget=default_budget(config.min_runtime),
+        queue_of_pod=lambda pod: queue_of(pod, queues),
     )
+    records.on_gates = gate.set_mirrored
     requeue = RequeueView(
         cache,
         records,
@@ -377,7 +374,16 @@ def build(
         decider=decider,
         pods=pods,
         executor=executor,
-        gatekeeper=GateKeeper(gate, cache, executor, pods, clock, is_leader=is_leader),
+        gatekeeper=GateKeeper(
+            gate,
+            cache,
+            executor,
+            pods,
+            clock,
+            is_leader=is_leader,
+            mirror=records,
+            scheduler_names=tuple(pre.scheduler_names),
+        ),
         evictor=PodsReadyEvictor(
             requeue,
             records,
@@ -397,11 +403,13 @@ def build(
             awaited=decider.awaited,
         ),
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
         kube=kube,
         sync=sync,
-        owners=owners,
+        record_store=record_store,
         queue_source=queue_source,
+        reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
     return runway

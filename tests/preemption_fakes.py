@@ -6,15 +6,16 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 
-from app.model.gate import GATE_ANNOTATION, PodRef
+from app.model.gate import GateEntry, PodRef
 
 
 class FakeApi:
     """Records calls; each call waits ``latency`` and may be made to fail.
 
-    Calls are recorded as ``(op, namespace/name, arg)``: ``mirror`` (the gate annotation set,
-    arg True, or removed, False), ``annotate`` (other annotations), ``condition``, ``record``
-    (arg: the preemptor's UID), ``delete`` and ``nominate`` (arg: the node or None).
+    Calls are recorded as ``(op, namespace/name, arg)``: ``mirror`` (the gate mirrored on the
+    preemptor's record, arg True, or removed, False), ``annotate`` (other annotations),
+    ``condition``, ``record`` (arg: the preemptor's UID), ``delete`` and ``nominate`` (arg: the
+    node or None).
     """
 
     def __init__(self, latency: float = 0.0) -> None:
@@ -38,11 +39,15 @@ class FakeApi:
         self.calls.append((op, pod.key, arg))
 
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
-        if GATE_ANNOTATION in annotations:
-            await self._call("mirror", pod, annotations[GATE_ANNOTATION] is not None)
-        else:
-            await self._call("annotate", pod, dict(annotations))
+        await self._call("annotate", pod, dict(annotations))
         return True
+
+    async def mirror_gate(self, entry: GateEntry) -> bool:
+        await self._call("mirror", entry.preemptor, True)
+        return True
+
+    async def unmirror_gate(self, preemptor: PodRef) -> None:
+        await self._call("mirror", preemptor, False)
 
     async def add_condition(
         self, pod: PodRef, type_: str, reason: str, message: str, now: float

@@ -1,4 +1,4 @@
-"""``GET /v1/config``: the configuration this runway runs with (SPEC §6), secrets redacted.
+"""``GET /v1/config``: the configuration this runway runs with (DESIGN §6), secrets redacted.
 
 What the file said after the defaults, the Kueue shapes (``waitForPodsReady`` without ``enable``)
 and the ``serve`` flags were applied — camelCase keys and Go durations, as the file is written,

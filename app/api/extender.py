@@ -104,6 +104,7 @@ def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
             ("protected", counts.protected),
             ("budget", counts.budget),
             ("reselected", counts.reselected),
+            ("awaited", counts.awaited),
         ):
             for kind, n in by_kind.items():
                 if n:

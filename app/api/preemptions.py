@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from app.api.context import context
 from app.model.timestamps import format_time
+from app.policy.workload import queue_denied
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
@@ -21,6 +22,16 @@ class PreemptionView(BaseModel):
     preemptorUID: str
     node: str = Field(description="the node chosen by preempt")
     victims: list[str] = Field(description="namespace/name of every victim, gang siblings included")
+    awaited: list[str] = Field(
+        default_factory=list,
+        description="namespace/name of pods already going (another preemption in flight chose "
+        "them, or they are terminating): awaited, never deleted again",
+    )
+    displaced: list[str] = Field(
+        default_factory=list,
+        description="namespace/name of lower-priority preemptors whose claim on the node this "
+        "preemption took (their nomination cleared, their gate opened)",
+    )
     rule: str = Field(description="the queue rule that made the victims eligible")
     started: float = Field(description="Unix seconds")
     finished: float | None = None
@@ -126,6 +137,11 @@ class ExplainView(BaseModel):
     lastDecision: dict[str, Any] | None = Field(
         None, description="the victim's record in the newest decision of this preemptor"
     )
+    queueDenied: dict[str, str] = Field(
+        default_factory=dict,
+        description="`preemptor`/`victim` → the queue its label names but its namespace may "
+        "not use (the queue's `namespaces`): it is queued in `default` instead",
+    )
 
 
 def _split(value: str, name: str) -> tuple[str, str]:
@@ -167,4 +183,19 @@ async def explain(
         raise HTTPException(404, f"pod {', '.join(missing)} not in runway's cache.{hint}")
     answer = ctx.decider.explain(p_pod, v_pod)
     answer["lastDecision"] = ctx.decisions.about(preemptor, v_pod.metadata.uid)
+    denied = {
+        role: queue
+        for role, pod in (("preemptor", p_pod), ("victim", v_pod))
+        if (queue := queue_denied(pod, ctx.queues)) is not None
+    }
+    if denied:
+        answer["queueDenied"] = denied
+        answer["explanation"] = (
+            f"{answer['explanation']} "
+            + " ".join(
+                f"The {role} names queue {queue!r}, which its namespace may not use: it is "
+                "queued in 'default'."
+                for role, queue in denied.items()
+            )
+        ).strip()
     return answer

@@ -1,4 +1,4 @@
-"""``/v1`` REST for the requeue feature (SPEC §5, §6): workloads, queue order, reactivation.
+"""``/v1`` REST for the requeue feature (DESIGN §5, §6): workloads, queue order, reactivation.
 
 * ``GET /v1/workloads/{namespace}/{name}`` — pods, its life facts (created, admitted, started,
   members) with where each came from, PodsReady and its clock, protected-until, the eviction
@@ -35,7 +35,7 @@ from app.policy.ordering import (
     queue_head,
     queue_order_key,
 )
-from app.policy.workload import WorkloadKey, is_ready, queue_of
+from app.policy.workload import SizeSource, WorkloadKey, is_ready, queue_of
 from app.state.requeue import workload_state
 from app.wire.schema import ErrorBody
 
@@ -85,7 +85,7 @@ class PodView(CamelModel):
 
 
 class FactView(CamelModel):
-    """One fact of the workload's life (SPEC §2) and where it came from."""
+    """One fact of the workload's life (DESIGN §2) and where it came from."""
 
     time: str | None = Field(description="RFC 3339; None when not known (or reset).")
     source: Source = Field(
@@ -102,6 +102,16 @@ class MembersView(CamelModel):
     source: Source = Field(
         description="`declared` (annotation runway.dev/min-available, never capped at the pods "
         "seen) or `derived` (no annotation: a gang of all its members)."
+    )
+    size: int = Field(
+        0,
+        description="PodsReady's target: ready + succeeded members must reach it (a failed pod "
+        "not yet replaced leaves the workload not ready).",
+    )
+    size_source: SizeSource = Field(
+        "members",
+        description="`declared` (runway.dev/min-available), `parallelism` (the owner Job's) or "
+        "`members` (the most members the workload has had: runway.dev/workload-size).",
     )
 
 
@@ -144,7 +154,7 @@ class WorkloadResponse(CamelModel):
     start_time: str | None = Field(
         description="The *started* fact (minAvailable-th bind), as in `life.started`."
     )
-    life: LifeView = Field(description="The four facts of SPEC §2 and where each came from.")
+    life: LifeView = Field(description="The four facts of DESIGN §2 and where each came from.")
     pods_ready: bool
     pods_ready_clock: Literal["", "WaitForStart", "WaitForRecovery"] = Field(
         description="Which waitForPodsReady timeout runs (empty: none)."
@@ -201,7 +211,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
     facts = ctx.requeue.life(view)
     life = facts.life
     _, check = ctx.requeue.evaluate(view, now)
-    queue = queue_of(view.pods[0], ctx.cache.queue_labels)
+    queue = queue_of(view.pods[0], ctx.cache.queue_tree)
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
     res = resolve_preempt(ctx.queues, defaults, queue)
     gates = []
@@ -249,9 +259,11 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
                 count=facts.members,
                 min_available=facts.min_available,
                 source=facts.min_available_source,
+                size=facts.size,
+                size_source=facts.size_source,
             ),
         ),
-        pods_ready=view.pods_ready,
+        pods_ready=facts.pods_ready,
         pods_ready_clock=check.cause,
         pods_ready_deadline=format_optional_time(check.deadline),
         protected_until=format_optional_time(protected_until(life.started, res)),
@@ -303,8 +315,9 @@ async def activate_workload(
     name: str,
     principal: Annotated[Principal, Depends(require_auth("write"))],
 ) -> WorkloadResponse | JSONResponse:
-    """Kueue's reactivation: count and requeueAt reset, deactivation cleared, written to the
-    record on the workload's owner (or pods). A workload without a record is left as it is."""
+    """Kueue's reactivation: count and requeueAt reset, deactivation cleared (``spec.active:
+    true``), written to the workload's WorkloadRecord. A workload without a record is left as
+    it is."""
     del principal  # authenticated and authorized by the dependency
     ctx = context(request)
     key = ctx.requeue.find_workload(namespace, name)
@@ -319,10 +332,42 @@ async def activate_workload(
     return found
 
 
+@router.post(
+    "/workloads/{namespace}/{name}:deactivate",
+    response_model=WorkloadResponse,
+    summary="Deactivate a workload: never admitted until activated (spec.active: false)",
+    responses={
+        **_404,
+        401: {"model": ErrorBody, "description": "No or bad bearer token"},
+        403: {"model": ErrorBody, "description": "Not allowed"},
+    },
+)
+async def deactivate_workload(
+    request: Request,
+    namespace: str,
+    name: str,
+    principal: Annotated[Principal, Depends(require_auth("write"))],
+) -> WorkloadResponse | JSONResponse:
+    """Kueue's ``spec.active: false``, on the workload's WorkloadRecord: its pods are refused by
+    ``filter`` until it is activated (``:activate`` or ``kubectl patch``)."""
+    del principal  # authenticated and authorized by the dependency
+    ctx = context(request)
+    key = ctx.requeue.find_workload(namespace, name)
+    if key is None:
+        return _not_found(
+            f"no workload {namespace}/{name} in runway's cache: nothing to deactivate"
+        )
+    await ctx.records.deactivate(key)
+    found = workload_response(ctx, key)
+    if found is None:
+        return _not_found(f"workload {namespace}/{name} disappeared while being deactivated")
+    return found
+
+
 def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> None:
     """Count the reactivation and tell the workload's pods and owners (Events)."""
     pods = ctx.cache.workload_pods(key)
-    queue = queue_of(pods[0], ctx.cache.queue_labels) if pods else ""
+    queue = queue_of(pods[0], ctx.cache.queue_tree) if pods else ""
     metrics.REACTIVATED_WORKLOADS.labels(metrics.queue_label(queue), str(deactivated).lower()).inc()
     message = "Reactivated through the REST API: requeue count and backoff reset" + (
         ", deactivation cleared" if deactivated else ""

@@ -19,6 +19,8 @@ from app.config.queues import QueueConfig, tree_problems
 
 KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
 KAI_QUEUE_FIELDS = ("parentQueue", "preemptMinRuntime", "reclaimMinRuntime")
+NAMESPACES_ANNOTATION = "runway.dev/namespaces"
+"""On a (cluster-scoped, administrator-written) KAI Queue: the namespaces that may use it."""
 
 
 def origin(name: str) -> str:
@@ -33,6 +35,9 @@ def queue_from_kai(obj: Mapping[str, Any]) -> QueueConfig:
     spec = obj.get("spec") or {}
     data: dict[str, Any] = {"name": name}
     data |= {k: spec[k] for k in KAI_QUEUE_FIELDS if spec.get(k) is not None}
+    allowed = (meta.get("annotations") or {}).get(NAMESPACES_ANNOTATION)
+    if isinstance(allowed, str):
+        data["namespaces"] = [n.strip() for n in allowed.split(",") if n.strip()]
     try:
         return QueueConfig.model_validate(data)
     except ValidationError as exc:

@@ -51,18 +51,6 @@ class LeaderElectionConfig(Section):
         return self
 
 
-class OwnerKind(Section):
-    """A controller kind whose objects may carry a workload's eviction record."""
-
-    api_version: str = Field(..., min_length=1, description="e.g. `batch/v1`.")
-    kind: str = Field(..., min_length=1, description="e.g. `Job`.")
-
-
-DEFAULT_OWNER_KINDS: tuple[tuple[str, str], ...] = (("batch/v1", "Job"),)
-"""What the chart's RBAC grants by default (``rbac.ownerKinds``: batch jobs). A kind listed here
-but not granted would be refused (403) on every list/watch retry."""
-
-
 class KubernetesConfig(Section):
     """API server access. Without a kubeconfig (flag, this field or ``$KUBECONFIG``) and outside
     a pod, runway runs on the embedded default: no cluster, API calls logged as dry-run."""
@@ -108,20 +96,17 @@ class KubernetesConfig(Section):
     startup_records_timeout: Duration = Field(
         20.0,
         ge=0,
-        description="At startup, how long runway waits for the workloads' eviction records "
-        "(owner watches) before it serves: verbs answered without them could let a workload "
-        "out of its backoff early. Keep it below the liveness probe's window.",
+        description="At startup, how long runway waits for the workloads' records "
+        "(the WorkloadRecord list) before it serves: verbs answered without them could let a "
+        "workload out of its backoff early. Keep it below the liveness probe's window.",
     )
-    owner_kinds: list[OwnerKind] = Field(
-        default_factory=lambda: [OwnerKind(api_version=a, kind=k) for a, k in DEFAULT_OWNER_KINDS],
-        description="Controller kinds (a pod's `controller: true` ownerReference) that hold "
-        "their workload's eviction record; runway lists, watches and patches only these kinds "
-        "(grant each in the chart's `rbac.ownerKinds` too). A pod whose controller is of "
-        "another kind (a ReplicaSet, a Secret, a CRD not listed) keeps its workload's record on "
-        "the pods themselves, as a bare pod does. E.g. add `{apiVersion: "
-        "jobset.x-k8s.io/v1alpha2, kind: JobSet}`, `{apiVersion: kubeflow.org/v1, kind: "
-        "PyTorchJob}`, `{apiVersion: ray.io/v1, kind: RayCluster}`, `{apiVersion: apps/v1, "
-        "kind: StatefulSet}`.",
+    record_retention: Duration = Field(
+        86400.0,
+        ge=0,
+        description="A WorkloadRecord with no owner (a workload of bare pods) is deleted by the "
+        "leader once none of its pods has been seen for this long and nothing in it still "
+        "holds (no backoff pending, not deactivated, no preemption in flight); records owned by "
+        "a controller go with it (garbage collection). `0s` = keep them until deleted by hand.",
     )
     cache_stale_after: Duration = Field(
         60.0,

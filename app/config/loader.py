@@ -107,6 +107,14 @@ def section_at(loc: Loc) -> type[BaseModel] | None:
     return section_type(current)
 
 
+RETIRED: dict[tuple[str, ...], str] = {
+    ("kubernetes", "ownerKinds"): "retired: runway keeps each workload's state in its own "
+    "WorkloadRecord resource and needs no access to owner kinds; delete this key (and "
+    "`rbac.ownerKinds` from the chart's values); docs/state.md",
+}
+"""Keys earlier versions knew: named with what to do instead of a bare 'unknown field'."""
+
+
 def did_you_mean(loc: Loc) -> str:
     """``"; did you mean 'waitForPodsReady'?"`` for an unknown key close to a real one."""
     section = section_at(loc[:-1])
@@ -148,7 +156,10 @@ def format_validation_error(
         got = f" (got {value!r})" if found and not isinstance(value, dict | list) else ""
         line = _line_of(node, loc)
         where = f"{source}:{line}" if line is not None else source
-        if err["type"] == "extra_forbidden":
+        retired = RETIRED.get(tuple(str(p) for p in loc))
+        if err["type"] == "extra_forbidden" and retired:
+            text = f"{where}: {_path(loc)}: {retired}"
+        elif err["type"] == "extra_forbidden":
             text = f"{where}: {_path(loc)}: unknown field{did_you_mean(loc)}{got}"
         else:
             msg = err["msg"].removeprefix("Value error, ")

@@ -129,20 +129,20 @@ class RunwayConfig(Section):
     )
     preemption: PreemptionConfig = Field(
         default_factory=PreemptionConfig,
-        description="Asynchronous preemption and the gate (SPEC §4).",
+        description="Asynchronous preemption and the gate (DESIGN §4).",
     )
     wait_for_pods_ready: WaitForPodsReadyConfig = Field(
         default_factory=WaitForPodsReadyConfig,
-        description="All-or-nothing PodsReady timeouts and the requeue backoff (SPEC §5).",
+        description="All-or-nothing PodsReady timeouts and the requeue backoff (DESIGN §5).",
     )
     requeue_strategy: RequeueStrategyConfig = Field(
         default_factory=RequeueStrategyConfig,
-        description="Queue-order timestamp per eviction reason (SPEC §5).",
+        description="Queue-order timestamp per eviction reason (DESIGN §5).",
     )
 
     queues: list[QueueConfig] = Field(
         default_factory=list,
-        description="The queue tree (SPEC §2): each queue names its parent; min-runtimes are "
+        description="The queue tree (DESIGN §2): each queue names its parent; min-runtimes are "
         "inherited down the tree. Empty = every queue is top-level with no settings.",
     )
     queue_source: Literal["file", "kai", "auto"] = Field(
@@ -155,11 +155,11 @@ class RunwayConfig(Section):
     )
     min_runtime: MinRuntimeConfig = Field(
         default_factory=MinRuntimeConfig,
-        description="Node-pool min-runtime defaults and the reclaim resolution method (SPEC §3).",
+        description="Node-pool min-runtime defaults and the reclaim resolution method (DESIGN §3).",
     )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig,
-        description="API server access and Lease leader election (SPEC §6).",
+        description="API server access and Lease leader election (DESIGN §7).",
     )
     auth: AuthConfig = Field(
         default_factory=AuthConfig,

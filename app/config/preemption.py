@@ -25,7 +25,7 @@ class PreemptionConfig(Section):
         default_factory=lambda: ["default-scheduler"],
         min_length=1,
         description="`spec.schedulerName` values of the schedulers runway serves: a preemptor "
-        "handled by another scheduler is refused (SPEC §4: never delete on a request's word).",
+        "handled by another scheduler is refused (DESIGN §4: never delete on a request's word).",
     )
     protected_namespaces: list[str] = Field(
         default_factory=lambda: ["kube-system"],

@@ -1,4 +1,4 @@
-"""The queue tree and the node-pool min-runtime defaults of the config file (SPEC §2, §3).
+"""The queue tree and the node-pool min-runtime defaults of the config file (DESIGN §2, §3).
 
 ```yaml
 queues:
@@ -30,10 +30,11 @@ duration is a config error rather than a silent ``0s``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from app.config.durations import Duration, format_duration
 from app.config.section import Section
@@ -82,6 +83,9 @@ class PreemptionBudgetConfig(Section):
         return self
 
 
+_NAMESPACE_PATTERN = re.compile(r"[a-z0-9*?]([-a-z0-9*?]{0,61}[a-z0-9*?])?")
+
+
 class QueueConfig(Section):
     """One queue of the tree. A pod names its leaf queue by label (`runway.dev/queue`)."""
 
@@ -120,6 +124,29 @@ class QueueConfig(Section):
         description="Leaf queues only: `BestEffortFIFO` lets any pending pod through; "
         "`StrictFIFO` admits only the head of the queue's pending order.",
     )
+    namespaces: list[str] | None = Field(
+        None,
+        description="The namespaces whose pods may use this subtree's queues (names, or "
+        "shell patterns such as `team-a-*`; `*` = every namespace), as Kueue reaches a "
+        "ClusterQueue only through a LocalQueue an administrator made in the namespace. Unset = "
+        "inherit from the parent; unset on every ancestor = every namespace (a single-tenant "
+        "cluster). A pod naming a queue its namespace may not use is queued in `default` "
+        "instead, counted in `runway_queue_denied_total` and explained in `/v1/explain`. On "
+        "KAI Queue objects: the annotation `runway.dev/namespaces` (comma-separated).",
+    )
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespace_patterns(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        for item in value:
+            if not item or not _NAMESPACE_PATTERN.fullmatch(item):
+                raise ValueError(
+                    f"{item!r} is not a namespace name or pattern (lowercase letters, digits, "
+                    "'-', and the wildcards '*' and '?')"
+                )
+        return value
 
     @model_validator(mode="before")
     @classmethod

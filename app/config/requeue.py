@@ -1,4 +1,4 @@
-"""Requeue configuration (SPEC §5), written exactly as a Kueue ``Configuration`` writes it.
+"""Requeue configuration (DESIGN §5), written exactly as a Kueue ``Configuration`` writes it.
 
 Two shapes of the queue-order timestamp are accepted, one per seed::
 
@@ -6,7 +6,7 @@ Two shapes of the queue-order timestamp are accepted, one per seed::
       enable: true
       timeout: 5m
       recoveryTimeout: 3m            # unset = no recovery timeout
-      blockAdmission: false
+      blockAdmission: true           # unset = true with enable: true (v1beta1), false in v1beta2
       requeuingStrategy:
         timestamp: Eviction          # PodsReadyTimeout evictions only (KEP-1282)
         backoffLimitCount: 5         # null = requeue forever
@@ -97,7 +97,7 @@ class RequeuingStrategyConfig(Section):
     @model_validator(mode="after")
     def _base_within_max(self) -> Self:
         # Kueue returns the uncapped base on the first requeue when base > max; runway refuses
-        # the ambiguity at startup instead (SPEC §5).
+        # the ambiguity at startup instead (DESIGN §5).
         if self.backoff_max_seconds > 0 and self.backoff_base_seconds > self.backoff_max_seconds:
             raise ValueError(
                 f"backoffBaseSeconds ({self.backoff_base_seconds}) is greater than "
@@ -110,24 +110,28 @@ class RequeuingStrategyConfig(Section):
 class WaitForPodsReadyConfig(Section):
     """``waitForPodsReady``: all-or-nothing timeouts (Kueue KEP-349) and requeue backoff.
 
-    Two shapes, told apart by ``enable`` (SPEC §5): with ``enable`` (Kueue v1beta1) the fields
+    Two shapes, told apart by ``enable`` (DESIGN §5): with ``enable`` (Kueue v1beta1) the fields
     mean what they say and an unset ``recoveryTimeout`` is off. Without it (Kueue v1beta2) the
     block's presence enables the feature, ``recoveryTimeout`` defaults to ``timeout`` and ``0s``
-    turns it off. A block written in a file is never silently off.
+    turns it off. ``blockAdmission`` defaults as Kueue defaults it per shape: ``true`` with
+    ``enable: true`` (v1beta1's ``SetDefaults_Configuration``), ``false`` in v1beta2. A block
+    written in a file is never silently off.
     """
 
     enable: bool = Field(
         False,
         description="Evict admitted workloads that do not reach PodsReady (ready + succeeded "
-        "pods >= minAvailable) in time, and apply the requeue backoff. Kueue v1beta2 shape: a "
-        "block without `enable` is enabled (its presence enables the feature).",
+        "members >= the workload's size: minAvailable, else the owner Job's parallelism, else "
+        "the most members it has had) in time, and apply the requeue backoff. Kueue v1beta2 "
+        "shape: a block without `enable` is enabled (its presence enables the feature).",
     )
     timeout: Duration = Field(
         300.0,
         gt=0,
         description="Time from admission (the workload's *admitted* fact: the first bind of any "
         "of its pods, so a gang only partly scheduled times out too) to PodsReady before the "
-        "workload is evicted with reason PodsReadyTimeout.",
+        "workload is evicted with reason PodsReadyTimeout. Applies until the workload as a "
+        "whole has been PodsReady (one pod Ready, then crashed, is not).",
     )
     recovery_timeout: Duration | None = Field(
         None,
@@ -141,7 +145,8 @@ class WaitForPodsReadyConfig(Section):
         False,
         description="While an admitted workload (at least one pod bound) has not yet reached "
         "PodsReady (and has not timed out), filter rejects every other workload. Only honoured "
-        "when enable is true.",
+        "when enable is true. Unset, it defaults as Kueue defaults it per shape: `true` with "
+        "`enable: true` written (v1beta1), `false` without `enable` (v1beta2) or when off.",
     )
     requeuing_strategy: RequeuingStrategyConfig = Field(
         default_factory=RequeuingStrategyConfig,
@@ -157,8 +162,15 @@ class WaitForPodsReadyConfig(Section):
             return handler(data)
         if data is None:  # Kueue: `waitForPodsReady: null` is off
             return cls()
-        if not isinstance(data, dict) or "enable" in data:
+        if not isinstance(data, dict):
             return handler(data)
+        if "enable" in data:
+            config = handler(data)
+            if not any(k in data for k in ("blockAdmission", "block_admission")):
+                # Kueue v1beta1 SetDefaults_Configuration: blockAdmission defaults to true
+                # when waitForPodsReady is enabled.
+                return config.model_copy(update={"block_admission": config.enable})
+            return config
         recovery = [data[k] for k in ("recoveryTimeout", "recovery_timeout") if k in data]
         config = handler({**data, "enable": True})
         if not recovery or recovery[0] is None:

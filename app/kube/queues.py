@@ -22,8 +22,8 @@ from app import metrics
 from app.config.kai import KAI_QUEUE_API_VERSION, origin, queues_from_kai
 from app.config.loader import ConfigError
 from app.kube.client import KubeClient
+from app.kube.discovery import Discovery, UnknownKind
 from app.kube.errors import KubeError, NotFound
-from app.kube.owners import Discovery, UnknownKind
 from app.kube.reflector import Reflector
 from app.logs import get_logger
 from app.policy.queues import QueueTree

@@ -19,6 +19,24 @@ REACTIVATED = "Reactivated"
 REASONS = (PREEMPTED, PREEMPTING, PODS_READY_TIMEOUT, DEACTIVATED, REACTIVATED)
 
 
+def shown_to(kind: str, key: str, reader_namespace: str) -> str:
+    """How an object (``kind`` ``namespace/name``) is named in text a tenant of
+    ``reader_namespace`` reads (a condition, an Event, a filter reason): ``pod ns/x`` in its own
+    namespace, ``a pod in another namespace`` otherwise — never another tenant's name."""
+    namespace, sep, _ = key.partition("/")
+    if not sep or namespace == reader_namespace:
+        return f"{kind} {key}"
+    return f"a {kind} in another namespace"
+
+
+def for_reader(message: str, pod_key: str, reader_namespace: str) -> str:
+    """``message`` (which names ``pod_key`` bare) as a tenant of ``reader_namespace`` may read
+    it."""
+    if pod_key.partition("/")[0] == reader_namespace:
+        return message
+    return message.replace(pod_key, "a pod in another namespace")
+
+
 @dataclass(frozen=True, order=True)
 class ObjectRef:
     """The object an Event is about (its ``involvedObject``)."""

@@ -1,4 +1,4 @@
-"""The eviction record of a workload (SPEC §5), and its annotation format.
+"""The eviction record of a workload (DESIGN §5), and its annotation format.
 
 One record per workload, persisted as annotations on the workload's owner object (or on every
 pod of a bare-pod workload), so it survives runway restarts and pod re-creation. The same format

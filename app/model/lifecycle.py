@@ -1,4 +1,4 @@
-"""A workload's life as persisted facts (SPEC §2), and their annotation format.
+"""A workload's life as persisted facts (DESIGN §2), and their annotation format.
 
 Kept next to the eviction record (``app.model.eviction``): on the workload's controller owner, or
 on each pod of a bare-pod workload; written by the leader when a fact first becomes known or is
@@ -12,6 +12,9 @@ annotation                        meaning
 ``runway.dev/workload-admitted``  first bind of any of its pods since created or last fully
                                   evicted; waitForPodsReady's ``timeout`` counts from here
 ``runway.dev/workload-started``   its minAvailable-th bind; min-runtime counts from here
+``runway.dev/workload-size``      the most members the workload has had (a count): PodsReady's
+                                  target when neither minAvailable nor the owner's parallelism
+                                  says it
 ================================  ===============================================================
 
 *Members* (pods not ``Failed`` and not being deleted) are a rule over the live pods, not a stored
@@ -32,7 +35,10 @@ PREFIX: Final = "runway.dev/workload-"
 CREATED_KEY: Final = PREFIX + "created"
 ADMITTED_KEY: Final = PREFIX + "admitted"
 STARTED_KEY: Final = PREFIX + "started"
-KEYS: Final = (CREATED_KEY, ADMITTED_KEY, STARTED_KEY)
+SIZE_KEY: Final = PREFIX + "size"
+KEYS: Final = (CREATED_KEY, ADMITTED_KEY, STARTED_KEY, SIZE_KEY)
+MAX_SIZE: Final = 1_000_000
+"""A larger size is not one runway wrote (tenants write annotations too): ignored."""
 
 
 @dataclass(frozen=True)
@@ -42,11 +48,19 @@ class Life:
     created: float | None = None
     admitted: float | None = None
     started: float | None = None
+    size: int | None = None
+    """The most members the workload has had (KEP-349's PodsReady counts against the workload's
+    size, not the pods alive now: a failed pod not yet replaced leaves it not ready)."""
 
     @property
     def empty(self) -> bool:
         """No fact known."""
-        return self.created is None and self.admitted is None and self.started is None
+        return (
+            self.created is None
+            and self.admitted is None
+            and self.started is None
+            and self.size is None
+        )
 
     def to_annotations(self) -> dict[str, str | None]:
         """Every ``runway.dev/workload-*`` key; None removes the annotation (merge patch)."""
@@ -54,6 +68,7 @@ class Life:
             CREATED_KEY: _fmt(self.created),
             ADMITTED_KEY: _fmt(self.admitted),
             STARTED_KEY: _fmt(self.started),
+            SIZE_KEY: None if self.size is None else str(self.size),
         }
 
     @classmethod
@@ -65,6 +80,7 @@ class Life:
             created=_time(annotations.get(CREATED_KEY)),
             admitted=_time(annotations.get(ADMITTED_KEY)),
             started=_time(annotations.get(STARTED_KEY)),
+            size=_size(annotations.get(SIZE_KEY)),
         )
 
     def persisted(self) -> Life:
@@ -79,18 +95,31 @@ EMPTY: Final = Life()
 def merge(copies: Iterable[Life]) -> Life:
     """One view of several persisted copies (the owners of a multi-owner workload, or the pods of
     a bare-pod workload): the earliest creation; admitted/started from the copy that knows them
-    (the latest, should copies disagree after a partial write)."""
+    (the latest, should copies disagree after a partial write); the largest size."""
     created: float | None = None
     admitted: float | None = None
     started: float | None = None
+    size: int | None = None
     for c in copies:
+        if c.size is not None and (size is None or c.size > size):
+            size = c.size
         if c.created is not None and (created is None or c.created < created):
             created = c.created
         if c.admitted is not None and (admitted is None or c.admitted > admitted):
             admitted = c.admitted
         if c.started is not None and (started is None or c.started > started):
             started = c.started
-    return Life(created, admitted, started)
+    return Life(created, admitted, started, size)
+
+
+def _size(value: object) -> int | None:
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > 7:
+        return None
+    parsed = int(text)
+    return parsed if 0 < parsed <= MAX_SIZE else None
 
 
 def _fmt(value: float | None) -> str | None:

@@ -1,7 +1,7 @@
 """The filter verb's decision: may this pod be placed now, and on which of the offered nodes.
 
 runway's rules judge the pod (its workload), not the node, so one verdict covers every offered
-node. The rules apply in this order; the first that holds the pod back answers (SPEC §5):
+node. The rules apply in this order; the first that holds the pod back answers (DESIGN §5):
 
 1. ``deactivated``     — the workload exceeded its requeue limit; only reactivation helps.
 2. ``backoff``         — ``now < requeueAt`` after a PodsReadyTimeout eviction.
@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.config.queues import QueueingStrategy
+from app.model.event import shown_to
 from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
 from app.policy import claims as claim_rules
@@ -191,7 +192,11 @@ def _anti_flapping(
     until = record.time + policy.anti_flapping_seconds
     if now >= until:
         return None
-    who = facts.preemptor_name or f"pod uid {record.preemptor_uid}"
+    who = (
+        shown_to("pod", facts.preemptor_name, _namespace(facts.workload))
+        if facts.preemptor_name
+        else "its preemptor"
+    )
     return Admission(
         allowed=False,
         rule="anti-flapping",
@@ -200,6 +205,10 @@ def _anti_flapping(
         f"until it is scheduled or until {_when(until, now)} so the two do not evict each other "
         "in turn; nothing to do",
     )
+
+
+def _namespace(workload: str) -> str:
+    return workload.partition("/")[0]
 
 
 def _block_admission(facts: FilterInput, now: float) -> Admission | None:
@@ -212,7 +221,8 @@ def _block_admission(facts: FilterInput, now: float) -> Admission | None:
         allowed=False,
         rule="block-admission",
         until=first.timeout_at,
-        reason=f"waitForPodsReady.blockAdmission: admitted workload {first.workload}{others} is "
+        reason="waitForPodsReady.blockAdmission: admitted "
+        f"{shown_to('workload', first.workload, _namespace(facts.workload))}{others} is "
         f"not PodsReady yet; admission of {facts.workload} is blocked until it is ready or "
         "times out at "
         f"{_when(first.timeout_at, now)}; to admit workloads concurrently set "
@@ -226,7 +236,8 @@ def _strict_fifo(facts: FilterInput) -> Admission | None:
     return Admission(
         allowed=False,
         rule="strict-fifo",
-        reason=f"queue {facts.queue} is StrictFIFO and workload {facts.queue_head} is ahead of "
+        reason=f"queue {facts.queue} is StrictFIFO and "
+        f"{shown_to('workload', facts.queue_head or '', _namespace(facts.workload))} is ahead of "
         f"{facts.workload}; it waits until the head is scheduled (to let workloads pass each "
         f"other, set queueingStrategy: BestEffortFIFO on queue {facts.queue})",
     )

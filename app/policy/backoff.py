@@ -1,4 +1,4 @@
-"""Kueue's requeue backoff and retry limits, and the next state of an eviction record (SPEC §5).
+"""Kueue's requeue backoff and retry limits, and the next state of an eviction record (DESIGN §5).
 
 Pure: ``now`` and the jitter source are passed in. The n-th requeue after a PodsReadyTimeout
 eviction (``n = count + 1``) waits::

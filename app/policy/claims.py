@@ -1,4 +1,4 @@
-"""Claims: the extender-side equivalent of kube-scheduler's in-memory nomination (SPEC §4).
+"""Claims: the extender-side equivalent of kube-scheduler's in-memory nomination (DESIGN §4).
 
 From the moment ``preempt`` decides, a preemption in flight claims its node and its victims. Until
 the preemptor's nomination is visible to kube-scheduler (and after, until it binds or its gate
@@ -58,8 +58,9 @@ def blocks(claim: Claim, pod_uid: str, priority: int, requests: Mapping[str, int
 
 def reason(claim: Claim) -> str:
     """The filter reason for a node kept free for a preemptor: what, and that nothing is to do."""
+    # Another tenant's pod is never named: the reason lands in this pod's events.
     return (
-        f"node {claim.node} is claimed by the preemption of {claim.preemptor} (priority "
-        f"{claim.priority}), whose victims are being deleted; this pod would not fit beside it. "
-        "Nothing to do: other nodes are offered, and the claim ends when the preemptor binds."
+        f"node {claim.node} is kept free for a preemption in flight of equal or higher "
+        "priority, whose victims are being deleted; this pod would not fit beside it. Nothing "
+        "to do: other nodes are offered, and the claim ends when that pod binds."
     )

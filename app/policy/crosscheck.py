@@ -1,4 +1,4 @@
-"""Never delete on the word of a request (SPEC §4): a preemption is checked against what the
+"""Never delete on the word of a request (DESIGN §4): a preemption is checked against what the
 cache knows before any API call. The verbs are unauthenticated HTTP by protocol, so a forged
 ``preempt`` payload (a made-up preemptor, a high-priority victim, a pod on another node) must
 make runway do nothing at all.

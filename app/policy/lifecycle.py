@@ -1,4 +1,4 @@
-"""How a workload's life facts change over pod observations (SPEC §2). Pure.
+"""How a workload's life facts change over pod observations (DESIGN §2). Pure.
 
 The facts (``app.model.lifecycle.Life``) are persisted; each observation of the workload's pods
 moves them by these rules, and nothing else does:
@@ -11,6 +11,9 @@ moves them by these rules, and nothing else does:
 - a **full eviction** (no member left bound) resets admitted and started. If the observer missed
   that moment (no leader then), the eviction record tells: the facts predate the last eviction and
   every member bound now was bound after it.
+- **size** is the most members the workload has had (never shrinks; a partial view does not
+  move it): PodsReady's target when neither a declared minAvailable nor the owner's parallelism
+  gives one (``app.policy.workload.workload_size``).
 - **members** are pods neither ``Failed`` nor being deleted (``app.policy.workload.is_member``);
   a declared minAvailable holds even when fewer pods are seen (a *partial* view — the embedded
   default sees only the offered victims — then takes its latest seen bind as the start, so
@@ -26,7 +29,14 @@ from typing import Literal
 from app.model import Pod
 from app.model.lifecycle import EMPTY, Life
 from app.model.timestamps import parse_time
-from app.policy.workload import bind_time, declared_min_available, members
+from app.policy.workload import (
+    SizeSource,
+    bind_time,
+    declared_min_available,
+    members,
+    pods_ready,
+    workload_size,
+)
 
 Source = Literal["persisted", "derived", "declared", "unknown"]
 """Where a fact came from: read back from the annotations, derived from the pods now, declared by
@@ -47,6 +57,8 @@ class Observation:
     """Every pod of the workload is seen (False: the payload's victims only)."""
     last_eviction: float | None = None
     """Time of the workload's eviction record, if any."""
+    members: int = 0
+    """Members now (pods neither failed nor being deleted)."""
 
 
 def observation(
@@ -70,6 +82,7 @@ def observation(
         min_available=len(live) if declared is None else declared,
         complete=complete,
         last_eviction=last_eviction,
+        members=len(live),
     )
 
 
@@ -100,11 +113,14 @@ def derived_start(seen: Observation) -> float | None:
 def observe(previous: Life, seen: Observation) -> Life:
     """The facts after observing ``seen`` (see the module docstring)."""
     created = previous.created if previous.created is not None else seen.created
+    size = previous.size
+    if seen.complete and seen.members > (size or 0):
+        size = seen.members
     if fully_evicted(previous, seen):
-        return Life(created, None, None)
+        return Life(created, None, None, size)
     admitted = previous.admitted if previous.admitted is not None else seen.binds[0]
     started = previous.started if previous.started is not None else derived_start(seen)
-    return Life(created, admitted, started)
+    return Life(created, admitted, started, size)
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,12 @@ class LifeFacts:
     min_available: int
     members: int
     min_available_source: Source
+    size: int = 0
+    """PodsReady's target (``workload_size``): declared, the owner's parallelism, or the most
+    members the workload has had."""
+    size_source: SizeSource = "members"
+    pods_ready: bool = False
+    """Ready + succeeded members ≥ ``size`` now (DESIGN §5)."""
 
     def source(self, fact: Literal["created", "admitted", "started"]) -> Source:
         """``persisted`` when the annotation holds the value, ``derived`` when it comes from the
@@ -139,16 +161,23 @@ def facts_of(
     owner_created: float | None = None,
     complete: bool = True,
     last_eviction: float | None = None,
+    parallelism: int | None = None,
 ) -> LifeFacts:
-    """The facts of a workload from its pods and what was persisted."""
+    """The facts of a workload from its pods and what was persisted (``parallelism``: its
+    owner's, when it is a Job and known)."""
     seen = observation(
         pods, owner_created=owner_created, complete=complete, last_eviction=last_eviction
     )
     declared = declared_min_available(pods)
+    life = observe(persisted, seen)
+    size, size_source = workload_size(pods, parallelism=parallelism, most=life.size)
     return LifeFacts(
-        life=observe(persisted, seen),
+        life=life,
         persisted=persisted,
         min_available=seen.min_available,
-        members=len(members(pods)),
+        members=seen.members,
         min_available_source="declared" if declared is not None else "derived",
+        size=size,
+        size_source=size_source,
+        pods_ready=pods_ready(pods, size),
     )

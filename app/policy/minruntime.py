@@ -1,4 +1,4 @@
-"""Minimum runtime before preemption or reclaim (SPEC §3, KAI's min-runtime plugin). Pure.
+"""Minimum runtime before preemption or reclaim (DESIGN §3, KAI's min-runtime plugin). Pure.
 
 Resolution order, lowest level wins: a queue's own setting, inherited up the tree, then the
 node pool's default (``minRuntime.pools[<label value>]``, then ``minRuntime``).
@@ -140,7 +140,7 @@ def resolve(
     return resolve_reclaim(tree, defaults, preemptor_queue, victim_queue)
 
 
-# --- protection and the elastic floor (SPEC §3): the one definition ------------------------
+# --- protection and the elastic floor (DESIGN §3): the one definition ------------------------
 
 
 class ResolutionLike(Protocol):
@@ -179,13 +179,15 @@ def protected_until(start: float | None, res: ResolutionLike | None) -> float | 
 
 
 def is_protected(now: float, start: float | None, res: ResolutionLike | None) -> bool:
-    """Protected while ``now < start + minRuntime``; no known start, no rule or ``0s`` → not.
+    """Protected while ``now <= start + minRuntime`` (KAI: preemptible only when ``currentTime >
+    startTime + minRuntime``, so at the boundary itself still protected); no known start, no
+    rule or ``0s`` → not.
 
     ``0s`` means no protection at all, even with a start in the future (clock skew); a positive
     min-runtime protects a start in the future.
     """
     until = protected_until(start, res)
-    return res is not None and res.min_runtime_s > 0 and until is not None and now < until
+    return res is not None and res.min_runtime_s > 0 and until is not None and now <= until
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,7 @@ def protected_by(prot: Protection) -> str | None:
 
 
 def is_elastic(min_available: int, pods: int) -> bool:
-    """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+    """Elastic = minAvailable below the pod count (DESIGN §2); otherwise a gang."""
     return min_available < pods
 
 

@@ -1,4 +1,4 @@
-"""The order of pending workloads in a leaf queue (SPEC §5, Kueue KEP-1282).
+"""The order of pending workloads in a leaf queue (DESIGN §5, Kueue KEP-1282).
 
 Order: priority (desc) → a pending preemptor before the workloads it evicted → queue-order
 timestamp (asc) → name. The queue-order timestamp depends on the last eviction's reason and the
@@ -6,7 +6,7 @@ configured strategy for that reason: ``Eviction`` (back of the queue: the evicti
 ``Creation`` (front: the workload's creation time). A workload never evicted uses its creation
 time.
 
-"Preemptor first" (SPEC §5): at equal priority, a pending workload whose pod is named as the
+"Preemptor first" (DESIGN §5): at equal priority, a pending workload whose pod is named as the
 preemptor in the eviction record of another workload of the same list goes just before the
 earliest of *those* workloads — it takes that victim's queue-order timestamp, and wins the tie —
 and nowhere further: unrelated workloads older than its victims stay ahead. Without this, a

@@ -1,13 +1,16 @@
-"""waitForPodsReady timeouts (SPEC §5, Kueue KEP-349): what is due, and when.
+"""waitForPodsReady timeouts (DESIGN §5, Kueue KEP-349): what is due, and when.
 
 Two clocks, both only when ``waitForPodsReady.enable`` is true and the workload is admitted and
 not PodsReady:
 
 - **WaitForStart** — the workload has not been PodsReady since admission: ``timeout`` counts from
-  its *admitted* fact (SPEC §2: the first bind of any of its pods), so a gang only partly
-  scheduled times out too (KEP-349's deadlock).
-- **WaitForRecovery** — it was PodsReady and lost it (a pod failed): ``recoveryTimeout`` counts
-  from the moment PodsReady went false; unset = no timeout, the workload may recover forever.
+  its *admitted* fact (DESIGN §2: the first bind of any of its pods), so a gang only partly
+  scheduled times out too (KEP-349's deadlock). KEP-349: the timeout "applies before the job has
+  started" — a workload *as a whole* never PodsReady stays on this clock even when one of its
+  pods was Ready and then crashed.
+- **WaitForRecovery** — the workload was PodsReady (as a whole) and lost it (a pod failed):
+  ``recoveryTimeout`` counts from the moment PodsReady went false; unset = no timeout, the
+  workload may recover forever.
 
 The evictor (leader only) evicts with reason ``PodsReadyTimeout`` when ``due``, and otherwise
 rechecks after ``recheck_after`` seconds.
@@ -34,7 +37,11 @@ class PodsReadyState:
     pods_ready: bool
     """Ready + succeeded pods >= minAvailable, now."""
     not_ready_since: float | None = None
-    """When PodsReady went false *after having been true*; None = never lost it."""
+    """When PodsReady went false *after having been true*; None = never lost it, or (with
+    ``was_ready``) not known yet when."""
+    was_ready: bool = False
+    """The workload as a whole has been PodsReady since its admission (implied by
+    ``not_ready_since``)."""
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,12 @@ def evaluate_pods_ready(
     """Which PodsReady timeout applies to the workload at ``now``, and whether it is due."""
     if not config.enable or state.admitted_at is None or state.pods_ready:
         return NOTHING
-    if state.not_ready_since is not None:
+    if state.was_ready or state.not_ready_since is not None:
         if config.recovery_timeout is None:
             return NOTHING
+        if state.not_ready_since is None:
+            # Lost, but when is not known yet (the caller supplies the moment it noticed).
+            return PodsReadyCheck(cause=WAIT_FOR_RECOVERY)
         cause, deadline = WAIT_FOR_RECOVERY, state.not_ready_since + config.recovery_timeout
     else:
         cause, deadline = WAIT_FOR_START, state.admitted_at + config.timeout
@@ -76,8 +86,9 @@ def blocks_admission(state: PodsReadyState, now: float, config: WaitForPodsReady
     """``blockAdmission``: this admitted workload holds back the admission of others.
 
     Only while it waits for its *start* (KEP-349: "until the first batch of pods ... is
-    scheduled") and has not timed out. A workload recovering from a failed pod does not block:
-    without a recoveryTimeout it could hold the whole cluster forever.
+    scheduled") and has not timed out — a workload never PodsReady as a whole counts, even if one
+    of its pods was Ready once. A workload recovering from a failed pod does not block: without
+    a recoveryTimeout it could hold the whole cluster forever.
     """
     if not (config.enable and config.block_admission):
         return False

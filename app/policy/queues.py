@@ -1,4 +1,4 @@
-"""The queue tree (SPEC §2): parent lookup, path to the root, lowest common ancestor.
+"""The queue tree (DESIGN §2): parent lookup, path to the root, lowest common ancestor.
 
 Pure and immutable. A queue name the config does not declare is treated as a top-level queue
 with no settings (KAI does the same when a parent is missing); callers that want to warn about
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,8 @@ class QueueNode:
     inheritance."""
     origin: str = "file"
     """Where the settings come from: ``file``, or ``Queue/<name>`` (a KAI Queue object)."""
+    namespaces: tuple[str, ...] | None = None
+    """Names or shell patterns of the namespaces that may use this subtree (None: inherit)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class QueueTree:
                 queueing_strategy=q.queueing_strategy,
                 preemption_budget=budget_from_config(q.preemption_budget),
                 origin=origin(q.name),
+                namespaces=tuple(q.namespaces) if q.namespaces is not None else None,
             )
             for q in queues
         )
@@ -128,6 +132,24 @@ class QueueTree:
     def children(self, name: str) -> tuple[str, ...]:
         """Direct children, in config order."""
         return self._children.get(name, ())
+
+    def allows(self, queue: str, namespace: str) -> bool:
+        """Whether pods of ``namespace`` may use ``queue``: the nearest ``namespaces`` up the
+        tree decides; none set (or a queue the tree does not know) = every namespace."""
+        allowed = self.namespaces_of(queue)
+        return allowed is None or any(fnmatchcase(namespace, p) for p in allowed)
+
+    def namespaces_of(self, queue: str) -> tuple[str, ...] | None:
+        """The ``namespaces`` that govern ``queue`` (its own, else the nearest ancestor's)."""
+        name: str | None = queue
+        for _ in range(len(self._nodes) + 1):
+            node = self._nodes.get(name) if name is not None else None
+            if node is None:
+                return None
+            if node.namespaces is not None:
+                return node.namespaces
+            name = node.parent
+        return None
 
     def roots(self) -> tuple[str, ...]:
         """Top-level queues, in config order."""

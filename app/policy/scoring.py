@@ -1,6 +1,6 @@
 """The prioritize verb: integer scores 0..10 per offered node (kube-scheduler multiplies them).
 
-Two rules (SPEC §5, KEP-1282 story 1):
+Two rules (DESIGN §5, KEP-1282 story 1):
 
 - **Failed pool**: after a PodsReadyTimeout eviction, nodes in the pool (value of the pool label,
   default ``runway.dev/pool``) where the workload last failed readiness score low, so it comes

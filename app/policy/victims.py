@@ -1,4 +1,4 @@
-"""The preempt verb's decision: which victims, on which single node, and why (SPEC §3).
+"""The preempt verb's decision: which victims, on which single node, and why (DESIGN §3).
 
 Pure: the caller turns the scheduler's offer and runway's pod cache into plain facts —
 ``PodFacts`` per pod (with its min-runtime ``Resolution`` already resolved through the queue tree),
@@ -8,7 +8,14 @@ siblings on other nodes included), a record of every rule applied, and counts fo
 
 Rules, per offered node:
 
-1. An offered victim is dropped while it is **protected** (``now < start + minRuntime``; no known
+0. **One victim, one preemption.** A pod already chosen by another preemption in flight
+   (``reserved``: on its node or as an off-node gang sibling) or already terminating is never
+   chosen again: it is *awaited* — its room counts, it is neither deleted nor recorded a second
+   time, and its gang is not expanded again (that preemption evicts it). A node claimed by a
+   preemption in flight of equal or higher priority is dropped; one claimed by a lower priority
+   may be taken, as kube-scheduler's nominator lets a higher priority through (the lower claim
+   is then ``displaced``: ``app.policy.claims``).
+1. An offered victim is dropped while it is **protected** (``now <= start + minRuntime``; no known
    start → not protected). A gang (non-elastic workload) with any protected pod is protected as a
    whole. A protected **elastic** workload may lose pods only while at least ``minAvailable`` of
    its running pods stay (the floor counts every eviction of the candidate decision). Both
@@ -24,9 +31,11 @@ Rules, per offered node:
    (lower priority than the preemptor, not protected) that free at least what the dropped ones
    requested, for every resource; freed capacity of on-node gang siblings counts. None → the node
    is dropped.
-4. One node wins: fewest PDB violations, lowest highest-victim priority, smallest priority sum,
-   fewest victims (off-node siblings included), least work lost (the sum over victims of the
-   time each has run since its workload *started*; an unknown start counts 0), then name.
+4. One node wins: fewest claims of lower-priority preemptions taken, fewest PDB violations,
+   lowest highest-victim priority, smallest priority sum, fewest victims (off-node siblings
+   included; awaited pods are not this preemption's victims), least work lost (the sum over
+   victims of the time each pod has run itself, from its own start — not its workload's; an
+   unknown start counts 0), then name.
 """
 
 from __future__ import annotations
@@ -37,14 +46,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from app.model import Pod
-from app.model.timestamps import format_optional_time
+from app.model.timestamps import format_optional_time, parse_time
 from app.policy import minruntime, quantity
 from app.policy.budget import BudgetResolution, budget_status
+from app.policy.claims import Claim
 from app.policy.minruntime import Protection, ResolutionLike
 from app.policy.quantity import Resources
-from app.policy.workload import is_active, min_available, queue_of, workload_of
+from app.policy.workload import bind_time, is_active, min_available, queue_of, workload_of
 
-Outcome = Literal["kept", "dropped", "reselected", "gang-expanded"]
+Outcome = Literal["kept", "dropped", "reselected", "gang-expanded", "awaited"]
 NodeOutcome = Literal["chosen", "lost", "dropped"]
 
 PODS = "pods"
@@ -84,6 +94,12 @@ class PodFacts:
     """The preemption budget of the pod's workload (its leaf queue's); None = none known."""
     preemption_history: tuple[float, ...] = ()
     """When the pod's workload was last preempted (its eviction record), oldest first."""
+    running_since: float | None = None
+    """When this pod itself started running (its ``startTime``, else its bind); None = unknown.
+    Work lost counts from here, not from the workload's start: a replacement bound 10 s ago
+    in a workload started long ago loses 10 s."""
+    terminating: bool = False
+    """Being deleted already: never chosen again (awaited, like a reserved victim)."""
     shield: str = ""
     """Why the pod may never be a victim (``app.policy.shield``); empty: it may be one."""
 
@@ -116,6 +132,8 @@ class PodFacts:
             requests=quantity.pod_requests(pod),
             budget=budget,
             preemption_history=preemption_history,
+            running_since=running_since(pod),
+            terminating=pod.metadata.deletionTimestamp is not None,
             shield=shield,
         )
 
@@ -141,7 +159,7 @@ class WorkloadFacts:
 
     @property
     def elastic(self) -> bool:
-        """Elastic = minAvailable below the pod count (SPEC §2); otherwise a gang."""
+        """Elastic = minAvailable below the pod count (DESIGN §2); otherwise a gang."""
         return minruntime.is_elastic(self.min_available, len(self.pods))
 
     def may_lose(self, evicting: int) -> bool:
@@ -176,9 +194,16 @@ class Preemptor:
     workload: str = ""
 
     @classmethod
-    def from_pod(cls, pod: Pod) -> Preemptor:
-        """Facts of the preemptor from its pod."""
-        return cls(pod.uid, pod.key, pod.priority, queue_of(pod), str(workload_of(pod)))
+    def from_pod(cls, pod: Pod, queue: str | None = None) -> Preemptor:
+        """Facts of the preemptor from its pod (``queue``: as ``queue_of`` with the tree gives
+        it; default the label alone)."""
+        return cls(
+            pod.uid,
+            pod.key,
+            pod.priority,
+            queue if queue is not None else queue_of(pod),
+            str(workload_of(pod)),
+        )
 
 
 @dataclass(frozen=True)
@@ -267,6 +292,11 @@ class NodeRecord:
     victim_count: int = 0
     work_lost: float = 0.0
     """Seconds: the sum over the victims of the time each has run (``work_lost``)."""
+    awaited: tuple[str, ...] = ()
+    """UIDs on this node already going (another preemption's victims, or terminating): their
+    room counts, nobody deletes them again."""
+    displaced: tuple[Claim, ...] = ()
+    """Claims of lower-priority preemptions on this node that choosing it takes."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -277,6 +307,8 @@ class NodeRecord:
             "numPDBViolations": self.pdb_violations,
             "victims": list(self.victims),
             "offNodeVictims": [{"uid": u, "node": n} for u, n in self.off_node],
+            "awaitedVictims": list(self.awaited),
+            "displacedClaims": [_claim_dict(c) for c in self.displaced],
             "maxPriority": self.max_priority,
             "prioritySum": self.priority_sum,
             "victimCount": self.victim_count,
@@ -298,10 +330,13 @@ class Counts:
     gang_expanded: Mapping[str, int]
     nodes_dropped: int
     budget: Mapping[str, int] = field(default_factory=dict)
+    awaited: Mapping[str, int] = field(default_factory=dict)
+    """Pods already going (another preemption's victims, or terminating): not chosen again."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
+            "awaited": dict(self.awaited),
             "kept": dict(self.kept),
             "protected": dict(self.protected),
             "ineligible": dict(self.ineligible),
@@ -326,6 +361,15 @@ class Decision:
     """(UID, node) of gang siblings not in the reply (other nodes, pending, or missing from the
     node's listing): the executor deletes them too."""
     pdb_violations: int = 0
+    awaited: tuple[str, ...] = ()
+    """UIDs on the chosen node already going (reserved by another preemption in flight, or
+    terminating): the preemption waits for them but neither deletes nor records them."""
+    displaced: tuple[Claim, ...] = ()
+    """Claims of lower-priority preemptions on the chosen node that this one takes: their
+    preemptors lose the claim and are retried (kube-scheduler's nominator)."""
+    counted: tuple[str, ...] = ()
+    """Victims (of ``all_victims``) whose workload another preemption in flight is evicting
+    already: deleted, but the eviction is not recorded a second time."""
     nodes: tuple[NodeRecord, ...] = ()
     counts: Counts = field(
         default_factory=lambda: Counts({}, {}, {}, {}, {}, 0),
@@ -379,11 +423,17 @@ class Decision:
             "vetoedByGate": self.vetoed_by_gate,
             "victims": list(self.victims),
             "offNodeVictims": [{"uid": u, "node": n} for u, n in self.off_node],
+            "awaitedVictims": list(self.awaited),
+            "displacedClaims": [_claim_dict(c) for c in self.displaced],
             "numPDBViolations": self.pdb_violations,
             "nodes": [n.to_dict() for n in nodes],
             "nodesOmitted": len(self.nodes) - len(nodes),
             "counts": self.counts.to_dict(),
         }
+
+
+def _claim_dict(claim: Claim) -> dict[str, Any]:
+    return {"preemptor": claim.preemptor, "priority": claim.priority, "node": claim.node}
 
 
 # --- the algorithm -------------------------------------------------------------------------
@@ -398,11 +448,31 @@ class _Context:
     workloads: Mapping[str, WorkloadFacts]
     claimed: Mapping[str, Sequence[PodFacts]]
     """Per workload key, the offered and other pods (every node) that claim it."""
+    reserved: Mapping[str, str] = field(default_factory=dict)
+    """Victim UID → the preemption in flight that chose it (``namespace/name`` of its
+    preemptor): never chosen again."""
     _members: dict[str, list[PodFacts]] = field(default_factory=dict)
     _blockers: dict[str, tuple[str, str] | None] = field(default_factory=dict)
     _elastic: dict[str, Protection | None] = field(default_factory=dict)
     _protection: dict[str, Protection] = field(default_factory=dict)
     _fallback: dict[str, WorkloadFacts] = field(default_factory=dict)
+
+    def going(self, pod: PodFacts) -> str | None:
+        """Why ``pod`` is going already (and so is not chosen again), or None."""
+        holder = self.reserved.get(pod.uid)
+        if holder is not None:
+            return f"already chosen by the preemption in flight of {holder}"
+        return "already terminating" if pod.terminating else None
+
+    def in_flight(self, wl: WorkloadFacts) -> bool:
+        """Whether another preemption in flight is evicting ``wl`` already (one of its members
+        is reserved): its eviction is recorded once, by that preemption."""
+        return any(m.uid in self.reserved for m in self.members(wl))
+
+    def floor_start(self, wl: WorkloadFacts) -> int:
+        """Evictions of ``wl`` already under way (reserved members still running): the elastic
+        floor counts them before this decision's own."""
+        return sum(1 for m in wl.pods if m.uid in self.reserved and m.node)
 
     def protection(self, pod: PodFacts) -> Protection:
         found = self._protection.get(pod.uid)
@@ -476,6 +546,8 @@ class _NodePlan:
     offer: NodeOffer
     victims: dict[str, PodFacts] = field(default_factory=dict)
     off_node: dict[str, PodFacts] = field(default_factory=dict)
+    awaited: dict[str, PodFacts] = field(default_factory=dict)
+    displaced: tuple[Claim, ...] = ()
     records: dict[str, VictimRecord] = field(default_factory=dict)
     dropped: list[PodFacts] = field(default_factory=list)
     gangs: set[str] = field(default_factory=set)
@@ -485,6 +557,11 @@ class _NodePlan:
 
     def __post_init__(self) -> None:
         self.node_uids = {p.uid for p in (*self.offer.victims, *self.offer.others)}
+
+    def used(self, ctx: _Context, wl: WorkloadFacts) -> int:
+        """Evictions of ``wl`` the elastic floor counts: this decision's and those under way."""
+        found = self.floor_used.get(wl.key)
+        return ctx.floor_start(wl) if found is None else found
 
     def record(
         self, ctx: _Context, pod: PodFacts, outcome: Outcome, reason: str, offered: bool
@@ -523,6 +600,13 @@ def _expand_gang(
     for m in members:
         if m.uid == trigger.uid or m.uid in offered or m.uid in plan.victims:
             continue
+        going = ctx.going(m)
+        if going is not None:
+            # Another preemption evicts it (or it is terminating): never deleted twice.
+            if m.node == plan.node and m.uid in plan.node_uids:
+                plan.awaited[m.uid] = m
+            plan.record(ctx, m, "awaited", f"gang {wl.key}: {going}; not chosen again", False)
+            continue
         reason = f"gang {wl.key}: evicted with {trigger.key} ({outcome_note})"
         # Only pods the node's listing holds go in the reply: a UID kube-scheduler does not
         # know on that node fails the whole call. Anything else is left to the executor.
@@ -543,6 +627,13 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
     """Steps 1-2 on the offered victims: keep, drop (protected/ineligible), expand gangs."""
     offered = {p.uid for p in plan.offer.victims}
     for pod in _sorted_pods(plan.offer.victims):
+        going = ctx.going(pod)
+        if going is not None:
+            plan.awaited[pod.uid] = pod
+            plan.record(
+                ctx, pod, "awaited", f"{going}: not chosen again; its room counts", offered=True
+            )
+            continue
         if not pod.known:
             plan.victims[pod.uid] = pod
             plan.record(
@@ -571,7 +662,7 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
                     offered=True,
                 )
                 continue
-            used = plan.floor_used.get(wl.key, 0)
+            used = plan.used(ctx, wl)
             if wl.may_lose(used + 1):
                 plan.floor_used[wl.key] = used + 1
                 plan.victims[pod.uid] = pod
@@ -639,17 +730,19 @@ class _Unit:
 
 def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
     """Units of the node's other pods that may be evicted instead of the dropped victims."""
-    taken = set(plan.victims) | {p.uid for p in plan.dropped}
+    taken = set(plan.victims) | set(plan.awaited) | {p.uid for p in plan.dropped}
     units: dict[tuple[str, str], _Unit] = {}
     for pod in _sorted_pods(plan.offer.others):
         if pod.uid in taken or pod.node != plan.node or not pod.known:
             continue
+        if ctx.going(pod) is not None:
+            continue  # going already: not chosen again
         if pod.priority >= ctx.preemptor.priority or pod.shield:
             continue
         wl = ctx.workload(pod)
         if wl.elastic:
             prot = ctx.elastic_protection(wl)
-            if prot is not None and not wl.may_lose(plan.floor_used.get(wl.key, 0) + 1):
+            if prot is not None and not wl.may_lose(plan.used(ctx, wl) + 1):
                 continue
             units["pod", pod.uid] = _Unit((pod,), (pod,), wl, prot is not None, _freed([pod]))
             continue
@@ -659,8 +752,13 @@ def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
         on_node = tuple(
             m
             for m in members
-            if m.node == plan.node and m.uid in plan.node_uids and m.uid not in plan.victims
+            if m.node == plan.node
+            and m.uid in plan.node_uids
+            and m.uid not in plan.victims
+            and ctx.going(m) is None
         )
+        if not on_node:
+            continue  # nothing of it left here to free
         units["gang", wl.key] = _Unit(tuple(members), on_node, wl, False, _freed(on_node))
     return sorted(units.values(), key=lambda u: u.sort_key(ctx.now))
 
@@ -695,9 +793,10 @@ def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
             continue  # frees nothing still missing
         key = unit.workload.key
         if unit.elastic_protected:
-            if not unit.workload.may_lose(floor_used.get(key, 0) + 1):
+            used = floor_used.get(key, ctx.floor_start(unit.workload))
+            if not unit.workload.may_lose(used + 1):
                 continue
-            floor_used[key] = floor_used.get(key, 0) + 1
+            floor_used[key] = used + 1
         chosen.append(unit)
         total = quantity.add_resources(total, unit.freed)
     if not quantity.covers(total, remaining):
@@ -721,7 +820,7 @@ def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
         trigger = unit.on_node[0] if unit.on_node else unit.pods[0]
         why = f"replaces dropped {dropped_keys}; frees {quantity.format_resources(unit.freed)}"
         if unit.elastic_protected:
-            why += f"; {_floor_text(wl, floor_used.get(wl.key, 0))}"
+            why += f"; {_floor_text(wl, floor_used.get(wl.key, ctx.floor_start(wl)))}"
         for pod in unit.on_node:
             plan.victims[pod.uid] = pod
             plan.record(ctx, pod, "reselected", why, offered=False)
@@ -733,6 +832,7 @@ def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
 
 
 _CRITERIA = (
+    "claims of lower-priority preemptions taken",
     "PDB violations",
     "highest victim priority",
     "victim priority sum",
@@ -743,15 +843,31 @@ _CRITERIA = (
 
 
 def work_lost(pods: Iterable[PodFacts], now: float) -> float:
-    """Work lost by evicting ``pods`` (SPEC §3 step 4): the sum of the time each has run since
-    its workload started; a pod with no known start (or a start in the future) counts 0."""
-    return sum(max(now - p.start, 0.0) for p in pods if p.start is not None)
+    """Work lost by evicting ``pods`` (DESIGN §3.5, step 5): the sum of the time each pod has run
+    itself (``running_since``, not its workload's start); a pod with no known start (or a start
+    in the future) counts 0."""
+    return sum(max(now - p.running_since, 0.0) for p in pods if p.running_since is not None)
 
 
-def _rank(plan: _NodePlan, now: float) -> tuple[int, float, int, int, float, str]:
+def running_since(pod: Pod) -> float | None:
+    """When ``pod`` started running: its ``status.startTime`` (the kubelet's), else its bind
+    (PodScheduled=True); None when it is not bound."""
+    if not pod.spec.nodeName:
+        return None
+    started = parse_time(pod.status.startTime)
+    return started if started is not None else bind_time(pod)
+
+
+Rank = tuple[int, int, float, int, int, float, str]
+
+
+def _rank(plan: _NodePlan, now: float) -> Rank:
+    # The pods this preemption evicts itself: awaited ones go anyway, whichever node wins.
+    # Taking a lower-priority claim costs that preemptor a retry: the last resort.
     pods = list(plan.victims.values()) + list(plan.off_node.values())
     max_prio = max((p.priority for p in pods), default=-math.inf)
     return (
+        len(plan.displaced),
         plan.offer.pdb_violations,
         max_prio,
         sum(p.priority for p in pods),
@@ -764,12 +880,12 @@ def _rank(plan: _NodePlan, now: float) -> tuple[int, float, int, int, float, str
 def _why_lost(rank: tuple[Any, ...], best: tuple[Any, ...], winner: str) -> str:
     for i, (mine, theirs) in enumerate(zip(rank, best, strict=True)):
         if mine != theirs:
-            if i == 4:
+            if i == 5:
                 return (
                     f"lost to {winner} on {_CRITERIA[i]}: its victims lose less work "
                     f"({_fmt(round(mine, 3))}s > {_fmt(round(theirs, 3))}s of run time)"
                 )
-            if i == 5:
+            if i == 6:
                 return f"lost to {winner} on {_CRITERIA[i]} (tie on every other criterion)"
             return f"lost to {winner} on {_CRITERIA[i]} ({_fmt(mine)} > {_fmt(theirs)})"
     return f"lost to {winner}"
@@ -789,16 +905,20 @@ def decide(
     *,
     gated: bool = False,
     gate_why: str = "",
-    claimed: Mapping[str, str] | None = None,
+    claims: Sequence[Claim] = (),
+    reserved: Mapping[str, str] | None = None,
 ) -> Decision:
-    """Choose the victims of a preemption on one offered node (SPEC §3 steps 1-4) and say why.
+    """Choose the victims of a preemption on one offered node (DESIGN §3.5) and say why.
 
     ``offers`` maps each node kube-scheduler offered to its victims and the node's other cached
     pods; ``workloads`` holds the facts of every workload those pods belong to (pods missing a
     workload entry are workloads of their own). ``gated``: the preemptor's previous preemption
     is still in flight (or its failure backs off: ``gate_why`` then says until when) → veto.
-    ``claimed``: nodes another preemption in flight holds (node → its preemptor), dropped
-    (``policy.claims``). The result does not depend on the order of any input.
+    ``claims``: the other preemptions in flight (``policy.claims``): a node claimed by one of
+    equal or higher priority is dropped; one claimed only by lower priorities may be taken (the
+    decision's ``displaced``). ``reserved``: victim UID → the preemptor of the preemption in
+    flight that chose it; such a pod is never chosen again (nor is a terminating one): it is
+    awaited. The result does not depend on the order of any input.
     """
     if gated:
         return Decision(
@@ -822,17 +942,29 @@ def decide(
             for pod in pods:
                 if pod.known:
                     seen.setdefault(pod.workload_key, {}).setdefault(pod.uid, pod)
-    ctx = _Context(preemptor, now, workloads, {k: list(v.values()) for k, v in seen.items()})
+    ctx = _Context(
+        preemptor, now, workloads, {k: list(v.values()) for k, v in seen.items()}, reserved or {}
+    )
+    by_node: dict[str, list[Claim]] = {}
+    for claim in sorted(claims, key=lambda c: (-c.priority, c.preemptor, c.preemptor_uid)):
+        if claim.preemptor_uid != preemptor.uid:
+            by_node.setdefault(claim.node, []).append(claim)
     plans: list[_NodePlan] = []
     dropped_nodes: list[tuple[_NodePlan, str]] = []
     for node in sorted(offers):
         plan = _NodePlan(node=node, offer=offers[node])
-        holder = (claimed or {}).get(node)
+        held = by_node.get(node, [])
+        holder = next((c for c in held if c.priority >= preemptor.priority), None)
         if holder is not None:
             dropped_nodes.append(
-                (plan, f"claimed by the preemption in flight of {holder}: not offered twice")
+                (
+                    plan,
+                    f"claimed by the preemption in flight of {holder.preemptor} (priority "
+                    f"{holder.priority}, not below {preemptor.priority}): not offered twice",
+                )
             )
             continue
+        plan.displaced = tuple(held)
         _apply_rules_to_offer(ctx, plan)
         failure = _reselect(ctx, plan) if plan.dropped else None
         if failure is not None:
@@ -847,10 +979,14 @@ def decide(
         if plan is winner:
             outcome: NodeOutcome = "chosen"
             why = (
-                "chosen: " + ", ".join(_CRITERIA[:5]) + " compared in that order"
+                "chosen: " + ", ".join(_CRITERIA[:6]) + " compared in that order"
                 if len(plans) > 1
                 else "chosen: the only node left after the rules"
             )
+            if plan.displaced:
+                why += "; takes the claim of the lower-priority preemption of " + ", ".join(
+                    f"{c.preemptor} (priority {c.priority})" for c in plan.displaced
+                )
         else:
             assert winner is not None
             outcome, why = "lost", _why_lost(ranks[plan.node], ranks[winner.node], winner.node)
@@ -875,6 +1011,7 @@ def decide(
             counts=counts,
         )
     chosen_record = next(r for r in records if r.node == winner.node)
+    evicted = [*winner.victims.values(), *winner.off_node.values()]
     return Decision(
         preemptor=preemptor,
         now=now,
@@ -883,6 +1020,9 @@ def decide(
         victims=chosen_record.victims,
         off_node=chosen_record.off_node,
         pdb_violations=winner.offer.pdb_violations,
+        awaited=chosen_record.awaited,
+        displaced=chosen_record.displaced,
+        counted=tuple(sorted(p.uid for p in evicted if p.known and ctx.in_flight(ctx.workload(p)))),
         nodes=tuple(records),
         counts=counts,
     )
@@ -892,14 +1032,14 @@ def _node_record(
     plan: _NodePlan,
     outcome: NodeOutcome,
     reason: str,
-    rank: tuple[int, float, int, int, float, str] | None,
+    rank: Rank | None,
 ) -> NodeRecord:
     keep = outcome != "dropped"
     victims = tuple(sorted(plan.victims)) if keep else ()
     off_node = tuple(sorted((u, p.node) for u, p in plan.off_node.items())) if keep else ()
     max_prio = None
     if rank is not None:
-        max_prio = int(rank[1]) if math.isfinite(rank[1]) else None
+        max_prio = int(rank[2]) if math.isfinite(rank[2]) else None
     return NodeRecord(
         node=plan.node,
         outcome=outcome,
@@ -909,15 +1049,26 @@ def _node_record(
         off_node=off_node,
         records=tuple(sorted(plan.records.values(), key=lambda r: (not r.offered, r.uid))),
         max_priority=max_prio,
-        priority_sum=rank[2] if rank is not None else 0,
-        victim_count=rank[3] if rank is not None else 0,
-        work_lost=rank[4] if rank is not None else 0.0,
+        priority_sum=rank[3] if rank is not None else 0,
+        victim_count=rank[4] if rank is not None else 0,
+        work_lost=rank[5] if rank is not None else 0.0,
+        awaited=tuple(sorted(plan.awaited)) if keep else (),
+        displaced=plan.displaced if keep else (),
     )
 
 
 def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
     buckets: dict[str, dict[str, int]] = {
-        k: {} for k in ("kept", "protected", "budget", "ineligible", "reselected", "gang_expanded")
+        k: {}
+        for k in (
+            "kept",
+            "protected",
+            "budget",
+            "ineligible",
+            "reselected",
+            "gang_expanded",
+            "awaited",
+        )
     }
     for node in records:
         for rec in node.records:
@@ -932,6 +1083,8 @@ def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
                     bucket = "protected"
             elif rec.outcome == "reselected":
                 bucket = "reselected"
+            elif rec.outcome == "awaited":
+                bucket = "awaited"
             else:
                 bucket = "gang_expanded"
             kind = rec.protection.action
@@ -944,6 +1097,7 @@ def _counts(records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
         gang_expanded=buckets["gang_expanded"],
         nodes_dropped=nodes_dropped,
         budget=buckets["budget"],
+        awaited=buckets["awaited"],
     )
 
 

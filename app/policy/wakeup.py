@@ -1,4 +1,4 @@
-"""Which pending pods to wake, and when (SPEC §5: a rejection's end must reach kube-scheduler).
+"""Which pending pods to wake, and when (DESIGN §5: a rejection's end must reach kube-scheduler).
 
 When runway's filter rejects a pod, kube-scheduler parks it in its unschedulable queue and retries
 it only after ~60 s (the leftover flush) or on a cluster event it deems relevant. A pod *update*

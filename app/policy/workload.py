@@ -1,6 +1,6 @@
 """Which queue and which workload a pod belongs to, and the workload facts derived from its pods.
 
-SPEC §2: a pod names its leaf queue by label; a workload is the set of pods admitted and evicted
+DESIGN §2: a pod names its leaf queue by label; a workload is the set of pods admitted and evicted
 together, identified (first match wins) by label ``runway.dev/workload``, label
 ``scheduling.x-k8s.io/pod-group``, the controller ownerReference, else the pod alone.
 """
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from app.model import Pod
 from app.model.eviction import parse_count
 from app.model.timestamps import parse_time
+from app.policy.queues import QueueTree
 
 QUEUE_LABELS: tuple[str, ...] = (
     "runway.dev/queue",
@@ -25,13 +27,29 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
 
 
-def queue_of(pod: Pod, label_keys: Sequence[str] = QUEUE_LABELS) -> str:
-    """The pod's leaf queue: the first label of ``label_keys`` that is set, else ``default``."""
-    for key in label_keys:
+def requested_queue(pod: Pod) -> str:
+    """The queue the pod's labels name: the first of ``QUEUE_LABELS`` that is set, else
+    ``default``. What a tenant asked for; ``queue_of`` is what it gets."""
+    for key in QUEUE_LABELS:
         value = pod.label(key)
         if value:
             return value
     return DEFAULT_QUEUE
+
+
+def queue_of(pod: Pod, tree: QueueTree | None = None) -> str:
+    """The pod's leaf queue: the one its labels name when its namespace may use it
+    (``QueueTree.allows``), else ``default``. Without a tree: the label alone."""
+    queue = requested_queue(pod)
+    if tree is None or queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace):
+        return queue
+    return DEFAULT_QUEUE
+
+
+def queue_denied(pod: Pod, tree: QueueTree) -> str | None:
+    """The queue the pod names but its namespace may not use (None: allowed)."""
+    queue = requested_queue(pod)
+    return None if queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace) else queue
 
 
 @dataclass(frozen=True, order=True)
@@ -48,7 +66,7 @@ class WorkloadKey:
 
 
 def workload_of(pod: Pod) -> WorkloadKey:
-    """The workload ``pod`` belongs to (SPEC §2 identity rules, first match wins)."""
+    """The workload ``pod`` belongs to (DESIGN §2.2 identity rules, first match wins)."""
     ns = pod.metadata.namespace
     name = pod.label(WORKLOAD_LABEL)
     if name:
@@ -94,7 +112,7 @@ def declared_min_available(pods: Iterable[Pod]) -> int | None:
 
 
 def is_member(pod: Pod) -> bool:
-    """A member of its workload (SPEC §2 *members*): neither being deleted nor ``Failed``.
+    """A member of its workload (DESIGN §2.2 *members*): neither being deleted nor ``Failed``.
 
     KEP-349: failed pods are not taken into account; they count neither towards minAvailable
     nor against PodsReady. Succeeded pods are members (they count as ready).
@@ -110,7 +128,7 @@ def members(pods: Iterable[Pod]) -> list[Pod]:
 def min_available(pods: Sequence[Pod]) -> int:
     """minAvailable of a workload: the annotation, else all its pods.
 
-    A declared value is never capped at the pods runway sees (SPEC §2: the embedded default sees
+    A declared value is never capped at the pods runway sees (DESIGN §2: the embedded default sees
     only the offered victims; protection must not fail open). ``pods`` are the pods to count for
     a gang: callers pass members (or the pods the elastic floor counts).
     """
@@ -162,11 +180,31 @@ def is_ready(pod: Pod) -> bool:
     return cond is not None and cond.status == "True"
 
 
-def pods_ready(pods: Sequence[Pod]) -> bool:
-    """PodsReady (SPEC §5): ready + succeeded members ≥ minAvailable (failed and terminating pods
-    are not members)."""
+SizeSource = Literal["declared", "parallelism", "members"]
+
+
+def workload_size(
+    pods: Sequence[Pod], *, parallelism: int | None = None, most: int | None = None
+) -> tuple[int, SizeSource]:
+    """The workload's size, PodsReady's target (DESIGN §2, KEP-349: ready + succeeded ≥ the
+    workload's count, "we don't take failed pods into account"): the declared minAvailable,
+    else the owner's ``parallelism`` (a Job), else the most members it has had (``most``, the
+    persisted fact, or the members now if more). Never the pods alive now alone: a failed pod
+    not yet replaced must not shrink the target."""
+    declared = declared_min_available(pods)
+    if declared is not None:
+        return declared, "declared"
+    if parallelism is not None and parallelism > 0:
+        return parallelism, "parallelism"
+    return max(most or 0, len(members(pods))), "members"
+
+
+def pods_ready(pods: Sequence[Pod], size: int | None = None) -> bool:
+    """PodsReady (DESIGN §5): ready + succeeded members ≥ the workload's ``size``
+    (:func:`workload_size`; None: minAvailable of the members now). Failed and terminating pods
+    are not members: they never count as ready."""
     live = members(pods)
     if not live:
         return False
     good = sum(1 for p in live if p.status.phase == "Succeeded" or is_ready(p))
-    return good >= min_available(live)
+    return good >= (min_available(live) if size is None else size)

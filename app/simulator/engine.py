@@ -735,6 +735,7 @@ class Simulation:
             requests=owner.spec.requests,
             budget=self._budget(owner.spec.queue),
             preemption_history=owner.record.preemption_history if owner.record else (),
+            running_since=pod.bound_at,
         )
         self._fact_cache[uid, preemptor_queue] = (stamp, found)
         return found

@@ -22,12 +22,13 @@ from app import metrics
 from app.logs import get_logger
 from app.model import Pod
 from app.model.node import Node
+from app.policy.queues import QueueTree
 from app.policy.workload import (
-    QUEUE_LABELS,
     WorkloadKey,
     members,
     min_available,
     pods_ready,
+    queue_denied,
     queue_of,
     workload_of,
 )
@@ -72,7 +73,9 @@ class WorkloadView:
     pods: tuple[Pod, ...]
     min_available: int
     pods_ready: bool
-    """Ready + Succeeded members ≥ minAvailable (SPEC §5; failed pods are not members)."""
+    """Ready + Succeeded members ≥ minAvailable of the members now: the pods' own view. PodsReady
+    as the rules use it counts against the workload's size (``LifeFacts.pods_ready``: a failed
+    pod not yet replaced does not shrink the target)."""
 
     @property
     def bound(self) -> int:
@@ -125,12 +128,14 @@ class ClusterCache:
 
     def __init__(
         self,
-        queue_labels: Sequence[str] = QUEUE_LABELS,
+        queues: QueueTree | None = None,
         *,
         compact: bool = True,
         invalid: InvalidObjects | None = None,
     ) -> None:
-        self.queue_labels = tuple(queue_labels)
+        self.queue_tree = queues
+        """The queue tree whose namespace permissions decide a pod's queue (``queue_of``);
+        None: the label alone. Call ``reindex_queues`` when the tree changes."""
         self.invalid = invalid or InvalidObjects()
         """Counts and reports the pods' bad values (once per pod version)."""
         # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
@@ -300,6 +305,12 @@ class ClusterCache:
         if self._compactor is not None and not compacted:
             pod = self._compactor.pod(pod, old)
         self.invalid.check_pod(pod, old)
+        if self.queue_tree is not None and (
+            old is None or old.metadata.resourceVersion != pod.metadata.resourceVersion
+        ):
+            denied = queue_denied(pod, self.queue_tree)
+            if denied is not None:
+                metrics.QUEUE_DENIED.labels(metrics.queue_label(denied)).inc()
         self._pods[uid] = pod
         if old is not None and _same_index_keys(old, pod):
             # A status or annotation change: the indexes hold; only the workload view is stale.
@@ -338,7 +349,7 @@ class ClusterCache:
         # One WorkloadKey object per workload, not per pod (the pods of a Job share it).
         workload = workload_of(pod)
         workload = self._workload_keys.setdefault(workload, workload)
-        queue = queue_of(pod, self.queue_labels)
+        queue = queue_of(pod, self.queue_tree)
         key = pod.key
         self._indexed[uid] = (key, node, workload, queue)
         self._uid_by_key[key] = uid
@@ -366,6 +377,14 @@ class ClusterCache:
             self._workload_keys.pop(workload, None)
         _remove(self._by_queue, queue, uid)
         self._workloads.pop(workload, None)
+
+    def reindex_queues(self) -> None:
+        """Index every pod's queue again (the tree, and so the namespace permissions, changed)."""
+        self._by_queue.clear()
+        for uid, (key, node, workload, _) in list(self._indexed.items()):
+            queue = queue_of(self._pods[uid], self.queue_tree)
+            self._indexed[uid] = (key, node, workload, queue)
+            _add(self._by_queue, queue, uid)
 
     # -- nodes -----------------------------------------------------------------------------
 

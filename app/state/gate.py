@@ -1,21 +1,24 @@
 """The book of held preemptors (KEP-4832's gate), and the read-only check of an entry against
 the cache.
 
-The in-memory book answers the hot path; the annotation ``runway.dev/preemption-gate`` on the
-preemptor (``app.model.gate``) carries the same entry so that another replica (reading it through
-its pod cache) and this replica after a restart hold the pod too. Reading never writes: a check
-that finds a gate open only says so; ``app.tasks.gatekeeper`` releases it and removes the
-annotation.
+The in-memory book answers the hot path; the preemptor's ``WorkloadRecord``
+(``status.preemptions``, ``app.state.records``) carries the same entry so that another replica
+and this replica after a restart hold the pod too (``set_mirrored``). A mirrored entry is used
+only while it agrees with the cache (``trusted``): its preemptor is a pending pod of that UID in
+the record's namespace, its priority is the cached pod's, its bound is at most the gate's bound.
+Reading never writes: a check that finds a gate open only says so; ``app.tasks.gatekeeper``
+releases it and removes the mirror.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 from app import metrics
 from app.model import Pod
-from app.model.gate import GATE_ANNOTATION, GateEntry, decode_entry
+from app.model.gate import GateEntry
 from app.model.timestamps import format_time
 from app.policy.claims import Claim, room_after
 from app.policy.gate import GateCheck, VictimState, check_gate, failed_retry_wait
@@ -43,11 +46,13 @@ failures); the oldest are forgotten first."""
 
 class GateBook:
     """Held preemptors by UID, and whether their preemption task still runs or has failed; the
-    entries other replicas (or an earlier run) mirrored on pods; the claims they make.
+    entries other replicas (or an earlier run) mirrored on WorkloadRecords; the claims they make.
     Not thread-safe: used from the event loop only."""
 
-    def __init__(self, cache: ClusterCache | None = None) -> None:
-        self.cache = cache if cache is not None else ClusterCache()
+    def __init__(self, cache: ClusterCache, *, gate_bound_s: float = 60.0) -> None:
+        self.cache = cache
+        self.gate_bound_s = gate_bound_s
+        """No mirrored gate holds longer than this past its start (``preemption.gateTimeout``)."""
         self._entries: dict[str, GateEntry] = {}
         self._running: set[str] = set()
         self._failed: dict[str, float] = {}
@@ -59,33 +64,53 @@ class GateBook:
         self._version = 0
         self.entries_version = 0
         """Bumped when an entry (local or mirrored) appears or goes: who is gated changed."""
-        self._claims: tuple[int, tuple[Claim, ...]] | None = None
+        self._claims: tuple[int, tuple[Claim, ...], dict[str, GateEntry]] | None = None
+        self._displaced: OrderedDict[str, str] = OrderedDict()
+        """Preemptors whose claim a higher-priority preemption took → why (bounded): their gate
+        is open (the gate keeper releases it) and their task, still running, must not nominate
+        them."""
         self.listeners: list[Callable[[], None]] = []
         """Called when a task finishes or a mirrored gate appears or goes (cheap: they only
         poke), e.g. the gate keeper's."""
         self.cache.subscribe(self._observe)
 
     def _observe(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
-        # Every cache change may change a claim's room or a victim's state.
+        # Every cache change may change a claim's room, a victim's state, or whether a mirrored
+        # entry agrees with the cache.
         self._version += 1
-        if event.kind != "pod":
-            return
-        pod = event.new if event.new is not None else event.old
-        if pod is None:
-            return
-        uid = pod.metadata.uid
-        entry = None
-        if event.new is not None and event.new.annotation(GATE_ANNOTATION):
-            entry = self._live(decode_entry(event.new))
-        if entry is None:
+
+    def set_mirrored(self, uid: str, entry: GateEntry | None) -> None:
+        """A preemption in flight appeared on (or left) a ``WorkloadRecord`` (``RecordBook``)."""
+        self._version += 1
+        if entry is None or entry.preemptor.uid != uid:
             changed = self._mirrored.pop(uid, None) is not None
         else:
-            changed = uid not in self._mirrored
+            changed = self._mirrored.get(uid) != entry
             self._mirrored[uid] = entry
         if changed:
             self.entries_version += 1
             for listener in self.listeners:
                 listener()
+
+    def trusted(self, entry: GateEntry) -> GateEntry | None:
+        """``entry`` as far as the cache confirms it (None: not at all). Records are written by
+        runway only, but a preemption is never acted on beyond what the cache shows: the
+        preemptor must be a live pod of that UID in that namespace, its priority is the cached
+        one, and the bound is capped at the gate's bound past its start. Without a cluster (no
+        pod list) the entry stands as written."""
+        if not self.cache.pods_synced:
+            return entry
+        pod = self.cache.pod(entry.preemptor.uid)
+        if (
+            pod is None
+            or pod.metadata.namespace != entry.preemptor.namespace
+            or pod.metadata.deletionTimestamp is not None
+        ):
+            return None
+        deadline = min(entry.deadline, entry.since + self.gate_bound_s)
+        if entry.priority == pod.priority and deadline == entry.deadline:
+            return entry
+        return replace(entry, priority=pod.priority, deadline=deadline)
 
     # -- writes (the executor and the gate keeper) ----------------------------------------------
 
@@ -97,7 +122,32 @@ class GateBook:
         self._entries[uid] = entry
         self._running.add(uid)
         self._failed.pop(uid, None)
+        self._displaced.pop(uid, None)  # a new preemption of its own
         metrics.GATE_PODS.set(len(self._entries))
+
+    def displace(self, uid: str, why: str) -> bool:
+        """A higher-priority preemption took the claim of ``uid`` (kube-scheduler's nominator:
+        a higher priority ignores a lower nomination): its claim ends and its gate opens at
+        once (the gate keeper releases it, so kube-scheduler retries it); its task, if still
+        running, goes on deleting the victims (the taker awaits them) but does not nominate.
+        Returns whether ``uid`` was held."""
+        if uid not in self._entries and uid not in self._mirrored:
+            return False
+        self._version += 1
+        self.entries_version += 1
+        self._displaced[uid] = why
+        self._displaced.move_to_end(uid)
+        while len(self._displaced) > MEMO_LIMIT:
+            self._displaced.popitem(last=False)
+        self._failed.pop(uid, None)
+        for listener in self.listeners:
+            listener()
+        return True
+
+    def displaced(self, uid: str) -> str | None:
+        """Why ``uid``'s claim was taken by a higher-priority preemption (None: it was not, or
+        it preempted again since)."""
+        return self._displaced.get(uid)
 
     def finish(self, uid: str, *, ok: bool, now: float | None = None) -> None:
         """The task of ``uid`` ended. A failed one keeps the gate closed for its back-off
@@ -151,22 +201,33 @@ class GateBook:
         return self._entries.get(uid)
 
     def mirrored(self) -> list[GateEntry]:
-        """Entries mirrored on pods that this book does not hold itself."""
-        return [e for uid, e in self._mirrored.items() if uid not in self._entries]
+        """Entries mirrored on records that this book does not hold itself (as the cache
+        confirms them)."""
+        out = []
+        for uid, e in self._mirrored.items():
+            if uid in self._entries:
+                continue
+            live = self._live(e)
+            if live is not None:
+                out.append(live)
+        return out
 
     def lookup(self, pod: Pod) -> GateEntry | None:
-        """The entry holding ``pod``: this replica's, else one mirrored on the pod by another."""
-        return self._entries.get(pod.metadata.uid) or self._live(decode_entry(pod))
+        """The entry holding ``pod``: this replica's, else one mirrored by another."""
+        uid = pod.metadata.uid
+        return self._entries.get(uid) or self._live(self._mirrored.get(uid))
 
     def _live(self, mirrored: GateEntry | None) -> GateEntry | None:
-        """``mirrored`` unless it is a gate already released here: the annotation stays on the
-        cached pod until the watch shows its removal, and kube-scheduler (whose informer may see
-        the removal first) retries the preemptor in that window; a held answer then would leave
-        it unschedulable until its queue's next flush. A new gate on the pod starts later."""
+        """``mirrored`` (as ``trusted`` confirms it) unless it is a gate already released here:
+        the record keeps it until the watch shows its removal, and kube-scheduler may retry the
+        preemptor in that window; a held answer then would leave it unschedulable until its
+        queue's next flush. A new gate on the pod starts later."""
         if mirrored is None:
             return None
         released = self._released.get(mirrored.preemptor.uid)
-        return None if released is not None and mirrored.since <= released else mirrored
+        if released is not None and mirrored.since <= released:
+            return None
+        return self.trusted(mirrored)
 
     def running(self, uid: str) -> bool:
         """Whether this replica's task for ``uid`` is still making its calls."""
@@ -175,6 +236,9 @@ class GateBook:
     def check(self, entry: GateEntry, now: float) -> GateCheck:
         """Whether ``entry`` still holds (no side effect)."""
         uid = entry.preemptor.uid
+        displaced = self._displaced.get(uid)
+        if displaced is not None:
+            return GateCheck(True, displaced)
         retry_at = self._failed.get(uid)
         if retry_at is not None:
             if now >= retry_at:
@@ -203,21 +267,44 @@ class GateBook:
     def claims(self, now: float) -> tuple[Claim, ...]:
         """The claims of every gate still holding (local and mirrored), memoised until the cache
         or the book changes (the filter asks on every call while a preemption is in flight)."""
-        if not self._entries and not self._mirrored:
+        memo = self._in_flight(now)
+        if memo is None:
             return ()
-        memo = self._claims
-        if memo is None or memo[0] != self._version:
-            found: dict[str, GateEntry] = dict(self._mirrored)
-            found.update(self._entries)
-            # A failed preemption backing off claims nothing: its nomination is cleared.
-            made = tuple(
-                self._claim(entry)
-                for uid, entry in found.items()
-                if uid not in self._failed and not self.check(entry, now).open
-            )
-            memo = self._claims = (self._version, made)
         # A claim ends with its gate's bound, whatever else happens.
         return tuple(c for c in memo[1] if c.until is None or now < c.until)
+
+    def reserved(self, now: float, *, besides: str = "") -> dict[str, str]:
+        """Victim UID → ``namespace/name`` of the preemptor whose preemption in flight (local or
+        mirrored, gate still holding) chose it; the preemption of ``besides`` left out. Such a
+        victim is never chosen again (``policy.victims``): one victim, one preemption."""
+        memo = self._in_flight(now)
+        if memo is None:
+            return {}
+        return {
+            v.uid: entry.preemptor.key
+            for uid, entry in memo[2].items()
+            if uid != besides and now < entry.deadline
+            for v in entry.victims
+        }
+
+    def _in_flight(self, now: float) -> tuple[int, tuple[Claim, ...], dict[str, GateEntry]] | None:
+        """The claims and the entries of the gates still holding, memoised per book version."""
+        if not self._entries and not self._mirrored:
+            return None
+        memo = self._claims
+        if memo is None or memo[0] != self._version:
+            found: dict[str, GateEntry] = {e.preemptor.uid: e for e in self.mirrored()}
+            found.update(self._entries)
+            # A failed preemption backing off claims nothing: its nomination is cleared; nor
+            # does one whose claim a higher priority took.
+            holding = {
+                uid: entry
+                for uid, entry in found.items()
+                if uid not in self._failed and not self.check(entry, now).open
+            }
+            made = tuple(self._claim(entry) for entry in holding.values())
+            memo = self._claims = (self._version, made, holding)
+        return memo
 
     def _claim(self, entry: GateEntry) -> Claim:
         return Claim(

@@ -17,7 +17,7 @@ from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
 from app.logs import get_logger
 from app.model import Pod
-from app.model.gate import PodRef, PreemptionPlan
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
@@ -77,7 +77,7 @@ class _Builder:
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
-        self.preemptor = Preemptor.from_pod(preemptor)
+        self.preemptor = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
         self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
@@ -136,7 +136,7 @@ class _Builder:
                 members = list(self.payload_by_workload.get(key, ()))
                 if not any(p.metadata.uid == pod.metadata.uid for p in members):
                     members = [*members, pod]
-                # The payload shows only the offered victims: a partial view (SPEC §2).
+                # The payload shows only the offered victims: a partial view (DESIGN §2).
                 self.starts[name] = facts_of(members, complete=False).life.started
             self.workload_members[name] = members
             for member in members:
@@ -154,7 +154,7 @@ class _Builder:
 
     def _facts(self, pod: Pod, node: str) -> PodFacts:
         name, _ = self.members(pod)
-        queue = queue_of(pod)
+        queue = queue_of(pod, self.queues)
         try:
             return PodFacts.from_pod(
                 pod,
@@ -205,7 +205,7 @@ def preemption_history(
 
 
 def started(view: WorkloadView, records: RecordBook | None) -> float | None:
-    """The workload's *started* fact (SPEC §2): min-runtime counts from it. Without a record
+    """The workload's *started* fact (DESIGN §2): min-runtime counts from it. Without a record
     book, what its pods show (no persisted facts)."""
     if records is not None:
         return records.life(view).life.started
@@ -270,7 +270,7 @@ class AwaitedPreemptors:
 
 
 class PreemptDecider:
-    """The preempt verb's state side: the cross-check against the cache (SPEC §4), facts from the
+    """The preempt verb's state side: the cross-check against the cache (DESIGN §4), facts from the
     cache (or the payload) → ``policy.victims`` → the executor's plan; every decision is kept in
     the decision log. Reads only.
 
@@ -332,11 +332,9 @@ class PreemptDecider:
         held = self.gate.held(preemptor, now)
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
-        claimed = {
-            c.node: c.preemptor
-            for c in self.gate.claims(now)
-            if c.preemptor_uid != preemptor.metadata.uid
-        }
+        own = preemptor.metadata.uid
+        claims = tuple(c for c in self.gate.claims(now) if c.preemptor_uid != own)
+        reserved = self.gate.reserved(now, besides=own)
         decision = decide(
             facts.preemptor,
             facts.offers,
@@ -344,7 +342,8 @@ class PreemptDecider:
             now,
             gated=held is not None,
             gate_why=why,
-            claimed=claimed,
+            claims=claims,
+            reserved=reserved,
         )
         self.decisions.add(decision)
         if decision.chosen is None:
@@ -356,12 +355,25 @@ class PreemptDecider:
         refs = []
         off_node = []
         for uid, node in decision.all_victims():
-            pod = facts.pods.get(uid)
-            # A UID-only victim unknown to runway (no cache): the name is unknown too.
-            ref = PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+            ref = self._ref(facts, uid)
             refs.append(ref)
             if node != decision.chosen:
                 off_node.append(ref)
+        awaited = {uid: self._ref(facts, uid) for uid in decision.awaited}
+        displaced = []
+        for claim in decision.displaced:
+            # The taken preemption's victims stay reserved under this gate (its task, if still
+            # running, deletes them; nobody else may choose them again).
+            entry = self.gate.get(claim.preemptor_uid) or self._mirrored(claim.preemptor_uid)
+            if entry is not None:
+                displaced.append(entry.preemptor)
+                for victim in self.gate.check(entry, now).outstanding:
+                    awaited.setdefault(victim.uid, victim)
+        for ref in refs:
+            awaited.pop(ref.uid, None)
+        unnominate = {r.uid: r for r in self._lower_nominations(decision.chosen, preemptor)}
+        for ref in displaced:
+            unnominate.setdefault(ref.uid, ref)
         plan = PreemptionPlan(
             preemptor=PodRef.of(preemptor),
             node=decision.chosen,
@@ -370,9 +382,22 @@ class PreemptDecider:
             rule=decision.reason,
             priority=facts.preemptor.priority,
             off_node=tuple(off_node),
-            unnominate=self._lower_nominations(decision.chosen, preemptor),
+            unnominate=tuple(unnominate.values()),
+            awaited=tuple(awaited.values()),
+            displaced=tuple(displaced),
+            counted=decision.counted,
         )
         return PreemptOutcome(decision, plan)
+
+    @staticmethod
+    def _ref(facts: PreemptionFacts, uid: str) -> PodRef:
+        pod = facts.pods.get(uid)
+        # A UID-only victim unknown to runway (no cache): the name is unknown too.
+        return PodRef.of(pod) if pod is not None else PodRef(uid, "", uid)
+
+    def _mirrored(self, uid: str) -> GateEntry | None:
+        pod = self.cache.pod(uid)
+        return self.gate.lookup(pod) if pod is not None else None
 
     def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
         for uid, node in decision.all_victims():
@@ -432,7 +457,7 @@ def explain_pair(
 ) -> dict[str, object]:
     """Min-runtime of (preemptor, victim) resolved at ``now`` and the victim's preemption budget,
     with protection and eligibility."""
-    pre = Preemptor.from_pod(preemptor)
+    pre = Preemptor.from_pod(preemptor, queue_of(preemptor, queues))
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
     view = cache.workload(key)
@@ -441,7 +466,7 @@ def explain_pair(
         if view is not None
         else facts_of(members, complete=False).life.started
     )
-    queue = queue_of(victim)
+    queue = queue_of(victim, queues)
     labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
     defaults = minruntime.defaults_for_pool(min_runtime, labels)
     res = minruntime.resolve(queues, defaults, pre.queue, queue)

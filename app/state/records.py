@@ -1,21 +1,23 @@
-"""Eviction records (SPEC §5) as runway reads them, and the read-modify-write that changes them.
+"""Each workload's state as runway reads and changes it: life facts, eviction record, active,
+preemptions in flight — kept in runway's own ``WorkloadRecord`` resource (``app.model.record``,
+docs/state.md), never in annotations a tenant can write.
 
-A record lives on the workload's controller owner(s), else on each of its bare pods. Reading is
-synchronous (the filter verb calls it): owners' ``runway.dev/eviction-*`` annotations come from the
-owner index (``OwnerIndex``, kept by ``app.kube.owners``), bare pods' from the pod cache. Writing
-goes through a ``RecordWriter`` (``app.kube.records``: fresh GET, compute, patch with UID and
-resourceVersion preconditions, re-read on conflict). Without one (the embedded default) records
-are logged as dry-run and kept in memory, so the verbs and the REST API behave the same.
+Reading is synchronous (the filter verb calls it): a dict lookup in the record store (kept by
+``app.kube.workloadrecords`` from list+watch; ``MemoryRecords`` on the embedded default, which
+keeps the same state in memory only). Writing is a read-modify-write through the store
+(``RecordStore.update``: create, then the status subresource with a resourceVersion
+precondition, re-read on conflict).
 
-A workload with pods of several controllers (a label-defined gang over two Jobs) has its record
-on each of them; reading takes the newest.
+The preemptions in flight recorded on a preemptor's workload (the gate and its claim) are handed
+to the gate book (``on_gates``) as records change, so every replica, and this one after a
+restart, holds the same preemptors.
 """
 
 from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -25,13 +27,15 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
-from app.model.eviction import PREFIX as RECORD_PREFIX
-from app.model.lifecycle import EMPTY, Life, merge
-from app.model.owner import OwnerEntry, OwnerRef, owner_of
+from app.model.gate import GateEntry, PodRef
+from app.model.lifecycle import Life
+from app.model.owner import OwnerRef, owner_of
+from app.model.record import EMPTY_STATE, RecordState, record_name
 from app.policy.backoff import JitterSource, next_eviction_state, reactivate
 from app.policy.budget import NO_BUDGET, PreemptionBudget, record_preemption, resolve_budget
 from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.queues import QueueTree
+from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 
@@ -39,73 +43,94 @@ log = get_logger("state.records")
 
 Update = Callable[[EvictionRecord | None], EvictionRecord | None]
 """Computes the record to write from the current one; None = write nothing."""
+Change = Callable[[RecordState], RecordState | None]
+"""Computes the record state to write from the current one; None = write nothing."""
+Listener = Callable[[str, RecordState | None, RecordState | None], None]
+OwnerTuple = tuple[str, str, str, str]
 
-Annotate = Callable[[Mapping[str, str], float | None], Mapping[str, str | None] | None]
-"""Computes the annotations to merge into an owner from its current annotations and its
-creationTimestamp (Unix seconds); None = write nothing."""
-
-OWNER_MEMO_LIMIT = 10_000
-"""Workloads whose last known owners are remembered (their pods may all be gone between an
-eviction and the owner's re-creation); the oldest are forgotten first."""
-
-
-class OwnerIndex(Protocol):
-    """Owners' runway annotations, readable without I/O (``app.kube.owners.OwnerWatcher``)."""
-
-    def get(self, ref: OwnerRef) -> OwnerEntry | None:
-        """The cached entry of ``ref``; None when it has no runway annotation (or not synced)."""
-
-    def ensure(self, ref: OwnerRef) -> None:
-        """Start watching ``ref``'s kind unless already done (no await)."""
+MEMO_LIMIT = 10_000
+"""Bounded memos (life facts, preemptions counted)."""
 
 
-class RecordWriter(Protocol):
-    """Writes records to the API server (``app.kube.records.KubeRecordWriter``)."""
+class RecordStore(Protocol):
+    """Where records live (``app.kube.workloadrecords.KubeRecordStore``, or ``MemoryRecords``)."""
 
-    async def update_owner(
-        self, ref: OwnerRef, change: Update, fallback: EvictionRecord | None
-    ) -> EvictionRecord | None:
-        """Read the owner fresh, apply ``change`` (to ``fallback`` when the owner has no record)
-        and write the result; returns what was written (None: nothing, or the owner is gone)."""
+    listeners: list[Listener]
 
-    async def write_pods(self, pods: Iterable[Pod], record: EvictionRecord) -> list[Pod]:
-        """Write ``record`` on each pod (UID precondition; gone pods skipped); returns the
-        patched pods."""
+    def get(self, namespace: str, name: str) -> RecordState | None:
+        """The record's state (None: none yet). No I/O."""
 
-    async def annotate_owner(self, ref: OwnerRef, change: Annotate) -> bool:
-        """Read the owner fresh, compute annotations with ``change`` and merge them in
-        (preconditions, conflict retry); False when nothing was written or the owner is gone."""
+    def all(self) -> list[tuple[str, str, RecordState]]:
+        """Every record: ``(namespace, name, state)``."""
 
-    async def annotate_pods(
-        self, pods: Iterable[Pod], annotations: Mapping[str, str | None]
-    ) -> list[Pod]:
-        """Merge ``annotations`` into each pod (UID precondition; gone pods skipped); returns
-        the patched pods."""
+    async def update(
+        self,
+        namespace: str,
+        name: str,
+        identity: tuple[str, str],
+        owners: tuple[OwnerTuple, ...],
+        change: Change,
+    ) -> RecordState | None:
+        """Read-modify-write one record (created when absent); the state written, or None."""
+
+    async def remove(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete one record (UID precondition); False when it was gone already."""
+
+
+class MemoryRecords:
+    """The embedded default's store: the same records, in memory only (logged as dry-run)."""
+
+    def __init__(self) -> None:
+        self.states: dict[tuple[str, str], RecordState] = {}
+        self.listeners: list[Listener] = []
+
+    def get(self, namespace: str, name: str) -> RecordState | None:
+        """The record's state."""
+        return self.states.get((namespace, name))
+
+    def all(self) -> list[tuple[str, str, RecordState]]:
+        """Every record."""
+        return [(ns, name, s) for (ns, name), s in self.states.items()]
+
+    async def update(
+        self,
+        namespace: str,
+        name: str,
+        identity: tuple[str, str],
+        owners: tuple[OwnerTuple, ...],
+        change: Change,
+    ) -> RecordState | None:
+        """Change the record in memory."""
+        old = self.states.get((namespace, name))
+        new = change(old or EMPTY_STATE)
+        if new is None or new == (old or EMPTY_STATE):
+            return None
+        new = replace(new, workload=identity, owned=bool(owners))
+        self.states[(namespace, name)] = new
+        log.info("dry-run: workload record kept in memory", record=f"{namespace}/{name}")
+        for listener in list(self.listeners):
+            listener(namespace, old, new)
+        return new
+
+    async def remove(self, namespace: str, name: str, uid: str) -> bool:
+        """Forget one record."""
+        del uid
+        old = self.states.pop((namespace, name), None)
+        if old is not None:
+            for listener in list(self.listeners):
+                listener(namespace, old, None)
+        return old is not None
 
 
 @dataclass(frozen=True)
 class Targets:
-    """Where a workload's record lives: its controller owners and its bare pods."""
+    """The workload's controllers (ownerReferences of its record; subjects of its Events)."""
 
     owners: tuple[OwnerRef, ...] = ()
-    pods: tuple[Pod, ...] = ()
-
-
-def _has_record_key(annotations: Mapping[str, str] | None) -> bool:
-    return bool(annotations) and any(k.startswith(RECORD_PREFIX) for k in annotations or ())
-
-
-def newest(records: Iterable[EvictionRecord | None]) -> EvictionRecord | None:
-    """The latest of several copies of a record (later time, then higher count, wins)."""
-    best: EvictionRecord | None = None
-    for r in records:
-        if r is not None and (best is None or (r.time, r.count) > (best.time, best.count)):
-            best = r
-    return best
 
 
 class RecordBook:
-    """Reads (sync, from the caches) and updates (async, through the writer) eviction records."""
+    """Reads (sync, from the store) and updates (async, through the store) workload records."""
 
     def __init__(
         self,
@@ -113,138 +138,100 @@ class RecordBook:
         config: RequeuingStrategyConfig,
         clock: Clock,
         *,
-        owners: OwnerIndex | None = None,
-        writer: RecordWriter | None = None,
+        queues: QueueTree,
+        store: RecordStore | None = None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
-        owner_kinds: Iterable[tuple[str, str]] | None = None,
-        queues: QueueTree | None = None,
+        on_life_change: Callable[[], None] | None = None,
         default_budget: PreemptionBudget = NO_BUDGET,
+        queue_of_pod: Callable[[Pod], str] | None = None,
     ) -> None:
         self.cache = cache
-        self.queues = queues if queues is not None else QueueTree()
+        self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
-        self.owner_kinds = frozenset(owner_kinds) if owner_kinds is not None else None
-        """``(apiVersion, kind)`` of the controllers that hold records (``kubernetes.ownerKinds``);
-        a pod controlled by another kind keeps the record itself, as a bare pod. None: any."""
         self.config = config
         self.clock = clock
-        self.owners = owners
-        self.writer = writer
+        self.store: RecordStore = store if store is not None else MemoryRecords()
         self.jitter = jitter
         self.on_change = on_change or (lambda: None)
-        self._memory: OrderedDict[WorkloadKey, EvictionRecord] = OrderedDict()
-        """Records written without an API server (dry-run) or for workloads with no target
-        (bounded: ``OWNER_MEMO_LIMIT``, the oldest written forgotten first)."""
-        self._owner_memo: OrderedDict[WorkloadKey, tuple[OwnerRef, ...]] = OrderedDict()
-        """Last known owners of each workload (bounded: ``OWNER_MEMO_LIMIT``)."""
-        self._life_memory: dict[WorkloadKey, Life] = {}
-        """Life facts written without an API server (dry-run) or for workloads with no target."""
+        self.on_life_change = on_life_change or self.on_change
+        self.queue_of_pod = queue_of_pod or queue_of
+        """The queue a pod is in (namespace permissions applied: ``RequeueView.queue_of``)."""
+        self.on_gates: Callable[[str, GateEntry | None], None] = lambda uid, entry: None
+        """Told (preemptor UID, entry or None) as preemptions in flight appear and go."""
         self._life_memo: dict[WorkloadKey, tuple[WorkloadView, Life, float | None, LifeFacts]] = {}
-        """The facts last computed per workload, valid while its view (the cache makes a new one
-        on any change of its pods), its persisted facts and its eviction time are the same."""
+        self._gone: dict[tuple[str, str], float] = {}
+        """Unowned records whose workload has no pod in the cache → since when (retention)."""
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
         """(victim workload, preemptor) evictions counted: a gang's pods count once."""
+        self.store.listeners.append(self._observe)
+
+    @property
+    def writer(self) -> RecordStore | None:
+        """The store when records are written to the API server (None: in memory only)."""
+        return None if isinstance(self.store, MemoryRecords) else self.store
 
     # -- where ----------------------------------------------------------------------------------
 
-    def targets(self, key: WorkloadKey, extra: Pod | None = None) -> Targets:
-        """The owners and bare pods of workload ``key`` (plus ``extra``, the pod being filtered,
-        which the cache may not have seen yet)."""
-        pods = self.cache.workload_pods(key)
-        if extra is not None and all(p.uid != extra.uid for p in pods):
-            pods.append(extra)
-        owners: dict[tuple[str, str, str], OwnerRef] = {}
-        bare: list[Pod] = []
-        for pod in pods:
-            ref = owner_of(pod)
-            if ref is None or (
-                self.owner_kinds is not None and ref.kind_key not in self.owner_kinds
-            ):
-                bare.append(pod)
-            else:
-                owners.setdefault((ref.kind, ref.api_version, ref.name), ref)
-        found = tuple(sorted(owners.values()))
-        if found:
-            if self._owner_memo.get(key) != found:
-                self._owner_memo[key] = found
-                self._owner_memo.move_to_end(key)
-                while len(self._owner_memo) > OWNER_MEMO_LIMIT:
-                    self._owner_memo.popitem(last=False)
-            if self.owners is not None:
-                for ref in found:
-                    self.owners.ensure(ref)
-        elif not bare:
-            found = self._owner_memo.get(key, ())
-        return Targets(found, tuple(bare))
+    @staticmethod
+    def name_of(key: WorkloadKey) -> str:
+        """The record's object name for ``key`` (in ``key.namespace``)."""
+        return record_name(key.name, key.source)
 
-    def watch_owners(self) -> None:
-        """Start watching the owner kinds every cached workload names (startup)."""
-        for key in self.cache.workload_keys():
-            self.targets(key)
+    def targets(self, key: WorkloadKey) -> Targets:
+        """The workload's controllers, from its cached pods' ownerReferences (no access to the
+        controller's kind is needed)."""
+        found: dict[tuple[str, str, str], OwnerRef] = {}
+        for pod in self.cache.workload_pods(key):
+            ref = owner_of(pod)
+            if ref is not None:
+                found.setdefault((ref.kind, ref.api_version, ref.name), ref)
+        return Targets(tuple(sorted(found.values())))
+
+    def _owners(self, key: WorkloadKey) -> tuple[OwnerTuple, ...]:
+        return tuple((o.api_version, o.kind, o.name, o.uid) for o in self.targets(key).owners)
+
+    def _observe(self, namespace: str, old: RecordState | None, new: RecordState | None) -> None:
+        before = {e.preemptor.uid: e for e in (old.preemptions if old else ())}
+        after = {e.preemptor.uid: e for e in (new.preemptions if new else ())}
+        del namespace  # the entries name their preemptor's namespace themselves
+        for uid, entry in after.items():
+            if before.get(uid) != entry:
+                self.on_gates(uid, entry)
+        for uid in before.keys() - after.keys():
+            self.on_gates(uid, None)
+        a, b = old or EMPTY_STATE, new or EMPTY_STATE
+        if (a.eviction, a.active, a.queue) != (b.eviction, b.active, b.queue):
+            self.on_change()
+        elif a.life != b.life:
+            self.on_life_change()
 
     # -- read (sync) ----------------------------------------------------------------------------
 
+    def state(self, key: WorkloadKey) -> RecordState:
+        """The workload's record (an empty state when it has none)."""
+        return self.store.get(key.namespace, self.name_of(key)) or EMPTY_STATE
+
     def read(self, key: WorkloadKey, pod: Pod | None = None) -> EvictionRecord | None:
-        """The workload's record from the caches (no I/O); None when it has none."""
-        if self.writer is None:
-            return self._memory.get(key)
-        targets = self.targets(key, pod)
-        copies: list[EvictionRecord | None] = [self._memory.get(key)]
-        for ref in targets.owners:
-            entry = self.owners.get(ref) if self.owners is not None else None
-            copies.append(EvictionRecord.from_annotations(entry.annotations) if entry else None)
-        for p in targets.pods:
-            copies.append(EvictionRecord.from_annotations(p.metadata.annotations))
-        return newest(copies)
+        """The workload's eviction record (``spec.active`` applied); None when it has none."""
+        del pod  # the record is found by the workload's identity alone
+        found = self.store.get(key.namespace, self.name_of(key))
+        return found.record if found is not None else None
 
     def may_have_record(self, key: WorkloadKey, pod: Pod | None = None) -> bool:
-        """False only when the workload surely has no record: no ``runway.dev/eviction-*``
-        annotation on its pods (and ``pod``) or their owners' cache entries, none in memory.
-        Parses nothing, so a pass over every pending pod can skip the ones with no history."""
-        if key in self._memory:
-            return True
-        if self.writer is None:
-            return False
-        view = self.cache.workload(key)
-        pods = list(view.pods) if view is not None else []
-        if pod is not None:
-            pods.append(pod)
-        if not pods:
-            return bool(self._owner_memo.get(key))
-        for p in pods:
-            if _has_record_key(p.metadata.annotations):
-                return True
-            ref = owner_of(p)
-            if ref is not None and self.owners is not None:
-                entry = self.owners.get(ref)
-                if entry is not None and _has_record_key(entry.annotations):
-                    return True
-        return False
+        """False only when the workload surely has no eviction record (a dict lookup)."""
+        return self.read(key, pod) is not None
 
     def read_pod(self, pod: Pod) -> EvictionRecord | None:
         """The record of ``pod``'s workload."""
         return self.read(workload_of(pod), pod)
 
-    # -- the workload's life facts (SPEC §2) ----------------------------------------------------
+    # -- the workload's life facts (DESIGN §2) -------------------------------------------------
 
     def persisted_life(self, key: WorkloadKey) -> Life:
-        """The facts the annotations hold (owners', else bare pods'), or the in-memory copy."""
-        if self.writer is None:
-            return self._life_memory.get(key, EMPTY)
-        targets = self.targets(key)
-        copies: list[Life] = []
-        for ref in targets.owners:
-            entry = self.owners.get(ref) if self.owners is not None else None
-            if entry is not None:
-                copies.append(Life.from_annotations(entry.annotations))
-        for p in targets.pods:
-            copies.append(Life.from_annotations(p.metadata.annotations))
-        memory = self._life_memory.get(key)
-        if memory is not None:
-            copies.append(memory)
-        return merge(copies)
+        """The facts the record holds."""
+        return self.state(key).life
 
     def life(self, view: WorkloadView) -> LifeFacts:
         """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``);
@@ -257,92 +244,122 @@ class RecordBook:
         if memo is not None and memo[0] is view and memo[1] == persisted and memo[2] == evicted:
             return memo[3]
         facts = facts_of(view.pods, persisted, last_eviction=evicted)
-        if len(self._life_memo) > OWNER_MEMO_LIMIT:
+        if len(self._life_memo) > MEMO_LIMIT:
             self._life_memo.clear()
         self._life_memo[key] = (view, persisted, evicted, facts)
         return facts
 
     async def write_life(self, key: WorkloadKey, life: Life) -> bool:
-        """Persist ``life`` on the workload's owners (``created`` = the owner's
-        creationTimestamp when none is persisted yet) or bare pods; in memory without an API
-        server. Returns True when something was written."""
-        targets = self.targets(key) if self.writer is not None else Targets()
-        if self.writer is None or (not targets.owners and not targets.pods):
-            if self._life_memory.get(key) == life:
-                return False
-            self._life_memory[key] = life
-            self.on_change()
-            return True
-        written = False
+        """Persist ``life`` in the workload's record (``created`` is never moved once known).
+        Returns True when something was written."""
 
-        def change(
-            annotations: Mapping[str, str], owner_created: float | None
-        ) -> dict[str, str | None] | None:
-            current = Life.from_annotations(annotations)
-            created = current.created or owner_created or life.created
-            new = Life(created, life.admitted, life.started).to_annotations()
-            return None if all(annotations.get(k) == v for k, v in new.items()) else new
+        def change(current: RecordState) -> RecordState | None:
+            created = current.life.created or life.created
+            # The size never shrinks: the most members the workload has had (KEP-349).
+            size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
+            new = replace(life, created=created, size=size)
+            if new == current.life:
+                return None
+            return replace(current, life=new, queue=self._queue(key) or current.queue)
 
-        for ref in targets.owners:
-            written = await self.writer.annotate_owner(ref, change) or written
-        if targets.pods:
-            patched = await self.writer.annotate_pods(targets.pods, life.to_annotations())
-            for pod in patched:
-                if self.cache.pod(pod.uid) is not None:
-                    self.cache.upsert_pod(pod)
-            written = written or bool(patched)
-        if written:
-            # No ``on_change``: the patched pods (upserted above) and the owner cache (read
-            # after write) tell their own subscribers; the facts only confirm what the pods
-            # show, so the memos of every other workload stay valid.
-            self._life_memory.pop(key, None)
-        return written
+        return await self.change(key, change) is not None
 
     # -- write (async) --------------------------------------------------------------------------
+
+    async def change(self, key: WorkloadKey, change: Change) -> RecordState | None:
+        """Read-modify-write the workload's record; returns what was written (None: nothing)."""
+        return await self.store.update(
+            key.namespace, self.name_of(key), (key.name, key.source), self._owners(key), change
+        )
 
     async def write(self, key: WorkloadKey, record: EvictionRecord) -> EvictionRecord | None:
         """Persist ``record`` as the workload's record (whatever it held before)."""
         return await self.update(key, lambda _: record)
 
     async def update(self, key: WorkloadKey, change: Update) -> EvictionRecord | None:
-        """Read-modify-write the workload's record; returns what was written (None: nothing)."""
-        targets = self.targets(key) if self.writer is not None else Targets()
-        if self.writer is None or (not targets.owners and not targets.pods):
-            new = change(self._memory.get(key))
-            if new is not None:
-                if self.writer is None:
-                    log.info(
-                        "dry-run: eviction record not written",
-                        workload=str(key),
-                        annotations=new.to_annotations(),
-                    )
-                else:  # no pod and no known owner: nothing to annotate
-                    log.warning(
-                        "workload has no pods or owner: record kept in memory only",
-                        workload=str(key),
-                    )
-                self._memory[key] = new
-                self._memory.move_to_end(key)
-                while len(self._memory) > OWNER_MEMO_LIMIT:
-                    self._memory.popitem(last=False)
-                self.on_change()
-            return new
-        written: EvictionRecord | None = None
-        current = self.read(key)
-        for ref in targets.owners:
-            written = await self.writer.update_owner(ref, change, current) or written
-        if targets.pods:
-            new = change(current)
-            if new is not None:
-                for patched in await self.writer.write_pods(targets.pods, new):
-                    # Read after write: the watch brings the same version a moment later.
-                    if self.cache.pod(patched.uid) is not None:
-                        self.cache.upsert_pod(patched)
-                written = new
-        if written is not None:
-            self._memory.pop(key, None)
-            self.on_change()
-        return written
+        """Read-modify-write the workload's eviction record; returns what was written. A record
+        that says deactivated makes ``spec.active`` false; one that does not, true."""
+        written: list[EvictionRecord] = []
+
+        def on_state(current: RecordState) -> RecordState | None:
+            new = change(current.record)
+            if new is None:
+                return None
+            written[:] = [new]
+            return replace(
+                current,
+                eviction=new,
+                active=not new.deactivated,
+                queue=self._queue(key) or current.queue,
+            )
+
+        state = await self.change(key, on_state)
+        return written[0] if state is not None and written else None
+
+    def _queue(self, key: WorkloadKey) -> str:
+        pods = self.cache.workload_pods(key)
+        return self.queue_of_pod(pods[0]) if pods else ""
+
+    # -- the gate's mirror (a preemption in flight on its preemptor's record) -------------------
+
+    def _preemptor_key(self, preemptor: PodRef) -> WorkloadKey:
+        pod = self.cache.pod(preemptor.uid)
+        return (
+            workload_of(pod)
+            if pod is not None
+            else WorkloadKey(preemptor.namespace, preemptor.name, "pod")
+        )
+
+    async def mirror_gate(self, entry: GateEntry) -> bool:
+        """Record ``entry`` on its preemptor's workload record, for the other replicas and the
+        next run; False when the preemptor is gone from a cluster's cache."""
+        if self.writer is not None and self.cache.pod(entry.preemptor.uid) is None:
+            return False
+        key = self._preemptor_key(entry.preemptor)
+
+        def change(current: RecordState) -> RecordState:
+            others = tuple(e for e in current.preemptions if e.preemptor.uid != entry.preemptor.uid)
+            return replace(current, preemptions=(*others, entry))
+
+        await self.change(key, change)
+        return True
+
+    async def unmirror_gate(self, preemptor: PodRef) -> None:
+        """Remove the preemption of ``preemptor`` from the record that carries it."""
+        key = self._preemptor_key(preemptor)
+
+        def change(current: RecordState) -> RecordState | None:
+            kept = tuple(e for e in current.preemptions if e.preemptor.uid != preemptor.uid)
+            return None if kept == current.preemptions else replace(current, preemptions=kept)
+
+        if self.store.get(key.namespace, self.name_of(key)) is not None:
+            await self.change(key, change)
+
+    # -- retention of records nobody owns (``policy.retention``) --------------------------------
+
+    async def sweep_unowned(self, now: float, retention: float) -> int:
+        """Delete the unowned records whose workload has been gone for ``retention`` and that
+        hold nothing any more; returns how many were deleted (leader only)."""
+        deleted = 0
+        present: set[tuple[str, str]] = set()
+        for namespace, name, state in self.store.all():
+            if state.owned or not state.workload[0]:
+                continue
+            where = (namespace, name)
+            present.add(where)
+            key = WorkloadKey(namespace, *state.workload)
+            if self.cache.workload_pods(key):
+                self._gone.pop(where, None)
+                continue
+            gone_since = self._gone.setdefault(where, now)
+            if expired(state, gone_since, now, retention):
+                if await self.store.remove(namespace, name, state.uid):
+                    deleted += 1
+                    log.info("record of a gone workload deleted", record=f"{namespace}/{name}")
+                self._gone.pop(where, None)
+        for where in [w for w in self._gone if w not in present]:
+            del self._gone[where]
+        return deleted
 
     # -- the operations callers use -------------------------------------------------------------
 
@@ -354,12 +371,12 @@ class RecordBook:
 
         Called once per victim pod: a gang's other pods find the record already naming the same
         preemptor as its last ``Preempted`` eviction, and append nothing (one preemption of the
-        workload). Where the record lives (owners, else every bare pod) the history lives too."""
+        workload)."""
         victim = self.cache.pod(victim_pod_uid)
         if victim is None:
             log.info("victim not in the cache: no eviction record", victim_uid=victim_pod_uid)
             return None
-        budget = resolve_budget(self.queues, queue_of(victim), self.default_budget).budget
+        budget = resolve_budget(self.queues, self.queue_of_pod(victim), self.default_budget).budget
 
         def change(current: EvictionRecord | None) -> EvictionRecord:
             new = next_eviction_state(
@@ -385,15 +402,25 @@ class RecordBook:
         written = await self.update(key, change)
         if (key, preemptor_uid) not in self._preempted:
             self._preempted[(key, preemptor_uid)] = None
-            while len(self._preempted) > OWNER_MEMO_LIMIT:
+            while len(self._preempted) > MEMO_LIMIT:
                 self._preempted.popitem(last=False)
-            metrics.count_eviction(queue_of(victim, self.cache.queue_labels), PREEMPTED)
+            metrics.count_eviction(self.queue_of_pod(victim), PREEMPTED)
         return written
 
     async def activate(self, key: WorkloadKey) -> EvictionRecord | None:
-        """Reset count and requeueAt and clear deactivation; None when there is no record."""
+        """Reset count and requeueAt, clear deactivation (``spec.active: true``); None when
+        there is no record."""
 
         def change(current: EvictionRecord | None) -> EvictionRecord | None:
             return reactivate(current) if current is not None else None
 
         return await self.update(key, change)
+
+    async def deactivate(self, key: WorkloadKey) -> bool:
+        """Deactivate the workload (``spec.active: false``): never admitted until activated.
+        False when it was inactive already."""
+
+        def change(current: RecordState) -> RecordState | None:
+            return replace(current, active=False) if current.active else None
+
+        return await self.change(key, change) is not None

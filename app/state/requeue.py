@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
@@ -39,7 +39,16 @@ from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
 from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
-from app.policy.workload import WorkloadKey, bind_time, is_ready, live_pods, queue_of, workload_of
+from app.policy.workload import (
+    WorkloadKey,
+    bind_time,
+    is_member,
+    is_ready,
+    live_pods,
+    members,
+    queue_of,
+    workload_of,
+)
 from app.state.cache import CacheEvent, ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
@@ -58,6 +67,8 @@ class RequeueIndex:
     _blockers: tuple[int, tuple[Blocker, ...]] | None = None
     ready_seen: dict[WorkloadKey, float] = field(default_factory=dict)
     """Workloads seen PodsReady, with the start time they had then (recovery clock)."""
+    lost_seen: dict[WorkloadKey, float] = field(default_factory=dict)
+    """Workloads seen having lost PodsReady where the pods do not show when: first seen so."""
     listeners: list[Callable[[], None]] = field(default_factory=list)
     """Called on every bump (cheap: they only set a flag), e.g. the requeue waker's."""
 
@@ -77,29 +88,73 @@ class RequeueIndex:
         self.bump()
 
 
-def not_ready_since(
-    view: WorkloadView, admitted: float | None, started: float | None, was_ready: bool = False
-) -> float | None:
-    """When PodsReady went false after having been true; None if it never was (or is now).
+def _has_been_ready(pod: Pod) -> bool:
+    """Whether ``pod`` shows it has been Ready: Ready now, Succeeded, or a Ready=False transition
+    well after its own start (the kubelet writes the first Ready=False when it starts the pod)."""
+    if pod.status.phase == "Succeeded" or is_ready(pod):
+        return True
+    cond = pod.condition("Ready")
+    t = parse_time(cond.lastTransitionTime) if cond is not None else None
+    started_at = parse_time(pod.status.startTime)
+    return t is not None and started_at is not None and t - started_at >= FLIP_MARGIN_S
 
-    Derived from the pods so that it survives a restart, among the pods since ``admitted``:
-    the earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw
-    the workload PodsReady; otherwise a transition well after the pod's own start) — failed
-    pods included, they are how a Job loses a pod — else, once the workload has *started* and was
-    PodsReady, the creation of a replacement pod (the pod it replaces may be gone already).
-    """
-    if view.pods_ready or admitted is None:
-        return None
-    # Evidence that the workload was running normally: a member Ready since then.
-    ready_since = [
-        t
+
+def _is_replacement(pod: Pod, started: float) -> bool:
+    """Created (and bound, if at all) after the workload started: it stands for a pod lost."""
+    created = parse_time(pod.metadata.creationTimestamp)
+    bound = bind_time(pod)
+    return created is not None and created > started and (bound is None or bound > started)
+
+
+def was_pods_ready(
+    view: WorkloadView, started: float | None, size: int, was_ready: bool = False
+) -> bool:
+    """Whether the workload *as a whole* has been PodsReady since its admission (KEP-349: the
+    recovery clock is for a job that "has already started and some pod failed"; one pod having
+    been Ready is not the workload having been PodsReady).
+
+    ``was_ready``: runway saw it PodsReady (in memory). Otherwise, derived from the pods so that
+    it survives a restart: it has started, and every pod it started with that runway still sees
+    (members and failed pods) shows it has been Ready; the pods it started with that are gone
+    (deleted, maybe replaced) cannot tell and are presumed to have been."""
+    if was_ready:
+        return True
+    if started is None:
+        return False  # fewer than its size were ever bound together
+    originals = [
+        p
         for p in view.pods
-        if p.metadata.deletionTimestamp is None
-        and (cond := p.condition("Ready")) is not None
-        and cond.status == "True"
-        and (t := parse_time(cond.lastTransitionTime)) is not None
+        if p.metadata.deletionTimestamp is None and not _is_replacement(p, started)
     ]
-    first_ready = min(ready_since, default=None)
+    evidenced = sum(1 for p in originals if _has_been_ready(p))
+    gone = max(0, size - len(originals))
+    return evidenced + gone >= size
+
+
+def not_ready_since(
+    view: WorkloadView,
+    admitted: float | None,
+    started: float | None,
+    was_ready: bool = False,
+    *,
+    size: int | None = None,
+    ready: bool | None = None,
+) -> float | None:
+    """When PodsReady went false after the workload as a whole had been PodsReady
+    (``was_pods_ready``); None if it never was (or is ready now: ``ready``, else the pods' own
+    view; or it was, but the pods do not show when it was lost).
+
+    Derived from the pods so that it survives a restart, among the pods since ``admitted``: the
+    earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw the
+    workload PodsReady; otherwise a transition well after the pod's own start) — failed pods
+    included, they are how a Job loses a pod — else, once the workload has *started*, the
+    creation of a replacement pod (the pod it replaces may be gone already).
+    """
+    if (view.pods_ready if ready is None else ready) or admitted is None:
+        return None
+    target = size if size is not None else len(members(view.pods))
+    if not was_pods_ready(view, started, target, was_ready):
+        return None
     flips: list[float] = []
     for pod in view.pods:
         if pod.metadata.deletionTimestamp is not None:
@@ -116,12 +171,8 @@ def not_ready_since(
         if started is None or pod.status.phase == "Failed":
             continue
         created = parse_time(pod.metadata.creationTimestamp)
-        bound = bind_time(pod)
-        if created is None or created <= started or (bound is not None and bound <= started):
-            continue
-        # A replacement: its predecessor failed or was deleted. PodsReady was lost then, if it
-        # had been reached (runway saw it, or another member has been Ready since before).
-        if was_ready or (first_ready is not None and first_ready < created):
+        if created is not None and _is_replacement(pod, started):
+            # A replacement: its predecessor failed or was deleted; PodsReady was lost then.
             flips.append(created)
     return min(flips) if flips else None
 
@@ -167,7 +218,7 @@ class RequeueView:
         order: QueueOrderStrategy,
         policy: FilterPolicy,
         pool_label: str,
-        index: RequeueIndex | None = None,
+        index: RequeueIndex,
     ) -> None:
         self.cache = cache
         self.records = records
@@ -177,7 +228,7 @@ class RequeueView:
         self.order = order
         self.policy = policy
         self.pool_label = pool_label
-        self.index = index or RequeueIndex()
+        self.index = index
         self._found: dict[str, Hold | None] = {}
         """The last ``pending_holds``: every pending pod's hold (None: free)."""
         self._key_of: dict[str, WorkloadKey] = {}
@@ -203,18 +254,31 @@ class RequeueView:
     # --- PodsReady facts --------------------------------------------------------------------
 
     def life(self, view: WorkloadView) -> LifeFacts:
-        """The workload's life facts (SPEC §2; ``RecordBook.life``)."""
+        """The workload's life facts (DESIGN §2; ``RecordBook.life``)."""
         return self.records.life(view)
 
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
-        """The PodsReady facts of one workload: its clocks count from its *admitted* fact."""
-        life = self.records.life(view).life
+        """The PodsReady facts of one workload: its clocks count from its *admitted* fact;
+        PodsReady against its size (``LifeFacts.size``), not the pods alive now."""
+        facts = self.records.life(view)
+        life = facts.life
         seen = self.index.ready_seen.get(view.key)
-        was_ready = seen is not None and seen == life.admitted
+        seen_ready = seen is not None and seen == life.admitted
+        ready = facts.pods_ready
+        was = (
+            not ready
+            and life.admitted is not None
+            and was_pods_ready(view, life.started, facts.size, seen_ready)
+        )
         return PodsReadyState(
             admitted_at=life.admitted,
-            pods_ready=view.pods_ready,
-            not_ready_since=not_ready_since(view, life.admitted, life.started, was_ready),
+            pods_ready=ready,
+            not_ready_since=not_ready_since(
+                view, life.admitted, life.started, seen_ready, size=facts.size, ready=ready
+            )
+            if was
+            else None,
+            was_ready=was,
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
@@ -229,7 +293,12 @@ class RequeueView:
         cache = self.cache
         for key in cache.workload_keys():
             view = cache.workload(key)
-            if view is None or view.pods_ready:
+            if view is None or not view.bound:
+                continue  # nothing bound: not admitted
+            if view.pods_ready and all(is_member(p) for p in view.pods):
+                # Ready by its pods, none failed or going: its size can exceed its members only
+                # for the moment between a pod's deletion and its replacement's creation (then
+                # pending: not ready). Saves reading the records of every running workload.
                 continue
             state = self.pods_ready_state(view)
             admitted = state.admitted_at
@@ -243,8 +312,15 @@ class RequeueView:
         return result
 
     def evaluate(self, view: WorkloadView, now: float) -> tuple[PodsReadyState, PodsReadyCheck]:
-        """The PodsReady state and check of one workload (REST and evictor)."""
+        """The PodsReady state and check of one workload (REST and evictor). A workload that
+        lost PodsReady where its pods do not show when (a pod deleted, its replacement not
+        created yet) runs its recovery clock from the first time it is evaluated so."""
         state = self.pods_ready_state(view)
+        lost = self.index.lost_seen
+        if state.was_ready and state.not_ready_since is None:
+            state = replace(state, not_ready_since=lost.setdefault(view.key, now))
+        elif not state.was_ready:
+            lost.pop(view.key, None)
         return state, evaluate_pods_ready(state, now, self.pods_ready)
 
     # --- queues -----------------------------------------------------------------------------
@@ -314,7 +390,7 @@ class RequeueView:
         key = workload_of(pod)
         record = self.records.read(key, pod)
         view = cache.workload(key)
-        queue = queue_of(pod, cache.queue_labels)
+        queue = queue_of(pod, cache.queue_tree)
         preemptor_pending, preemptor_name = False, None
         if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
             preemptor = cache.pod(record.preemptor_uid)
@@ -368,7 +444,7 @@ class RequeueView:
         (blockAdmission), not in a StrictFIFO queue. Reads no record, parses nothing."""
         strict = self._strict_queues()
         return (
-            not (strict and queue_of(pod, self.cache.queue_labels) in strict)
+            not (strict and queue_of(pod, self.cache.queue_tree) in strict)
             and not self.blockers(now)
             and self.gate.lookup(pod) is None
             and not self.records.may_have_record(key, pod)
@@ -417,7 +493,7 @@ class RequeueView:
                 continue
             key = cache.workload_key_of(uid) or workload_of(pod)
             key_of[uid] = key
-            if strict and queue_of(pod, cache.queue_labels) in strict:
+            if strict and queue_of(pod, cache.queue_tree) in strict:
                 always.add(uid)
             if self.surely_free(pod, key, now):
                 found[uid] = None
@@ -479,7 +555,7 @@ class RequeueView:
                 continue
             admitted = self.records.life(view).life.admitted
             state = workload_state(admitted, self.records.read(key), now)
-            c = counts[queue_of(view.pods[0], cache.queue_labels)]
+            c = counts[queue_of(view.pods[0], cache.queue_tree)]
             setattr(c, state, getattr(c, state) + 1)
         return dict(counts)
 

@@ -1,10 +1,12 @@
 """Values users write into the cluster, checked where objects enter runway's caches.
 
-Every field runway reads from a pod or an owner has one tolerant parser (``parse_min_available``,
-``decode_entry``, ``EvictionRecord.from_annotations``, ``owner_of``) that returns None/default for
-a bad value, so policy and the loops never raise on it. This module reports those bad values once
-per object version (when the cache indexes a pod, when an owner's record changes):
-``runway_invalid_objects_total{field}`` and a warning, rate-limited per field.
+Every field runway reads from a pod has one tolerant parser (``parse_min_available``,
+``owner_of``) that returns None/default for a bad value, so policy and the loops never raise on
+it. This module reports those bad values once per object version (when the cache indexes a pod):
+``runway_invalid_objects_total{field}`` and a warning, rate-limited per field. The annotations
+earlier versions kept state in (``runway.dev/eviction-*``, ``runway.dev/workload-*``,
+``runway.dev/preemption-gate``) are never read as state; one found on a pod is reported as
+``state-annotation`` (written by a tenant, or left from before: docs/state.md, migration).
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from collections.abc import Callable
 from app import metrics
 from app.logs import get_logger
 from app.model import Pod
-from app.model.eviction import invalid_record_fields
-from app.model.gate import GATE_ANNOTATION, decode_entry
+from app.model.record import RETIRED_ANNOTATIONS
 from app.policy.workload import MIN_AVAILABLE_ANNOTATION, parse_min_available
 
 log = get_logger("state.validation")
@@ -32,9 +33,8 @@ def invalid_pod_fields(pod: Pod) -> list[str]:
         raw = pod.annotation(MIN_AVAILABLE_ANNOTATION)
         if raw is not None and parse_min_available(raw) is None:
             bad.append("min-available")
-        if pod.annotation(GATE_ANNOTATION) and decode_entry(pod) is None:
-            bad.append("preemption-gate")
-        bad.extend(invalid_record_fields(pod.metadata.annotations))
+        if any(k in RETIRED_ANNOTATIONS for k in pod.metadata.annotations):
+            bad.append("state-annotation")
     refs = pod.metadata.ownerReferences or ()
     controllers = [r for r in refs if r.controller]
     if len(controllers) > 1 or any(not (r.apiVersion and r.kind and r.name) for r in controllers):
@@ -77,7 +77,3 @@ class InvalidObjects:
         bad = invalid_pod_fields(pod)
         if bad:
             self.report("pod", pod.key, bad)
-
-    def owner_callback(self, kind: str) -> Callable[[str, list[str]], None]:
-        """What an owner store calls with ``namespace/name`` and the bad fields of its record."""
-        return lambda key, fields: self.report(kind, key, fields)

@@ -1,7 +1,8 @@
 """Keeps the gate honest, and is the only code that releases it: opens a gate as its victims
-disappear, its failed task's back-off ends or its bound passes (removing the mirrored
-annotation), and at startup resumes (leader) or releases the gates mirrored on pods by a
-previous run or another replica."""
+disappear, its failed task's back-off ends or its bound passes (removing its mirror from the
+preemptor's WorkloadRecord), and at startup resumes (leader) or releases the gates mirrored by a
+previous run or another replica — a resumed preemption only after the same cross-check against
+the cache a live ``preempt`` gets (``policy.crosscheck``)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from collections.abc import Callable
 
 from app.clock import Clock
 from app.logs import get_logger
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, decode_entry
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
+from app.policy.crosscheck import check_preemptor, check_victims
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.gate import GateBook
 from app.tasks.loop import Ticker, listen
-from app.tasks.ports import PodApi
+from app.tasks.ports import PodApi, PreemptionRecorder
 from app.tasks.preemption import PreemptionExecutor
 
 log = get_logger("gatekeeper")
@@ -34,6 +36,8 @@ class GateKeeper(Ticker):
         *,
         is_leader: Callable[[], bool] = lambda: True,
         interval_s: float = 1.0,
+        mirror: PreemptionRecorder | None = None,
+        scheduler_names: tuple[str, ...] = ("default-scheduler",),
     ) -> None:
         super().__init__("gatekeeper", tick=interval_s, debounce=0.0)
         self.gate = gate
@@ -42,6 +46,8 @@ class GateKeeper(Ticker):
         self.pods = pods
         self.clock = clock
         self.is_leader = is_leader
+        self.mirror = mirror
+        self.scheduler_names = scheduler_names
         self._resumed = False
         self._releases: set[asyncio.Task[None]] = set()
         self.follow(lambda: cache.subscribe(self._on_change))
@@ -102,37 +108,66 @@ class GateKeeper(Ticker):
         return sum(1 for t in self._releases if not t.done())
 
     async def _unmirror(self, preemptor: PodRef) -> None:
+        if self.mirror is None:
+            return
         try:
-            await self.pods.annotate(preemptor, {GATE_ANNOTATION: None})  # False: pod gone
+            await self.mirror.unmirror_gate(preemptor)
         except Exception as exc:
-            log.warning("could not remove gate annotation", preemptor=preemptor.key, error=str(exc))
+            log.warning("could not remove a gate's mirror", preemptor=preemptor.key, error=str(exc))
 
     def resume_mirrored(self) -> None:
-        """Gates found on pods at startup: release the finished ones, re-run the others' calls.
+        """Gates found on records at startup: release the finished ones, re-run the others'
+        calls after the cross-check a live ``preempt`` gets (preemptor pending and handled by a
+        scheduler runway serves, every outstanding victim on that node with a lower priority
+        than the cached preemptor's); one that fails it is released, nothing is called.
 
-        The calls are idempotent (condition patch, record once, UID-precondition delete with
-        404 = done), so re-running a plan cut short by a restart is safe.
+        The calls are idempotent (condition patch with a UID precondition, record once,
+        UID-precondition delete with 404 = done), so re-running a plan cut short is safe.
         """
         now = self.clock.now()
-        for pod in self.cache.pods():
-            if not pod.annotation(GATE_ANNOTATION) or self.gate.get(pod.metadata.uid):
-                continue
-            entry = decode_entry(pod)
-            if entry is None:
+        for entry in self.gate.mirrored():
+            uid = entry.preemptor.uid
+            if self.gate.get(uid):
                 continue
             check = self.gate.check(entry, now)
             if check.open:
                 self.release(entry, check.why)
-                log.info("released a gate left on a pod", pod=pod.key, why=check.why)
+                log.info("released a gate left in flight", pod=entry.preemptor.key, why=check.why)
                 continue
-            log.info("resuming a preemption left in flight", pod=pod.key, node=entry.node)
+            pod = self.cache.pod(uid)
+            refusal = check_preemptor(uid, pod, self.scheduler_names)
+            if refusal is None and pod is not None:
+                refusal = check_victims(
+                    pod.priority,
+                    entry.node,
+                    [(v.uid, self.cache.pod(v.uid)) for v in check.outstanding],
+                )
+            if refusal is not None:
+                self.release(entry, f"not resumed: {refusal.message}")
+                log.warning(
+                    "a preemption left in flight failed the cross-check: released",
+                    pod=entry.preemptor.key,
+                    reason=refusal.reason,
+                    why=refusal.message,
+                )
+                continue
+            log.info(
+                "resuming a preemption left in flight", pod=entry.preemptor.key, node=entry.node
+            )
+            # Every API call names the pods as the cache knows them by UID (never by the names
+            # a record carries): a condition or a delete can only reach the checked pod.
+            victims = tuple(
+                PodRef.of(cached)
+                for v in check.outstanding
+                if (cached := self.cache.pod(v.uid)) is not None
+            )
             self.executor.submit(
                 PreemptionPlan(
-                    preemptor=PodRef.of(pod),
+                    preemptor=PodRef.of(pod) if pod is not None else entry.preemptor,
                     node=entry.node,
-                    victims=check.outstanding,
-                    message=f"Preempted by {pod.key} (resumed after a runway restart)",
+                    victims=victims,
+                    message=f"Preempted by {entry.preemptor.key} (resumed after a runway restart)",
                     rule=entry.rule,
-                    priority=entry.priority,
+                    priority=pod.priority if pod is not None else entry.priority,
                 )
             )

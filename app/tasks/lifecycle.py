@@ -1,4 +1,4 @@
-"""The life recorder (SPEC §2, leader only): persists each workload's facts — created, admitted,
+"""The life recorder (DESIGN §2, leader only): persists each workload's facts — created, admitted,
 started — when one first becomes known or a full eviction resets them.
 
 Writes are few: none for a pod that is a workload alone (its own fields are its facts) or for

@@ -1,4 +1,4 @@
-"""The PodsReady evictor (SPEC §5, Kueue KEP-349): evicts workloads that miss their timeouts.
+"""The PodsReady evictor (DESIGN §5, Kueue KEP-349): evicts workloads that miss their timeouts.
 
 One tracked asyncio task per process. It wakes on every cache change (debounced) and at least
 every ``tick`` seconds, asks ``app.policy.podsready`` which admitted workloads ran out of
@@ -145,11 +145,12 @@ class PodsReadyEvictor(Ticker):
             if settled.get(key) is view:
                 now_settled[key] = view
                 continue
-            admitted = self.view.life(view).life.admitted
+            life = self.view.life(view)
+            admitted = life.life.admitted
             if admitted is None:
                 now_settled[key] = view
                 continue
-            if view.pods_ready:
+            if life.pods_ready:
                 idx.ready_seen[key] = admitted
                 now_settled[key] = view
                 continue
@@ -167,6 +168,8 @@ class PodsReadyEvictor(Ticker):
             self._swept_at = now
             for key in [k for k in idx.ready_seen if cache.workload(k) is None]:
                 del idx.ready_seen[key]
+            for key in [k for k in idx.lost_seen if cache.workload(k) is None]:
+                del idx.lost_seen[key]
         return wait
 
     def _start_eviction(self, view: WorkloadView, check: PodsReadyCheck) -> None:
@@ -226,7 +229,7 @@ class PodsReadyEvictor(Ticker):
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
-            queue = queue_of(view.pods[0], self.cache.queue_labels) if view.pods else ""
+            queue = queue_of(view.pods[0], self.cache.queue_tree) if view.pods else ""
             metrics.count_eviction(queue, reason)
             log.info(
                 "workload evicted: PodsReady timeout",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from app.model.event import EventNote
-from app.model.gate import PodRef
+from app.model.gate import GateEntry, PodRef
 
 
 class PodApi(Protocol):
@@ -30,12 +30,19 @@ class PodApi(Protocol):
 
 
 class PreemptionRecorder(Protocol):
-    """Writes the ``Preempted`` eviction record (``app.state.records.RecordBook``)."""
+    """Writes the ``Preempted`` eviction record and mirrors the gate on the preemptor's
+    workload record (``app.state.records.RecordBook``)."""
 
     async def record_preemption(
         self, victim_pod_uid: str, preemptor_uid: str, now: float, message: str | None = None
     ) -> object:
         """Read the victim's workload record, apply a ``Preempted`` eviction, write it back."""
+
+    async def mirror_gate(self, entry: GateEntry) -> bool:
+        """Record the preemption in flight; False when the preemptor is gone."""
+
+    async def unmirror_gate(self, preemptor: PodRef) -> None:
+        """Remove the preemption of ``preemptor`` from its record."""
 
 
 class EventSink(Protocol):

@@ -1,6 +1,6 @@
 """Preemption in the background: the API calls of a preemption, made after ``preempt`` answered.
 
-Takeover (``preemption.async: true``, SPEC §4): ``preempt`` answered ``{}``, so runway alone
+Takeover (``preemption.async: true``, DESIGN §4): ``preempt`` answered ``{}``, so runway alone
 executes the preemption, off kube-scheduler's cycle: the gate annotation (the claim, for other
 replicas), the preemptor's nomination, the clearing of lower-priority nominations on the node,
 then per victim (gang siblings included) a ``DisruptionTarget=True`` condition, the eviction
@@ -28,9 +28,9 @@ from typing import Any, Literal
 from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
-from app.model.event import PREEMPTING, EventNote, ObjectRef
+from app.model.event import PREEMPTING, EventNote, ObjectRef, for_reader
 from app.model.eviction import PREEMPTED
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, PreemptionPlan, encode_entry
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.model.pod import DISRUPTION_TARGET
 from app.state.gate import GateBook
 from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
@@ -68,6 +68,8 @@ class PreemptionRecord:
             "preemptorUID": self.plan.preemptor.uid,
             "node": self.plan.node,
             "victims": [v.key for v in self.plan.victims],
+            "awaited": [v.key for v in self.plan.awaited],
+            "displaced": [v.key for v in self.plan.displaced],
             "rule": self.plan.rule,
             "started": self.started,
             "finished": self.finished,
@@ -121,12 +123,29 @@ class PreemptionExecutor:
     # --- entry points -------------------------------------------------------------------------
 
     def hold(self, plan: PreemptionPlan) -> GateEntry:
-        """Put the preemptor in the gate (before ``preempt`` answers)."""
+        """Put the preemptor in the gate (before ``preempt`` answers): its claim on the node, its
+        victims (the awaited ones too: reserved under this gate) and the end of the claims of
+        lower priority it takes."""
         now = self._clock.now()
+        for taken in plan.displaced:
+            why = (
+                f"its claim on node {plan.node} was taken by the preemption of "
+                f"{plan.preemptor.key} (priority {plan.priority}): retried elsewhere"
+            )
+            if self._gate.displace(taken.uid, why):
+                log.info(
+                    "claim taken by a higher priority",
+                    preemptor=taken.key,
+                    by=plan.preemptor.key,
+                    node=plan.node,
+                )
+        victims = {v.uid: v for v in plan.victims}
+        for v in plan.awaited:
+            victims.setdefault(v.uid, v)
         entry = GateEntry(
             preemptor=plan.preemptor,
             node=plan.node,
-            victims=plan.victims,
+            victims=tuple(victims.values()),
             since=now,
             deadline=now + self._gate_bound_s,
             rule=plan.rule,
@@ -233,18 +252,23 @@ class PreemptionExecutor:
     async def _execute(
         self, plan: PreemptionPlan, entry: GateEntry, record: PreemptionRecord
     ) -> None:
-        if not await self.pods.annotate(plan.preemptor, {GATE_ANNOTATION: encode_entry(entry)}):
+        if self._recorder is not None and not await self._recorder.mirror_gate(entry):
             raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
         record.steps.append("gate mirrored")
         if not self.takeover:
             # kube-scheduler deletes the chosen node's victims; runway keeps the records and
             # evicts the gang siblings on other nodes, which kube-scheduler does not know of.
             for victim in plan.victims:
-                await self._record(victim, plan.preemptor, self._clock.now())
+                if victim.uid not in plan.counted:
+                    await self._record(victim, plan.preemptor, self._clock.now())
             for victim in plan.off_node:
                 now = self._clock.now()
                 await self.pods.add_condition(
-                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                    victim,
+                    DISRUPTION_TARGET,
+                    PREEMPTION_REASON,
+                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
+                    now,
                 )
                 await self.pods.delete(victim)
             record.steps.append(
@@ -252,8 +276,7 @@ class PreemptionExecutor:
                 f"{len(plan.off_node)} off-node gang siblings deleted"
             )
             return
-        await self.pods.nominate(plan.preemptor, plan.node)
-        record.steps.append(f"nominated to {plan.node}")
+        await self._nominate(plan, record)
         for other in plan.unnominate:
             await self.pods.nominate(other, None)
         if plan.unnominate:
@@ -264,12 +287,22 @@ class PreemptionExecutor:
             async with limit:
                 now = self._clock.now()
                 await self.pods.add_condition(
-                    victim, DISRUPTION_TARGET, PREEMPTION_REASON, plan.message, now
+                    victim,
+                    DISRUPTION_TARGET,
+                    PREEMPTION_REASON,
+                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
+                    now,
                 )
-                await self._record(victim, plan.preemptor, now)
+                if victim.uid not in plan.counted:
+                    await self._record(victim, plan.preemptor, now)
                 await self.pods.delete(victim)
                 self._events.emit(
-                    EventNote(ObjectRef.of_pod(victim), PREEMPTED, victim_message, action="Preempt")
+                    EventNote(
+                        ObjectRef.of_pod(victim),
+                        PREEMPTED,
+                        for_reader(victim_message, plan.preemptor.key, victim.namespace),
+                        action="Preempt",
+                    )
                 )
 
         victim_message = f"Preempted by {plan.preemptor.key} on node {plan.node}"
@@ -278,7 +311,26 @@ class PreemptionExecutor:
         owners = {o: None for v in plan.victims for o in self._owners_of(v)}
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
-        self._emit_preemption(plan, victim_message, owners)
+        if plan.awaited:
+            record.steps.append(
+                f"{len(plan.awaited)} victims already going awaited (not deleted again)"
+            )
+        if plan.victims:
+            self._emit_preemption(plan, victim_message, owners)
+
+    async def _nominate(self, plan: PreemptionPlan, record: PreemptionRecord) -> None:
+        """Nominate the preemptor to its node, unless a higher-priority preemption took the
+        claim meanwhile (then the nomination, if it raced the taking, is cleared again)."""
+        uid = plan.preemptor.uid
+        if self._gate.displaced(uid):
+            record.steps.append("claim taken by a higher priority: not nominated")
+            return
+        await self.pods.nominate(plan.preemptor, plan.node)
+        if self._gate.displaced(uid):
+            await self.pods.nominate(plan.preemptor, None)
+            record.steps.append("claim taken by a higher priority: nomination cleared")
+            return
+        record.steps.append(f"nominated to {plan.node}")
 
     def _emit_preemption(
         self, plan: PreemptionPlan, victim_message: str, owners: dict[ObjectRef, None]
@@ -287,7 +339,8 @@ class PreemptionExecutor:
         n = len(plan.victims)
         pods = "pod" if n == 1 else "pods"
         for owner in owners:
-            self._events.emit(EventNote(owner, PREEMPTED, victim_message, action="Preempt"))
+            text = for_reader(victim_message, plan.preemptor.key, owner.namespace)
+            self._events.emit(EventNote(owner, PREEMPTED, text, action="Preempt"))
         preempting = f"Preempting {n} {pods} on node {plan.node}"
         if plan.rule:
             preempting += f": {plan.rule}"

@@ -221,7 +221,7 @@ class RequeueWaker(Ticker):
         for uid in plan.wake:
             pod = cache.pod(uid) if self.held[uid].rule == "backoff" else None
             if pod is not None:
-                back.setdefault(workload_of(pod), queue_of(pod, cache.queue_labels))
+                back.setdefault(workload_of(pod), queue_of(pod, cache.queue_tree))
         for queue in back.values():
             metrics.REQUEUED_WORKLOADS.labels(metrics.queue_label(queue)).inc()
 

@@ -30,6 +30,9 @@ import yaml
 from tests.reference import CONTROL_PLANE
 from tests.runway_process import RunwayProcess, run_runway
 
+CRDS = Path(__file__).resolve().parents[2] / "helm" / "runway" / "crds"
+"""The chart's CustomResourceDefinitions, installed on every plane."""
+
 
 def binaries_present() -> bool:
     """Whether ``control-plane.sh build`` has been run on this machine."""
@@ -138,6 +141,31 @@ class ControlPlane:
         pid_file.unlink()
 
     # -- objects ---------------------------------------------------------------------------
+
+    def install_crds(self) -> None:
+        """Create the chart's CustomResourceDefinitions (runway's WorkloadRecord) and wait until
+        the API server serves them, as `helm install` does before the chart's templates."""
+        for path in sorted(CRDS.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            r = self.api.post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json=crd)
+            assert r.status_code in (201, 409), r.text
+            plural, group = crd["spec"]["names"]["plural"], crd["spec"]["group"]
+            version = crd["spec"]["versions"][0]["name"]
+            collection = f"/apis/{group}/{version}/{plural}"
+
+            def served(path: str = collection) -> bool:
+                return self.api.get(path).status_code == 200
+
+            poll(served, within=60, what=f"the API server to serve {plural}.{group}")
+
+    def records(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """runway's WorkloadRecords (all namespaces by default)."""
+        path = "/apis/runway.dev/v1alpha1"
+        path += f"/namespaces/{namespace}/workloadrecords" if namespace else "/workloadrecords"
+        r = self.api.get(path)
+        assert r.status_code == 200, r.text
+        items: list[dict[str, Any]] = r.json()["items"]
+        return items
 
     def ensure_namespace(self, name: str) -> None:
         """Create namespace ``name`` unless it exists."""
@@ -343,7 +371,9 @@ def control_plane_up() -> Iterator[ControlPlane]:
                 verify=False,
                 timeout=30,
             ) as api:
-                yield ControlPlane(state, env, api)
+                plane = ControlPlane(state, env, api)
+                plane.install_crds()
+                yield plane
         finally:
             down = run_control_plane("down", str(state), timeout=120)
             if down.returncode != 0:

@@ -9,6 +9,8 @@ kube-scheduler with runway as its extender; the test plays the kubelet and the J
   persisted on the Job, so a higher-priority preemptor is vetoed.
 * A Job with a Failed pod and a Ready replacement is PodsReady (failed pods are not members):
   never evicted, even with a short ``recoveryTimeout``.
+* A gang never PodsReady as a whole (one pod Ready then crashed, the other never Ready) stays on
+  the ``timeout`` clock and is evicted, with ``recoveryTimeout`` unset (KEP-349).
 * A Job whose pod is re-created keeps its place in ``Creation`` order (its *created* fact is the
   Job's creationTimestamp, not the new pod's).
 """
@@ -195,7 +197,14 @@ def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
 def test_failed_pod_with_a_ready_replacement_is_not_evicted(
     plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
 ) -> None:
-    config = {"waitForPodsReady": {"enable": True, "timeout": "3s", "recoveryTimeout": "5s"}}
+    config = {
+        "waitForPodsReady": {
+            "enable": True,
+            "timeout": "3s",
+            "recoveryTimeout": "5s",
+            "blockAdmission": False,
+        }
+    }
     c = cluster(plane, tmp_path, "lc-failed-node", "8", config, {"work": 2})
     tmp_cluster.append(c)
     c.create_job("work")
@@ -222,6 +231,52 @@ def test_failed_pod_with_a_ready_replacement_is_not_evicted(
     # have made the Job lose PodsReady for good and be evicted by now
     hold(c, 6, lambda: "runway.dev/eviction-reason" not in c.annotations("work"))
     assert {"work-0", "work-r"} <= bound_names(c)
+
+
+def set_ready(c: Cluster, name: str, ready: bool) -> None:
+    """The kubelet's readiness probe flips: only the Ready condition changes (its startTime
+    stays, so a Ready=False well after it shows the pod had been Ready)."""
+    status = {
+        "conditions": [{"type": "Ready", "status": str(ready), "lastTransitionTime": rfc3339_now()}]
+    }
+    r = c.plane.api.patch(
+        f"/api/v1/namespaces/{NS}/pods/{name}/status",
+        json={"status": status},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    """Issue #27 item 5 (KEP-349: ``timeout`` "applies before the job has started"): a gang of 2
+    whose first pod was Ready and then crashed, while the second never became Ready, was never
+    PodsReady. It stays on the start clock and is evicted when ``timeout`` runs out, although
+    ``recoveryTimeout`` is unset (on main it was on no clock at all and never evicted)."""
+    config = {"waitForPodsReady": {"enable": True, "timeout": "8s", "blockAdmission": False}}
+    c = cluster(plane, tmp_path, "lc-crash-node", "8", config, {"crash": 2})
+    c.ready = False  # the test's kubelet starts the pods not Ready
+    tmp_cluster.append(c)
+    c.create_job("crash")
+    runway = c.start_runway()
+    c.until("both pods run", lambda: bound_names(c) == {"crash-0", "crash-1"})
+    c.until("crash-0 is Running", lambda: c.pods()["crash-0"]["status"].get("startTime"))
+    set_ready(c, "crash-0", True)
+    time.sleep(2.5)  # the probe's period: the crash comes well after the pod's start
+    set_ready(c, "crash-0", False)
+
+    def clock() -> str:
+        view = runway.get(f"/v1/workloads/{NS}/crash")
+        assert not view["podsReady"]
+        return str(view["podsReadyClock"])
+
+    assert c.until("the workload's clock", clock) == "WaitForStart"
+    c.until(
+        "evicted by the start timeout",
+        lambda: c.annotations("crash").get("runway.dev/eviction-reason") == "PodsReadyTimeout",
+        within=40,
+    )
 
 
 def test_recreated_job_keeps_its_place_in_creation_order(

@@ -11,7 +11,10 @@ Scenario per test, each in its own namespace on its own nodes (a dedicated contr
 * elastic: a protected elastic workload above its minAvailable loses pods only down to it;
 * takeover (a DELETE webhook counts the calls): each victim deleted once, by runway, the
   preemptor nominated by runway and bound; a refused victim DELETE clears the nomination, opens
-  the gate and the preemptor is retried; a forged ``preempt`` makes no API call.
+  the gate and the preemptor is retried; a forged ``preempt`` makes no API call;
+* many preemptions at once (issue #27), with slow DELETEs: two preemptors sharing a gang delete
+  each victim once (the second awaits the off-node sibling); a higher priority takes a lower
+  claim (its nomination cleared) and the victim is still deleted once.
 
 After a preemption, runway's Events are on the victim ("Preempted by ns/high on node ...") and the
 preemptor ("Preempting 1 pod on node ..."), read back with ``GET /api/v1/namespaces/ns/events``.
@@ -67,7 +70,7 @@ def stack(
         tmp_path_factory.mktemp("preempt"),
         config,
         scheduler_name=SCHEDULER,
-        priorities={"low": 100, "high": 1000},
+        priorities={"low": 100, "high": 1000, "top": 2000},
     ) as rw:
         yield plane, rw
 
@@ -541,3 +544,131 @@ def test_a_forged_preempt_request_makes_no_api_call(
     assert after is not None and not after["metadata"].get("deletionTimestamp")
     assert "DisruptionTarget" not in {c["type"] for c in after["status"].get("conditions", [])}
     assert not (get_pod(plane, ns, "lowly") or {}).get("status", {}).get("nominatedNodeName")
+
+
+PREEMPTOR_UID = "runway.dev/eviction-preemptor-uid"
+
+
+def preempted_workloads(rw: RunwayHandle) -> float:
+    return sum(
+        value
+        for labels, value in runway_samples(rw, "runway_evicted_workloads_total")
+        if labels["reason"] == "Preempted"
+    )
+
+
+def test_two_preemptors_sharing_a_gang_delete_each_victim_once(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    """Issue #27: p preempts gang g (g-0 on one node, its sibling g-1 on the other); before the
+    slow deletes land, p2 (same priority) is offered the other node with g-1. runway nominates
+    p2 there awaiting g-1 — it deletes neither g-1 nor g-0 a second time — both preemptors bind,
+    and the gang's history counts one preemption."""
+    plane, rw = stack
+    ns, nodes = setup_ns(plane, 2, "2")
+    for i in range(2):
+        pod(plane, ns, f"g-{i}", queue="team-b", cpu="2", priority="low", workload="g")
+    placed = {
+        poll(lambda i=i: bound_and_running(plane, ns, f"g-{i}"), within=60, what=f"g-{i}")
+        for i in range(2)
+    }
+    assert placed == set(nodes)
+    gang = {uid_of(plane, ns, f"g-{i}") for i in range(2)}
+    deletes_before = pod_deletes(rw)
+    evicted_before = preempted_workloads(rw)
+    hook.delay_s = 3.0  # the deletes land well after both preempt calls
+    try:
+        pod(plane, ns, "p", queue="team-b", cpu="2", priority="high")
+        pod(plane, ns, "p2", queue="team-b", cpu="2", priority="high")
+
+        def both_nominated() -> dict[str, str] | None:
+            found = {}
+            for name in ("p", "p2"):
+                p = get_pod(plane, ns, name)
+                node = p and p["status"].get("nominatedNodeName")
+                if not node:
+                    return None
+                found[name] = str(node)
+            return found
+
+        nominated = poll(both_nominated, within=60, what="both preemptors nominated")
+        assert set(nominated.values()) == set(nodes), nominated  # one node each
+
+        # One eviction of the gang, recorded by the preemption that chose it (the record lives
+        # on its bare pods), counted once.
+        def recorded_by() -> set[str] | None:
+            found = set()
+            for i in range(2):
+                g = get_pod(plane, ns, f"g-{i}")
+                uid = g and g["metadata"].get("annotations", {}).get(PREEMPTOR_UID)
+                if not uid:
+                    return None
+                found.add(uid)
+            return found
+
+        by = poll(recorded_by, within=30, what="the gang's eviction record")
+        assert len(by) == 1 and by <= {uid_of(plane, ns, "p"), uid_of(plane, ns, "p2")}, by
+    finally:
+        hook.delay_s = 0.0
+
+    def both_bound() -> bool:
+        kubelet_reap(plane, ns)
+        return all(bound_and_running(plane, ns, n) == nominated[n] for n in ("p", "p2"))
+
+    poll(both_bound, within=90, every=0.5, what="both preemptors bind to their nodes")
+    assert hook.deletes(ns, "scheduler") == {}, "kube-scheduler deleted a victim"
+    runway_deletes = hook.deletes(ns, "runway")
+    assert set(runway_deletes) == gang and set(runway_deletes.values()) == {1}, runway_deletes
+    assert pod_deletes(rw) - deletes_before == len(gang)
+    assert preempted_workloads(rw) - evicted_before == 1
+    awaiting = [
+        d
+        for name in ("p", "p2")
+        for d in decisions_for(rw, f"{ns}/{name}")
+        if d["awaitedVictims"] and not d["victims"]
+    ]
+    assert awaiting, "the second preemptor did not await the gang sibling"
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
+
+
+def test_a_higher_priority_takes_a_lower_claim_and_the_victim_goes_once(
+    stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
+) -> None:
+    """Issue #27 item 2 (KEP-4832: "pod2's preemption ignores pod1's nomination"): p claims the
+    only node while its victim's slow DELETE is in flight; t, of higher priority, is given the
+    node anyway: p's claim is dropped (its nomination cleared, its gate opened), the victim is
+    not deleted a second time, and t binds."""
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    running_victims(plane, ns, 1, labels={})
+    victim = uid_of(plane, ns, "low-0")
+    deletes_before = pod_deletes(rw)
+    hook.delay_s = 4.0
+    try:
+        pod(plane, ns, "p", queue="team-b", cpu="2", priority="high")
+
+        def nominated(name: str) -> bool:
+            p = get_pod(plane, ns, name)
+            return p is not None and p["status"].get("nominatedNodeName") == node
+
+        poll(lambda: nominated("p"), within=60, what="p nominated")
+        pod(plane, ns, "t", queue="team-b", cpu="2", priority="top")
+        poll(lambda: nominated("t"), within=60, what="t nominated to the node p had claimed")
+        taken = [d for d in decisions_for(rw, f"{ns}/t") if d["chosenNode"] == node]
+        assert taken and taken[-1]["displacedClaims"][0]["preemptor"] == f"{ns}/p", taken
+        assert taken[-1]["victims"] == [] and taken[-1]["awaitedVictims"] == [victim]
+    finally:
+        hook.delay_s = 0.0
+
+    def t_bound() -> bool:
+        kubelet_reap(plane, ns)
+        return bound_and_running(plane, ns, "t") == node
+
+    poll(t_bound, within=90, every=0.5, what="t binds to the node")
+    p = get_pod(plane, ns, "p")
+    assert p is not None and not p["spec"].get("nodeName")
+    assert not p["status"].get("nominatedNodeName"), "p's nomination was not cleared"
+    assert hook.deletes(ns, "scheduler") == {}
+    assert hook.deletes(ns, "runway") == {victim: 1}
+    assert pod_deletes(rw) - deletes_before == 1
+    poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")

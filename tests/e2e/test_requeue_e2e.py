@@ -44,6 +44,7 @@ CONFIG: dict[str, Any] = {
     "waitForPodsReady": {
         "enable": True,
         "timeout": "3s",
+        "blockAdmission": False,  # one workload at a time is not what this tests
         "requeuingStrategy": {
             "backoffLimitCount": 2,
             "backoffBaseSeconds": 4,

@@ -51,6 +51,7 @@ CONFIG: dict[str, Any] = {
     "waitForPodsReady": {
         "enable": True,
         "timeout": "10s",
+        "blockAdmission": False,
         "requeuingStrategy": {"backoffLimitCount": 0},
     },
 }

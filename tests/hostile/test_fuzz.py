@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from app.model import Pod
 from app.model.eviction import KEYS
-from app.state.records import OWNER_MEMO_LIMIT
+from app.state.records import MEMO_LIMIT
 from tests.hostile.conftest import build_embedded, filter_body, pod_obj, preempt_body
 
 RUNWAY, CLOCK, APP = build_embedded()
@@ -155,5 +155,5 @@ def test_hostile_cluster_values_never_break_a_verb_or_a_pass(
     assert len(RUNWAY.cache) == len({o["metadata"]["uid"] for o in objs})
     assert len(RUNWAY.decisions) <= RUNWAY.decisions.size
     assert RUNWAY.decisions.bytes <= RUNWAY.decisions.max_bytes
-    assert len(RUNWAY.records._owner_memo) <= OWNER_MEMO_LIMIT
+    assert len(RUNWAY.records._life_memo) <= MEMO_LIMIT + 1
     assert RUNWAY.evictor.alive or not RUNWAY.evictor.started

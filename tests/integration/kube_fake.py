@@ -20,11 +20,10 @@ import respx
 
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
-from app.kube.owners import Discovery, OwnerWatcher
-from app.kube.pods import KubePodWriter
-from app.kube.records import KubeRecordWriter
+from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import no_jitter
+from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
 from app.state.records import RecordBook
 from tests.builders import pod, raw_node, raw_pod
@@ -294,6 +293,8 @@ class FakeApi:
 
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """WorkloadRecords by ``namespace/name`` (POST, GET, PUT status, merge PATCH, DELETE)."""
     rv: int = 100
     conflicts: int = 0
     between_conflicts: Any = None
@@ -328,6 +329,8 @@ class FakeApi:
             return httpx.Response(
                 200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": items}
             )
+        if "workloadrecords" in parts:
+            return self._record(request, parts, body)
         store, kind = (self.jobs, "jobs") if "jobs" in parts else (self.pods, "pods")
         i = parts.index(kind)
         key = f"{parts[i - 1]}/{parts[i + 1]}"
@@ -369,6 +372,68 @@ class FakeApi:
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return httpx.Response(200, json=obj)
 
+    def _record(self, request: httpx.Request, parts: list[str], body: Any) -> httpx.Response:
+        """``/apis/runway.dev/v1alpha1[/namespaces/NS]/workloadrecords[/NAME[/status]]``."""
+        i = parts.index("workloadrecords")
+        name = parts[i + 1] if len(parts) > i + 1 else None
+        if name is None and request.method == "GET":
+            if request.url.params.get("watch") == "true":
+                return httpx.Response(200, stream=_Hang(self.stop))
+            return httpx.Response(
+                200,
+                json={
+                    "metadata": {"resourceVersion": str(self.rv)},
+                    "items": list(self.records.values()),
+                },
+            )
+        ns = parts[i - 1]
+        if request.method == "POST":
+            key = f"{ns}/{body['metadata']['name']}"
+            if key in self.records:
+                return self._status(409, "AlreadyExists", f"workloadrecords {key} exists")
+            self.rv += 1
+            obj = json.loads(json.dumps(body))
+            obj["metadata"].update(uid=f"uid-wlr-{key}", resourceVersion=str(self.rv), namespace=ns)
+            obj.pop("status", None)  # the status subresource: ignored on create
+            self.records[key] = obj
+            return httpx.Response(201, json=obj)
+        key = f"{ns}/{name}"
+        obj = self.records.get(key)
+        if obj is None:
+            return self._status(404, "NotFound", f"workloadrecords {key} not found")
+        if request.method == "GET":
+            return httpx.Response(200, json=obj)
+        if request.method == "DELETE":
+            del self.records[key]
+            return httpx.Response(200, json=obj)
+        if self.conflicts > 0:
+            self.conflicts -= 1
+            if self.between_conflicts:
+                self.between_conflicts(obj)
+            return self._status(409, "Conflict", "the object has been modified")
+        meta = (body or {}).get("metadata", {})
+        if (
+            meta.get("resourceVersion")
+            and meta["resourceVersion"] != obj["metadata"]["resourceVersion"]
+        ):
+            return self._status(409, "Conflict", "the object has been modified")
+        if request.method == "PUT":
+            assert parts[-1] == "status", "runway writes a record's status only through /status"
+            obj["status"] = body.get("status", {})
+        else:
+            assert request.method == "PATCH"
+            patch = json.loads(json.dumps(body))
+            patch.get("metadata", {}).pop("resourceVersion", None)
+            patch.pop("status", None)
+            _merge(obj, patch)
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        return httpx.Response(200, json=obj)
+
+    def record(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The WorkloadRecord ``namespace/name`` (None: none)."""
+        return self.records.get(f"{namespace}/{name}")
+
 
 # --- an eviction record book over the fake API server ---------------------------------------
 
@@ -385,23 +450,22 @@ def make_store(
     api: FakeApi, cache: ClusterCache, cfg: RequeuingStrategyConfig | None = None
 ) -> RecordBook:
     kube = client(api.transport)
-    owners = OwnerWatcher(kube, Discovery(kube))
+    clock = ManualClock(T0)
     return RecordBook(
         cache,
         cfg or RequeuingStrategyConfig(backoff_limit_count=3),
-        ManualClock(T0),
-        owners=owners,
-        writer=KubeRecordWriter(kube, KubePodWriter(kube), owners=owners),
+        clock,
+        queues=QueueTree(),
+        store=KubeRecordStore(kube, clock),
         jitter=no_jitter,
     )
 
 
 async def close_store(store: RecordBook, api: FakeApi) -> None:
     api.stop.set()
-    assert isinstance(store.owners, OwnerWatcher)
-    await store.owners.stop()
-    assert isinstance(store.writer, KubeRecordWriter)
-    await store.writer.client.aclose()
+    assert isinstance(store.store, KubeRecordStore)
+    await store.store.stop()
+    await store.store.client.aclose()
 
 
 RECORD = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 60, first_eviction_time=T0)

@@ -134,8 +134,6 @@ def test_all_options_file_passes_the_schema() -> None:
     [
         ({"replicaCount": 0}, "/replicaCount"),
         ({"replicas": 2}, "replicas"),
-        ({"rbac": {"ownerKinds": [{"apiGroup": "*", "resource": "jobs"}]}}, "apiGroup"),
-        ({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "*"}]}}, "resource"),
         ({"tls": {"enabled": "yes"}}, "/tls/enabled"),
         ({"certManager": {"enabled": True, "issuerRef": {"kind": "ClusterIssuer"}}}, "name"),
         ({"networkPolicy": {"schedulerPeers": {"podSelector": {}}}}, "schedulerPeers"),
@@ -197,6 +195,21 @@ def test_rendered_objects_are_namespaced_into_the_release_namespace(
             assert obj["metadata"]["namespace"] == NAMESPACE, obj["metadata"]
 
 
+def test_retired_owner_kinds_fail_the_install_with_a_hint() -> None:
+    with pytest.raises(Exception, match=r"rbac\.ownerKinds is retired"):
+        render({"rbac": {"ownerKinds": [{"apiGroup": "batch", "resource": "jobs"}]}})
+
+
+def test_the_chart_installs_the_workload_record_crd() -> None:
+    crds = list((CHART / "crds").glob("*.yaml"))
+    assert [p.name for p in crds] == ["workloadrecords.runway.dev.yaml"]
+    crd = yaml.safe_load(crds[0].read_text())
+    version = crd["spec"]["versions"][0]
+    assert crd["spec"]["scope"] == "Namespaced" and version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns[:3] == ["Workload", "Queue", "Active"]
+
+
 def test_no_wildcard_in_any_rbac_rule(objects: list[dict[str, Any]]) -> None:
     rules = [r for o in objects if o["kind"] in {"ClusterRole", "Role"} for r in o["rules"]]
     assert rules
@@ -225,11 +238,13 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected |= {("events.k8s.io", "events", "create")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
-    for owner in merged(values)["rbac"]["ownerKinds"]:
-        # get + patch write the records; list + watch feed the owner reflectors (records cache)
-        expected |= {
-            (owner["apiGroup"], owner["resource"], v) for v in ("get", "list", "watch", "patch")
-        }
+    # runway's own state: the records (list+watch feed the store; create, status update; delete
+    # for retention), and nothing on any owner kind
+    expected |= {
+        ("runway.dev", "workloadrecords", v)
+        for v in ("get", "list", "watch", "create", "patch", "delete")
+    }
+    expected |= {("runway.dev", "workloadrecords/status", v) for v in ("get", "update")}
     assert granted == expected
 
 
@@ -388,6 +403,7 @@ def test_defaults_install_the_extender_only() -> None:
     assert kinds == sorted(
         [
             "ClusterRole",
+            "ClusterRole",  # read access to WorkloadRecords, aggregated into view/edit/admin
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",

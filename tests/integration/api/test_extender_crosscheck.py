@@ -141,9 +141,7 @@ def test_a_claim_keeps_other_preemptors_and_lower_pods_off_the_node(runway: Runw
     args = json.dumps({"Pod": as_payload(low), "NodeNames": ["n1", "n2"]}).encode()
     result = json.loads(handle_filter(ctx, args))
     assert result["NodeNames"] == ["n2"]
-    assert (
-        "claimed by the preemption of prod/batch-high" in result["FailedAndUnresolvableNodes"]["n1"]
-    )
+    assert "kept free for a preemption in flight" in result["FailedAndUnresolvableNodes"]["n1"]
     # The preemptor itself still passes its node.
     mine = json.dumps({"Pod": as_payload(PREEMPTOR), "NodeNames": ["n1", "n2"]}).encode()
     assert json.loads(handle_filter(ctx, mine))["NodeNames"] == ["n1"]

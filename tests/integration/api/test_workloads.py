@@ -35,7 +35,7 @@ def build(extra: dict[str, Any] | None = None) -> tuple[FastAPI, Runway, ManualC
             {"name": "research"},
             {"name": "strict", "parent": "research", "queueingStrategy": "StrictFIFO"},
         ],
-        "waitForPodsReady": {"enable": True, "timeout": "60s"},
+        "waitForPodsReady": {"enable": True, "timeout": "60s", "blockAdmission": False},
         **(extra or {}),
     }
     app = create_app(parse_config(config), clock)

@@ -11,7 +11,8 @@ import respx
 
 from app.clock import ManualClock
 from app.kube.pods import KubePodWriter
-from app.model.gate import GATE_ANNOTATION, PodRef, PreemptionPlan
+from app.model.gate import PodRef, PreemptionPlan
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.integration.kube_helpers import client
@@ -44,7 +45,7 @@ def api_server(router: respx.Router, *, delete_status: dict[str, int] | None = N
 
 
 def executor(router: respx.Router) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     transport = httpx.MockTransport(router.async_handler)
     pods = KubePodWriter(client(transport, retry_total=0.3))
     return PreemptionExecutor(pods, gate, ManualClock(), revert_timeout_s=1), gate
@@ -66,14 +67,11 @@ async def test_the_calls_their_order_and_bodies() -> None:
     record = await ex.run(PLAN)
     assert record.result == "success", record.error
     seen = calls(router)
-    # Gate mirrored first (merge patch of an annotation on the preemptor, UID precondition),
-    # then the nomination on the preemptor's status...
-    method, path, body = seen[0]
-    assert (method, path) == ("PATCH", "/api/v1/namespaces/ns/pods/high")
-    assert GATE_ANNOTATION in body["metadata"]["annotations"]  # type: ignore[index]
-    assert body["metadata"]["uid"] == P.uid  # type: ignore[index]
-    assert seen[1][1] == "/api/v1/namespaces/ns/pods/high/status"
-    assert seen[1][2] == {"status": {"nominatedNodeName": "node-0"}}
+    # No write to the preemptor's metadata (the gate is mirrored on its WorkloadRecord, not on
+    # the pod): first the nomination on the preemptor's status...
+    assert not [c for c in seen if c[0] == "PATCH" and c[1] == "/api/v1/namespaces/ns/pods/high"]
+    assert seen[0][1] == "/api/v1/namespaces/ns/pods/high/status"
+    assert seen[0][2] == {"status": {"nominatedNodeName": "node-0"}}
     # ...then per victim: DisruptionTarget by strategic merge on pods/status, then DELETE
     # with a UID precondition...
     for victim in V:

@@ -1,24 +1,28 @@
-"""Eviction records over a faked API server (httpx.MockTransport): owners found by discovery,
-merge patches with UID/resourceVersion preconditions, conflict re-read, bare pods, read back
-through the owner reflector after a restart, dry-run without a cluster."""
+"""Workload records over a faked API server (httpx.MockTransport): a WorkloadRecord created with
+the workload's controllers as owners, its status written through the status subresource with a
+resourceVersion precondition, a conflict re-read, read back without I/O and after a restart
+(LIST), deactivation on ``spec.active``, nothing ever written to Jobs or pods, in memory without
+a cluster."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
-from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.kube.workloadrecords import KubeRecordStore
+from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
-from app.state.records import RecordBook
+from app.state.records import MemoryRecords, RecordBook
 from tests.builders import job_obj, pod_obj
 from tests.integration.kube_fake import RECORD, FakeApi, cache_with, close_store, make_store
-from tests.integration.kube_helpers import until
 
 T0 = 1_800_000_000.0
+RECORDS = "/apis/runway.dev/v1alpha1/namespaces/team/workloadrecords"
 
 
 @pytest.fixture
@@ -26,156 +30,167 @@ def api() -> FakeApi:
     return FakeApi()
 
 
-async def test_record_written_on_the_job_and_read_back_without_io(api: FakeApi) -> None:
+def kube_store(book: RecordBook) -> KubeRecordStore:
+    assert isinstance(book.store, KubeRecordStore)
+    return book.store
+
+
+async def test_record_created_owned_by_the_job_and_read_back_without_io(api: FakeApi) -> None:
     api.jobs["team/train"] = job_obj("train")
     cache = cache_with(pod_obj("train-0", job="train"), pod_obj("train-1", job="train"))
-    store = make_store(api, cache)
+    book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        assert await store.write(key, RECORD) == RECORD
-        patch = api.calls("PATCH", "/apis/batch/v1/namespaces/team/jobs/train")
-        assert len(patch) == 1
-        meta = patch[0][2]["metadata"]
-        # preconditions: the Job we read (UID and version), annotations with null for unset keys
-        assert meta["uid"] == "uid-job-train" and meta["resourceVersion"] == "10"
-        assert meta["annotations"]["runway.dev/eviction-count"] == "1"
-        assert meta["annotations"]["runway.dev/eviction-preemptor-uid"] is None
-        assert api.jobs["team/train"]["metadata"]["annotations"]["other.io/x"] == "y"
-        # read is synchronous and comes from the owner cache (read after write)
-        before = len(api.requests)
-        assert store.read(key) == RECORD
-        assert len(api.requests) == before
-        # the pods were not annotated
-        assert not api.calls("PATCH", "/api/v1")
-    finally:
-        await close_store(store, api)
-
-
-async def test_discovery_is_asked_once_per_group_version(api: FakeApi) -> None:
-    api.jobs["team/a"] = job_obj("a")
-    api.jobs["team/b"] = job_obj("b")
-    cache = cache_with(pod_obj("a-0", job="a"), pod_obj("b-0", job="b"))
-    store = make_store(api, cache)
-    try:
-        for name in ("a-0", "b-0", "a-0"):
-            key = workload_of(cache.pod_by_key("team", name))  # type: ignore[arg-type]
-            await store.write(key, RECORD)
-        await store.owners.wait_synced(5)  # type: ignore[union-attr]
-        assert sum(1 for r in api.requests if r[1] == "/apis/batch/v1") == 1
-    finally:
-        await close_store(store, api)
-
-
-async def test_conflict_rereads_and_applies_the_change_to_the_fresh_record(api: FakeApi) -> None:
-    api.jobs["team/train"] = job_obj("train")
-    cache = cache_with(pod_obj("train-0", job="train"))
-    store = make_store(api, cache)
-    assert cache.pod_by_key("team", "train-0") is not None
-
-    def someone_else_writes(obj: dict[str, Any]) -> None:
-        # another replica recorded a PodsReadyTimeout eviction in between
-        obj["metadata"]["annotations"].update(
-            {k: v for k, v in RECORD.to_annotations().items() if v is not None}
+        assert await book.write(key, RECORD) == RECORD
+        (create,) = api.calls("POST", RECORDS)
+        meta = create[2]["metadata"]
+        assert meta["name"] == "job.train"
+        # garbage-collected with the Job, whatever its kind; runway never reads the Job
+        assert meta["ownerReferences"] == [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "uid-job-train"}
+        ]
+        assert create[2]["spec"] == {
+            "workload": {"name": "train", "source": "owner:Job"},
+            "active": True,
+        }
+        (update,) = api.calls("PUT", f"{RECORDS}/job.train/status")
+        assert update[2]["metadata"]["resourceVersion"]  # a precondition
+        status = api.records["team/job.train"]["status"]
+        assert (
+            status["eviction"]["count"] == 1 and status["eviction"]["reason"] == "PodsReadyTimeout"
         )
-        obj["metadata"]["resourceVersion"] = "11"
-
-    api.conflicts = 1
-    api.between_conflicts = someone_else_writes
-    try:
-        written = await store.record_preemption("uid-train-0", "uid-big", T0 + 5)
-        assert written is not None
-        assert written.reason == PREEMPTED and written.preemptor_uid == "uid-big"
-        # built on the fresh record: the readiness history survives
-        assert written.count == 1 and written.requeue_at == T0 + 60
-        patches = api.calls("PATCH", "/apis/batch/v1")
-        assert [p[2]["metadata"]["resourceVersion"] for p in patches] == ["10", "11"]
-        assert len(api.calls("GET", "/apis/batch/v1/namespaces/team/jobs/train")) == 2
+        kinds = {c["type"]: c["status"] for c in status["conditions"]}
+        assert kinds["Evicted"] == "True" and kinds["Deactivated"] == "False"
+        before = len(api.requests)
+        assert book.read(key) == RECORD  # synchronous, from the store
+        assert len(api.requests) == before
+        assert not api.calls("PATCH") and not api.calls("GET", "/apis/batch")
+        # API writes for this eviction: the create and one status update (the record's first
+        # write); the next eviction is one status update alone.
+        await book.write(key, replace(RECORD, count=2))
+        assert len(api.calls("PUT")) == 2 and len(api.calls("POST", RECORDS)) == 1
     finally:
-        await close_store(store, api)
+        await close_store(book, api)
 
 
-async def test_a_recreated_owner_is_not_written(api: FakeApi) -> None:
-    job = job_obj("train")
-    job["metadata"]["uid"] = "uid-new-job"
-    api.jobs["team/train"] = job
+async def test_a_conflict_rereads_the_record_and_computes_again(api: FakeApi) -> None:
     cache = cache_with(pod_obj("train-0", job="train"))
-    store = make_store(api, cache)
+    book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        assert await store.write(key, RECORD) is None
-        assert not api.calls("PATCH")
+        await book.write(key, RECORD)
+
+        def someone_else_wrote(obj: dict[str, Any]) -> None:
+            obj["status"]["eviction"]["count"] = 5
+            obj["metadata"]["resourceVersion"] = "999"
+
+        api.conflicts, api.between_conflicts = 1, someone_else_wrote
+        written = await book.update(key, lambda r: replace(r, count=r.count + 1) if r else None)
+        assert written is not None and written.count == 6  # computed on what was re-read
+        assert api.calls("GET", f"{RECORDS}/job.train")  # the re-read
     finally:
-        await close_store(store, api)
+        await close_store(book, api)
 
 
-async def test_bare_pods_each_carry_the_record(api: FakeApi) -> None:
-    labels = {"runway.dev/workload": "gang"}
-    pods = [pod_obj(f"g-{i}", labels=labels) for i in range(3)]
-    for p in pods[:2]:  # g-2 was deleted meanwhile: its 404 is skipped
-        api.pods[f"team/{p['metadata']['name']}"] = json.loads(json.dumps(p))
-    cache = cache_with(*pods)
-    store = make_store(api, cache)
-    key = workload_of(cache.pod_by_key("team", "g-0"))  # type: ignore[arg-type]
+async def test_records_are_listed_back_after_a_restart(api: FakeApi) -> None:
+    cache = cache_with(pod_obj("train-0", job="train"), pod_obj("solo"))
+    book = make_store(api, cache)
+    job = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    solo = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
+    await book.write(job, RECORD)
+    await book.write(solo, replace(RECORD, count=2))
+    await close_store(book, api)
+    assert "ownerReferences" not in api.records["team/pod.solo"]["metadata"]  # a bare pod
+    api.stop.clear()
+    again = make_store(api, cache)
     try:
-        assert await store.write(key, RECORD) == RECORD
-        patched = api.calls("PATCH", "/api/v1/namespaces/team/pods/")
-        assert [p[1].rsplit("/", 1)[1] for p in patched] == ["g-0", "g-1", "g-2"]
-        assert all(p[2]["metadata"]["uid"] == f"uid-{p[1].rsplit('/', 1)[1]}" for p in patched)
-        assert not api.calls("GET", "/apis")  # no owner, no discovery
-        # read after write from the pod cache; a re-created pod (new uid) is left alone
-        assert store.read(key) == RECORD
-        api.pods["team/g-0"]["metadata"]["uid"] = "uid-other"
-        await store.write(key, RECORD)
-        assert api.pods["team/g-0"]["metadata"]["annotations"]["runway.dev/eviction-count"] == "1"
+        assert again.read(job) is None
+        await kube_store(again).reflector.list_once()
+        assert again.read(job) == RECORD
+        assert again.read(solo) == replace(RECORD, count=2)
     finally:
-        await close_store(store, api)
+        await close_store(again, api)
 
 
-async def test_records_survive_a_restart_through_the_owner_reflector(api: FakeApi) -> None:
-    annotations = {k: v for k, v in RECORD.to_annotations().items() if v is not None}
-    api.jobs["team/train"] = job_obj("train", annotations=annotations)
-    api.jobs["team/plain"] = job_obj("plain")
-    cache = cache_with(pod_obj("train-0", job="train"), pod_obj("plain-0", job="plain"))
-    store = make_store(api, cache)  # a fresh process: nothing in memory
-    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
-    try:
-        assert store.read(key) is None  # first read starts the Job reflector
-        await until(lambda: store.read(key) is not None, what="record from the Job list")
-        assert store.read(key) == RECORD
-        # only owners with runway annotations are kept, and only those annotations
-        assert store.owners is not None
-        kept = store.owners._kinds[("batch/v1", "Job")].store.entries
-        assert list(kept) == ["team/train"]
-        assert all(k.startswith("runway.dev/") for k in kept["team/train"].annotations)
-        assert store.owners.kinds() == {"Job batch/v1": "synced"}
-    finally:
-        await close_store(store, api)
-
-
-async def test_activate_resets_count_and_backoff(api: FakeApi) -> None:
-    api.jobs["team/train"] = job_obj("train")
+async def test_deactivation_is_spec_active_and_activation_resets_the_count(api: FakeApi) -> None:
     cache = cache_with(pod_obj("train-0", job="train"))
-    store = make_store(api, cache)
+    book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await store.write(key, EvictionRecord(PODS_READY_TIMEOUT, T0, count=3, deactivated=True))
-        after = await store.activate(key)
-        assert after is not None and after.count == 0 and not after.deactivated
-        assert store.read(key) == after
-        ann = api.jobs["team/train"]["metadata"]["annotations"]
-        assert "runway.dev/eviction-deactivated" not in ann
-        assert ann["runway.dev/eviction-count"] == "0"
+        await book.write(key, replace(RECORD, count=4, deactivated=True, message="limit"))
+        assert api.records["team/job.train"]["spec"]["active"] is False
+        record = book.read(key)
+        assert record is not None and record.deactivated
+        # A person reactivates with kubectl: spec.active true, status untouched.
+        api.records["team/job.train"]["spec"]["active"] = True
+        api.rv += 1
+        api.records["team/job.train"]["metadata"]["resourceVersion"] = str(api.rv)
+        await kube_store(book).refresh("team", "job.train")
+        record = book.read(key)
+        assert record is not None and not record.deactivated and record.count == 0
+        assert record.requeue_at is None
+        # runway's own :deactivate / :activate
+        assert await book.deactivate(key)
+        assert book.read(key).deactivated  # type: ignore[union-attr]
+        await book.activate(key)
+        assert api.records["team/job.train"]["spec"]["active"] is True
     finally:
-        await close_store(store, api)
+        await close_store(book, api)
 
 
-async def test_without_a_cluster_records_are_dry_run_and_kept_in_memory() -> None:
-    cache = cache_with(pod_obj("solo"))
-    store = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0))
-    key = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
-    assert store.read(key) is None
-    assert await store.write(key, RECORD) == RECORD
-    assert store.read(key) == RECORD
-    preempted = await store.record_preemption("uid-solo", "uid-p", T0 + 1)
-    assert preempted is not None and preempted.count == 1 and preempted.preemptor_uid == "uid-p"
-    assert await store.record_preemption("uid-unknown", "uid-p", T0 + 1) is None
+async def test_a_record_with_values_runway_cannot_use_reads_as_none(api: FakeApi) -> None:
+    api.records["team/job.train"] = {
+        "apiVersion": "runway.dev/v1alpha1",
+        "kind": "WorkloadRecord",
+        "metadata": {"name": "job.train", "namespace": "team", "uid": "r", "resourceVersion": "5"},
+        "spec": {"workload": {"name": "train", "source": "owner:Job"}},
+        "status": {
+            "eviction": {"reason": "Nope", "time": "9999-12-31T23:59:59-23:59", "count": -4},
+            "life": {"started": "not a time", "size": 0},
+            "preemptions": [{"preemptorUID": "x", "node": "", "deadline": "1e12"}],
+        },
+    }
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    try:
+        await kube_store(book).reflector.list_once()
+        state = book.state(key)
+        assert state.eviction is None and state.life.started is None and state.preemptions == ()
+        assert book.read(key) is None
+    finally:
+        await close_store(book, api)
+
+
+async def test_without_a_cluster_records_stay_in_memory() -> None:
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0), queues=QueueTree())
+    assert isinstance(book.store, MemoryRecords) and book.writer is None
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    record = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1)
+    assert await book.write(key, record) == record
+    assert book.read(key) == record
+
+
+async def test_unowned_records_of_long_gone_workloads_are_deleted(api: FakeApi) -> None:
+    cache = cache_with(pod_obj("solo"), pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    solo = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
+    job = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    done = replace(RECORD, requeue_at=None)
+    try:
+        await book.write(solo, done)
+        await book.write(job, done)
+        assert await book.sweep_unowned(T0, 3600) == 0  # pods still there
+        cache.replace_pods([])
+        assert await book.sweep_unowned(T0, 3600) == 0  # gone since now
+        assert await book.sweep_unowned(T0 + 3599, 3600) == 0
+        assert await book.sweep_unowned(T0 + 3600, 3600) == 1
+        assert "team/pod.solo" not in api.records  # deleted, with its UID as precondition
+        (delete,) = api.calls("DELETE", RECORDS)
+        assert delete[1].endswith("/pod.solo")
+        assert delete[2]["preconditions"]["uid"] == "uid-wlr-team/pod.solo"
+        assert "team/job.train" in api.records  # owned: the garbage collector's business
+        assert book.read(solo) is None
+    finally:
+        await close_store(book, api)

@@ -1,12 +1,13 @@
-"""The gate keeper: gates mirrored on pods by a previous run are resumed or released at startup,
-and held gates open as the cache sees the victims go."""
+"""The gate keeper: gates mirrored on WorkloadRecords by a previous run or another replica are
+resumed (after the same cross-check against the cache a live ``preempt`` gets) or released at
+startup, and held gates open as the cache sees the victims go."""
 
 from __future__ import annotations
 
 from app.clock import ManualClock
 from app.config import RunwayConfig
 from app.model import Pod
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, encode_entry
+from app.model.gate import GateEntry, PodRef
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.preemption import PreemptionExecutor
 from app.wiring import Runway, build
@@ -19,11 +20,14 @@ P = PodRef("uid-p", "ns", "high")
 V = (PodRef("uid-a", "ns", "a"), PodRef("uid-b", "ns", "b"))
 
 
-def pod(ref: PodRef, annotations: dict[str, str] | None = None, node: str | None = "n1") -> Pod:
-    raw = raw_pod(
-        ref.name, namespace=ref.namespace, uid=ref.uid, annotations=annotations or {}, node=node
-    )
+def pod(ref: PodRef, node: str | None = "n1", priority: int = 0) -> Pod:
+    raw = raw_pod(ref.name, namespace=ref.namespace, uid=ref.uid, node=node)
+    raw["spec"]["priority"] = priority
     return build_pod(raw)
+
+
+def preemptor() -> Pod:
+    return pod(P, node=None, priority=10)
 
 
 def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:
@@ -34,48 +38,72 @@ def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:
 
 
 def keeper(rt: Runway, api: FakeApi) -> GateKeeper:
-    return GateKeeper(rt.gate, rt.cache, rt.executor, api, rt.clock)
+    return GateKeeper(rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api)
 
 
-def mirrored(deadline: float) -> dict[str, str]:
-    entry = GateEntry(P, "n1", V, since=NOW - 10, deadline=deadline, holder="old-replica")
-    return {GATE_ANNOTATION: encode_entry(entry)}
+def mirror(rt: Runway, deadline: float, victims: tuple[PodRef, ...] = V, node: str = "n1") -> None:
+    """A gate another replica (or an earlier run) recorded on the preemptor's WorkloadRecord."""
+    entry = GateEntry(P, node, victims, since=NOW - 10, deadline=deadline, holder="old-replica")
+    rt.gate.set_mirrored(P.uid, entry)
 
 
 async def test_a_gate_left_in_flight_is_resumed_for_the_victims_still_there() -> None:
     api = FakeApi()
-    rt = runtime_with(api, [pod(P, mirrored(NOW + 30), node=None), pod(V[0])])  # b is gone
+    rt = runtime_with(api, [preemptor(), pod(V[0])])  # b is gone
+    mirror(rt, NOW + 30)
     keeper(rt, api).resume_mirrored()
     assert rt.executor is not None
     await rt.executor.drain(5)
     record = rt.executor.recent()[0]
     assert record.result == "success"
     assert record.plan.victims == (V[0],)  # only the outstanding one
+    assert record.plan.priority == 10  # the cache's priority, not the record's
     assert ("delete", "ns/a", None) in api.calls
     assert rt.gate.get(P.uid) is not None  # held until the cache sees ns/a go
 
 
-async def test_a_finished_or_expired_gate_is_released_with_its_annotation() -> None:
+async def test_a_finished_or_expired_gate_is_released_with_its_mirror() -> None:
     api = FakeApi()
-    rt = runtime_with(api, [pod(P, mirrored(NOW - 1), node=None), pod(V[0]), pod(V[1])])
+    rt = runtime_with(api, [preemptor(), pod(V[0]), pod(V[1])])
+    mirror(rt, NOW - 1)
     gk = keeper(rt, api)
     gk.resume_mirrored()
     await gk.stop()
     await rt.executor.drain(5)
     assert rt.executor.recent() == []
-    assert ("mirror", "ns/high", False) in api.calls  # the stale annotation is removed
+    assert ("mirror", "ns/high", False) in api.calls  # the stale mirror is removed
     assert rt.gate.get(P.uid) is None
+
+
+async def test_a_mirrored_gate_that_fails_the_cross_check_is_released_and_nothing_called() -> None:
+    """Whatever a record says, runway deletes only what a live ``preempt`` would: a victim of
+    another namespace with a higher priority, or one on another node, is never touched."""
+    other = PodRef("uid-x", "tenant-b", "important")
+    for victims, node, pods in (
+        ((other,), "n1", [preemptor(), pod(other, priority=1000)]),  # priority above
+        ((V[0],), "n1", [preemptor(), pod(V[0], node="n2")]),  # not on that node
+        ((V[0],), "n1", [pod(V[0])]),  # preemptor unknown to the cache
+    ):
+        api = FakeApi()
+        rt = runtime_with(api, pods)
+        mirror(rt, NOW + 30, victims, node)
+        gk = keeper(rt, api)
+        gk.resume_mirrored()
+        await gk.stop()
+        await rt.executor.drain(5)
+        assert rt.executor.recent() == []
+        assert not [c for c in api.calls if c[0] in ("delete", "condition", "record")]
 
 
 async def test_a_held_gate_opens_when_the_cache_sees_the_victims_go() -> None:
     api = FakeApi()
-    rt = runtime_with(api, [pod(P, node=None), pod(V[0]), pod(V[1])])
+    rt = runtime_with(api, [preemptor(), pod(V[0]), pod(V[1])])
     gk = keeper(rt, api)
     rt.gate.hold(GateEntry(P, "n1", V, since=NOW, deadline=NOW + 60))
     rt.cache.delete_pod(pod(V[0]))
     assert gk.sweep() == 0 and rt.gate.get(P.uid) is not None
     rt.cache.delete_pod(pod(V[1]))
-    assert rt.gate.held(pod(P, node=None), NOW) is None  # reads see it open at once
+    assert rt.gate.held(preemptor(), NOW) is None  # reads see it open at once
     assert gk.sweep() == 1 and rt.gate.get(P.uid) is None  # the keeper releases it
     await gk.stop()
     assert rt.executor is not None

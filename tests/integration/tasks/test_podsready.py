@@ -116,8 +116,8 @@ async def world() -> AsyncIterator[World]:
     await w.runtime.events.stop()
     await w.evictor.stop()
     w.api.stop.set()
-    assert w.runtime.owners is not None
-    await w.runtime.owners.stop()
+    assert w.runtime.record_store is not None
+    await w.runtime.record_store.stop()
     await w.kube.aclose()
 
 
@@ -139,10 +139,15 @@ async def test_timeout_backoff_second_eviction_deactivation_and_activation(world
     # first eviction at admission + 30 s
     w.clock.advance(2)
     await w.evict_due()
-    job = w.api.jobs["ml/train"]["metadata"]["annotations"]
-    assert job["runway.dev/eviction-reason"] == "PodsReadyTimeout"
-    assert job["runway.dev/eviction-count"] == "1"
-    assert job["runway.dev/eviction-failed-pools"] == "a"
+    record = w.api.record("ml", "job.train")
+    assert record is not None
+    eviction = record["status"]["eviction"]
+    assert eviction["reason"] == "PodsReadyTimeout"
+    assert eviction["count"] == 1
+    assert eviction["failedPools"] == ["a"]
+    assert "annotations" not in w.api.jobs["ml/train"]["metadata"] or not any(
+        k.startswith("runway.dev/") for k in w.api.jobs["ml/train"]["metadata"]["annotations"]
+    )
     deletes = w.api.calls("DELETE")
     assert sorted(d[2]["preconditions"]["uid"] for d in deletes) == ["uid-1-0", "uid-1-1"]
     marks = w.api.calls("PATCH", "/api/v1/namespaces/ml/pods/")

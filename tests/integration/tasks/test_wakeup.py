@@ -95,9 +95,8 @@ class World:
     async def close(self) -> None:
         await self.waker.stop()
         self.api.stop.set()
-        store = self.runtime.records
-        if store is not None and store.owners is not None:
-            await store.owners.stop()
+        if self.runtime.record_store is not None:
+            await self.runtime.record_store.stop()
         if self.kube is not None:
             await self.kube.aclose()
 

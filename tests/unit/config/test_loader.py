@@ -52,6 +52,13 @@ def test_empty_file_is_the_default(tmp_path: Path) -> None:
         ({"logging": {"level": "loud"}}, "(got 'loud')"),
         ({"sever": {}}, "sever: unknown field"),
         ({"server": {"prot": 1}}, "server.prot: unknown field; did you mean 'port'? (got 1)"),
+        # a retired key says what to do instead
+        (
+            {"kubernetes": {"ownerKinds": [{"apiVersion": "batch/v1", "kind": "Job"}]}},
+            "kubernetes.ownerKinds: retired: runway keeps each workload's state in its own "
+            "WorkloadRecord resource",
+        ),
+        ({"queues": [{"name": "q", "namespaces": ["Team_A"]}]}, "'Team_A' is not a namespace"),
     ],
 )
 def test_errors_name_the_field_and_the_value(data: dict[str, object], expected: str) -> None:

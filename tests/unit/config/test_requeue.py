@@ -55,6 +55,26 @@ def test_kueue_configuration_parses() -> None:
 
 
 @pytest.mark.parametrize(
+    ("block", "expected"),
+    [
+        # Kueue v1beta1 SetDefaults_Configuration: enabled → blockAdmission defaults to true
+        ({"enable": True}, True),
+        ({"enable": True, "blockAdmission": False}, False),
+        ({"enable": False}, False),
+        ({"enable": False, "blockAdmission": True}, True),  # written: kept (and inert)
+        # v1beta2 (no `enable`): false unless written
+        ({"timeout": "5m"}, False),
+        ({}, False),
+        ({"blockAdmission": True}, True),
+        (None, False),  # `waitForPodsReady: null` is off
+    ],
+)
+def test_block_admission_defaults_per_shape(block: dict[str, Any] | None, expected: bool) -> None:
+    c = parse_config({"waitForPodsReady": block})
+    assert c.wait_for_pods_ready.block_admission is expected
+
+
+@pytest.mark.parametrize(
     ("value", "expected"),
     [
         ("Eviction", "Eviction"),

@@ -48,7 +48,8 @@ def test_a_claim_keeps_its_node_only_and_says_why() -> None:
     split = split_nodes(verdict, ["n0", "n1", "n2"])
     assert split.passed == ["n0", "n2"]
     assert list(split.unresolvable) == ["n1"]
-    assert "claimed by the preemption of ns/p" in split.unresolvable["n1"]
+    assert "kept free for a preemption in flight" in split.unresolvable["n1"]
+    assert "ns/p" not in split.unresolvable["n1"]  # never another tenant's pod name
     assert "Nothing to do" in split.unresolvable["n1"]
 
 

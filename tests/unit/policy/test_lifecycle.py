@@ -4,7 +4,7 @@ eviction, admitted is the first bind since the last full eviction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 from hypothesis import given, settings
@@ -95,7 +95,97 @@ def pod(
     ],
 )
 def test_observe(previous: Life, pods: list[Pod], expected: Life) -> None:
-    assert observe(previous, observation(pods)) == expected
+    assert times(observe(previous, observation(pods))) == times(expected)
+
+
+def times(life: Life) -> tuple[float | None, float | None, float | None]:
+    """The time facts (size has its own table)."""
+    return life.created, life.admitted, life.started
+
+
+@pytest.mark.parametrize(
+    ("previous", "pods", "size"),
+    [
+        (EMPTY, [pod("a"), pod("b")], 2),  # the members seen
+        (Life(size=3), [pod("a"), pod("b")], 3),  # never shrinks: the most it has had
+        (Life(size=3), [pod(f"p{i}") for i in range(4)], 4),  # grows
+        # a failed pod is not a member, but the size it had is kept
+        (Life(size=3), [pod("a"), pod("b"), pod("c", phase="Failed")], 3),
+        (EMPTY, [pod("a"), pod("c", phase="Failed")], 1),
+        # a full eviction resets admitted and started, not the size
+        (Life(T0, T0 + 5, T0 + 9, 2), [pod("c", created=T0 + 60)], 2),
+    ],
+)
+def test_size_is_the_most_members_the_workload_has_had(
+    previous: Life, pods: list[Pod], size: int
+) -> None:
+    assert observe(previous, observation(pods)).size == size
+
+
+def test_a_partial_view_does_not_move_the_size() -> None:
+    assert observe(Life(size=5), observation([pod("a")], complete=False)).size == 5
+    assert observe(EMPTY, observation([pod("a")], complete=False)).size is None
+
+
+def ready(name: str, *, created: float = T0) -> Pod:
+    p = pod(name, created=created, bound_at=T0 + 1, phase="Running")
+    conditions = [*(p.status.conditions or ()), PodCondition("Ready", "True", format_time(T0))]
+    return Pod(p.metadata, p.spec, PodStatus(phase="Running", conditions=conditions))
+
+
+@pytest.mark.parametrize(
+    ("pods", "persisted", "parallelism", "size", "source", "is_ready"),
+    [
+        # KEP-349: a Job of 3 with 2 Ready and 1 Failed (no replacement yet) is not PodsReady
+        (
+            [ready("a"), ready("b"), pod("c", phase="Failed")],
+            Life(size=3),
+            None,
+            3,
+            "members",
+            False,
+        ),
+        # ... however the size is known: the owner's parallelism
+        ([ready("a"), ready("b"), pod("c", phase="Failed")], EMPTY, 3, 3, "parallelism", False),
+        ([ready("a"), ready("b")], EMPTY, None, 2, "members", True),
+        # a declared minAvailable is the target, whatever else is known
+        (
+            [ready("a"), ready("b"), pod("c", phase="Failed")],
+            Life(size=3),
+            3,
+            1,
+            "declared",
+            True,
+        ),
+        # succeeded pods count as ready
+        ([ready("a"), pod("b", phase="Succeeded")], Life(size=2), None, 2, "members", True),
+    ],
+)
+def test_pods_ready_counts_against_the_workloads_size(
+    pods: list[Pod],
+    persisted: Life,
+    parallelism: int | None,
+    size: int,
+    source: str,
+    is_ready: bool,
+) -> None:
+    if source == "declared":
+        pods = [
+            Pod(
+                ObjectMeta(
+                    name=p.metadata.name,
+                    namespace="ns",
+                    uid=p.metadata.uid,
+                    creationTimestamp=p.metadata.creationTimestamp,
+                    annotations={MIN_AVAILABLE: "1"},
+                ),
+                p.spec,
+                p.status,
+            )
+            for p in pods
+        ]
+    facts = facts_of(pods, persisted, parallelism=parallelism)
+    assert (facts.size, facts.size_source, facts.pods_ready) == (size, source, is_ready)
 
 
 def test_partial_view_never_fails_open() -> None:
@@ -119,10 +209,10 @@ def test_a_missed_full_eviction_is_seen_through_the_eviction_record() -> None:
     before = Life(T0, T0 + 5, T0 + 9)
     rebound = [pod("c", created=T0 + 100, bound_at=T0 + 120)]
     seen = observation(rebound, last_eviction=T0 + 50)
-    assert observe(before, seen) == Life(T0, None, None)
+    assert observe(before, seen) == Life(T0, None, None, 1)
     # ...but an elastic workload that lost one pod to that eviction keeps its facts.
     kept = [pod("a", bound_at=T0 + 5), pod("c", created=T0 + 100, bound_at=T0 + 120)]
-    assert observe(before, observation(kept, last_eviction=T0 + 50)) == before
+    assert observe(before, observation(kept, last_eviction=T0 + 50)) == replace(before, size=2)
 
 
 def test_sources() -> None:
@@ -143,6 +233,30 @@ def test_annotations_round_trip_and_garbage_is_unknown() -> None:
     assert life.to_annotations()["runway.dev/workload-started"] is None  # merge patch removes
     assert Life.from_annotations({"runway.dev/workload-created": "yesterday"}) == EMPTY
     assert merge([Life(T0 + 1, None, None), Life(T0, T0 + 5, T0 + 9)]) == Life(T0, T0 + 5, T0 + 9)
+
+
+@pytest.mark.parametrize(
+    ("raw", "size"),
+    [
+        ("3", 3),
+        (" 12 ", 12),
+        ("0", None),
+        ("-1", None),
+        ("3.5", None),
+        ("²", None),
+        ("9" * 40, None),
+    ],
+)
+def test_size_annotation(raw: str, size: int | None) -> None:
+    assert Life.from_annotations({"runway.dev/workload-size": raw}).size == size
+
+
+def test_size_round_trips_and_merges_to_the_largest() -> None:
+    life = Life(T0, T0 + 5, None, 4)
+    assert life.to_annotations()["runway.dev/workload-size"] == "4"
+    assert Life.from_annotations({k: v for k, v in life.to_annotations().items() if v}) == life
+    assert life.persisted() == life
+    assert merge([Life(size=2), Life(size=5), Life()]).size == 5
 
 
 # --- the invariants, over random pod churn --------------------------------------------------------
@@ -234,3 +348,10 @@ def test_facts_over_pod_churn(size: int, elastic: bool, events: list[tuple[str, 
         # admitted is the first bind since the last full eviction
         assert life.admitted == first_bind
         assert life.started is None or (life.admitted is not None and life.started >= life.admitted)
+        # size: the most members it has had, whatever fails, goes or is evicted (KEP-349)
+        members_now = sum(
+            1
+            for p in wl.pods()
+            if p.metadata.deletionTimestamp is None and p.status.phase != "Failed"
+        )
+        assert (life.size or 0) == max(previous.size or 0, members_now)

@@ -188,7 +188,9 @@ def test_kai_e2e_reclaim_waits_for_the_min_runtime(case: dict[str, Any]) -> None
     res = resolve(tree, PoolDefaults(), "reclaimer", "reclaimee")
     assert (res.action, res.min_runtime_s, res.resolved_from) == ("reclaim", 60.0, "reclaimee")
     start = NOW
-    assert [is_protected(start + t, start, res) for t in (0, 30, 59.9, 60, 61)] == [
+    # KAI: reclaimable only when currentTime > startTime + minRuntime: at 60 s still protected.
+    assert [is_protected(start + t, start, res) for t in (0, 30, 59.9, 60, 60.001, 61)] == [
+        True,
         True,
         True,
         True,
@@ -357,7 +359,9 @@ ZERO = Resolution("reclaim", 0.0, "leaf1", ["leaf1"])
         (NOW, NOW, None, None, False),  # no rule resolved → not protected, no end
         (NOW, NOW, TEN_MIN, NOW + 600, True),
         (NOW + 599.999, NOW, TEN_MIN, NOW + 600, True),
-        (NOW + 600, NOW, TEN_MIN, NOW + 600, False),  # protected while now < start + min
+        # KAI: preemptible only when now > start + min, so the boundary itself is protected
+        (NOW + 600, NOW, TEN_MIN, NOW + 600, True),
+        (NOW + 600.001, NOW, TEN_MIN, NOW + 600, False),
         (NOW - 5, NOW, TEN_MIN, NOW + 600, True),  # a start in the future is still protected
         # "0s": never protected, even with clock skew; the protection ended at the start
         (NOW, NOW, ZERO, NOW, False),
@@ -560,6 +564,7 @@ def test_protection_is_a_window_after_start(start: float | None, minimum: float,
     if start is None or minimum == 0:
         assert not protected
     else:
-        assert protected == (start + dt < start + minimum)
+        # KAI: preemptible only when now > start + minRuntime (the boundary is protected)
+        assert protected == (start + dt <= start + minimum)
         until = protected_until(start, res)
-        assert until is not None and (protected or start + dt >= until)
+        assert until is not None and (protected or start + dt > until)

@@ -97,6 +97,17 @@ def test_recovery_counts_from_losing_readiness() -> None:
     assert evaluate_pods_ready(state, NOW + 120, ON).due
 
 
+def test_lost_readiness_of_unknown_time_runs_the_recovery_clock_but_is_not_due() -> None:
+    # KEP-349: recoveryTimeout "when the job has already started and some pod failed"; when the
+    # pods do not show the moment, the caller supplies when it noticed: nothing is due before.
+    state = PodsReadyState(admitted_at=NOW - 10_000, pods_ready=False, was_ready=True)
+    check = evaluate_pods_ready(state, NOW, ON)
+    assert (check.cause, check.due, check.deadline) == (WAIT_FOR_RECOVERY, False, None)
+    assert not blocks_admission(state, NOW, ON)  # recovering never blocks admission
+    no_recovery = ON.model_copy(update={"recovery_timeout": None})
+    assert evaluate_pods_ready(state, NOW, no_recovery).cause == ""
+
+
 def test_ready_workload_has_nothing_due() -> None:
     state = PodsReadyState(admitted_at=NOW - 10_000, pods_ready=True, not_ready_since=NOW - 50)
     assert not evaluate_pods_ready(state, NOW, ON).cause

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from app.model import Pod
-from app.model.timestamps import parse_time
+from app.model.timestamps import format_time, parse_time
+from app.policy.claims import Claim
 from app.policy.minruntime import PoolDefaults, resolve
 from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
@@ -23,8 +24,12 @@ from app.policy.victims import (
     WorkloadFacts,
     decide,
     protection,
+    running_since,
+    work_lost,
 )
 from app.policy.workload import start_time, workload_of
+from tests import builders
+from tests.builders import bind, raw_pod
 from tests.reference import upstream_cases, wire_cases
 
 NOW = 1_000_000.0
@@ -42,8 +47,11 @@ def pod(
     min_runtime: float | None = None,
     cpu: int = 1000,
     memory: int = 0,
+    running_ago: float | None = None,
 ) -> PodFacts:
-    """A pod fact; protected when ``started_ago < min_runtime``."""
+    """A pod fact; protected when ``started_ago <= min_runtime``. The pod itself has run since
+    its workload started unless ``running_ago`` says otherwise (a replacement)."""
+    ran = started_ago if running_ago is None else running_ago
     requests = {k: v for k, v in {"cpu": cpu, "memory": memory}.items() if v}
     rule = None
     if min_runtime is not None:
@@ -59,6 +67,7 @@ def pod(
         start=None if started_ago is None else NOW - started_ago,
         resolution=rule,
         requests=requests,
+        running_since=None if ran is None else NOW - ran,
     )
 
 
@@ -118,7 +127,8 @@ def test_no_offer_is_an_empty_reply() -> None:
         (10, None, False),  # nothing resolved → not protected
         (10, 600, True),
         (599.5, 600, True),
-        (600, 600, False),  # now == start + minRuntime: protection over
+        (600, 600, True),  # now == start + minRuntime: still protected (KAI: now > start + min)
+        (600.5, 600, False),
         (700, 600, False),
         (0, 0, False),  # explicit 0s: never protected
         (-5, 0, False),  # ... even with a start in the future (clock skew)
@@ -372,6 +382,120 @@ def test_elastic_floor_applies_to_reselection() -> None:
     assert d.reply() == {"n1": (["e0", "e1"], 0)}
 
 
+# --- many preemptions at once (issue #27) ----------------------------------------------------
+
+
+def claim(node: str, who: str, priority: int) -> Claim:
+    return Claim(node=node, preemptor_uid=who, preemptor=f"ns/{who}", priority=priority, room=None)
+
+
+def test_two_preemptors_sharing_a_gang_never_choose_a_victim_twice() -> None:
+    # p chose g-0 on n1 and its sibling g-1 on n2; before the deletes land, p2 (same priority)
+    # is offered n1 (claimed) and n2 with g-1: n1 is not offered twice, g-1 is awaited (its room
+    # counts) and g-0 is not expanded to again.
+    g0, g1 = pod("g-0", workload="ns/g"), pod("g-1", node="n2", workload="ns/g")
+    gang = workload("ns/g", [g0, g1])
+    p = Preemptor(uid="p", key="ns/p", priority=1000, queue="team-b")
+    first = decide(p, {"n1": NodeOffer([g0])}, {"ns/g": gang}, NOW)
+    assert first.all_victims() == (("g-0", "n1"), ("g-1", "n2"))
+    reserved = {uid: "ns/p" for uid, _ in first.all_victims()}
+    p2 = Preemptor(uid="p2", key="ns/p2", priority=1000, queue="team-b")
+    d = decide(
+        p2,
+        {"n1": NodeOffer([g0]), "n2": NodeOffer([g1])},
+        {"ns/g": gang},
+        NOW,
+        claims=[claim("n1", "p", 1000)],
+        reserved=reserved,
+    )
+    assert d.chosen == "n2" and d.reply() == {"n2": ([], 0)}
+    assert d.all_victims() == () and d.awaited == ("g-1",)
+    assert outcome(d, "g-1", "n2") == "awaited"
+    assert "already chosen by the preemption in flight of ns/p" in (
+        node_record(d, "n2").records[0].reason
+    )
+    assert "claimed by the preemption in flight of ns/p" in node_record(d, "n1").reason
+    assert d.counts.awaited == {"reclaim": 1}
+    assert d.to_dict()["awaitedVictims"] == ["g-1"]
+
+
+@pytest.mark.parametrize(
+    ("claim_priority", "taken"),
+    [
+        (999, True),  # a lower claim yields to a higher priority (kube-scheduler's nominator)
+        (1000, False),  # equal: never
+        (2000, False),  # higher: never
+    ],
+)
+def test_a_claim_yields_only_to_a_higher_priority(claim_priority: int, taken: bool) -> None:
+    victim = pod("v")
+    d = decide(
+        P,
+        {"n1": NodeOffer([victim])},
+        {},
+        NOW,
+        claims=[claim("n1", "low", claim_priority)],
+        reserved={"v": "ns/low"},
+    )
+    if taken:
+        assert d.chosen == "n1" and [c.preemptor for c in d.displaced] == ["ns/low"]
+        assert d.all_victims() == () and d.awaited == ("v",)  # its victim is not deleted twice
+        assert "takes the claim of the lower-priority preemption of ns/low" in d.reason
+        assert d.to_dict()["displacedClaims"] == [
+            {"preemptor": "ns/low", "priority": 999, "node": "n1"}
+        ]
+    else:
+        assert d.chosen is None and d.displaced == ()
+        assert f"(priority {claim_priority}, not below 1000)" in node_record(d, "n1").reason
+
+
+def test_a_free_node_is_preferred_to_taking_a_lower_claim() -> None:
+    d = decide(
+        P,
+        {"n1": NodeOffer([pod("a")]), "n2": NodeOffer([pod("b", node="n2", priority=900)])},
+        {},
+        NOW,
+        claims=[claim("n1", "low", 10)],
+    )
+    assert d.chosen == "n2" and d.displaced == ()
+    assert "claims of lower-priority preemptions taken" in node_record(d, "n1").reason
+
+
+def test_a_terminating_victim_is_awaited_not_deleted_again() -> None:
+    going = PodFacts("t", "ns/t", "n1", 100, "team-a", terminating=True, requests={"cpu": 1000})
+    d = run({"n1": NodeOffer([going, pod("v")])})
+    assert d.reply() == {"n1": (["v"], 0)} and d.awaited == ("t",)
+    assert "already terminating" in node_record(d, "n1").records[0].reason
+
+
+def test_a_gang_sibling_reserved_elsewhere_is_not_expanded_to_again() -> None:
+    # g-2 joined the gang after p chose g-0 and g-1: p2 evicts g-2 (the gang goes as a whole)
+    # but neither g-0 nor g-1 again, and the eviction is recorded once (p's).
+    g0, g1 = pod("g-0", workload="ns/g"), pod("g-1", node="n2", workload="ns/g")
+    g2 = pod("g-2", node="n3", workload="ns/g")
+    gang = workload("ns/g", [g0, g1, g2])
+    d = decide(
+        P,
+        {"n3": NodeOffer([g2])},
+        {"ns/g": gang},
+        NOW,
+        reserved={"g-0": "ns/p", "g-1": "ns/p"},
+    )
+    assert d.reply() == {"n3": (["g-2"], 0)} and d.off_node == ()
+    assert d.counted == ("g-2",)
+    assert outcome(d, "g-0") == "awaited" and outcome(d, "g-1") == "awaited"
+
+
+def test_the_elastic_floor_counts_evictions_already_under_way() -> None:
+    pods, wl = elastic(6, 4)
+    # Alone, two of six may go (6 running, minAvailable 4); with one already being evicted by
+    # another preemption, only one more may.
+    assert run({"n1": NodeOffer(pods[:2])}, [wl]).reply() == {"n1": (["e0", "e1"], 0)}
+    d = decide(P, {"n1": NodeOffer(pods[1:3])}, {wl.key: wl}, NOW, reserved={"e0": "ns/p0"})
+    assert d.reply() == {}
+    assert [outcome(d, "e1"), outcome(d, "e2")] == ["kept", "dropped"]
+
+
 # --- node order -----------------------------------------------------------------------------
 
 
@@ -383,6 +507,37 @@ def _offer(node: str, *victims: tuple[int, float | None], pdb: int = 0) -> tuple
         ],
         pdb_violations=pdb,
     )
+
+
+def test_work_lost_counts_each_pod_from_its_own_start() -> None:
+    # A replacement bound 10 s ago in a workload started 1,000 s ago loses 10 s, not 1,000 s:
+    # a node whose only victim is that replacement beats one whose victim ran 100 s itself.
+    fresh = pod("fresh", started_ago=1000, running_ago=10)
+    old = pod("old", node="n2", started_ago=100)
+    assert work_lost([fresh], NOW) == 10.0
+    d = run({"n1": NodeOffer([fresh]), "n2": NodeOffer([old])})
+    assert d.chosen == "n1"
+    assert node_record(d, "n1").work_lost == 10.0
+    assert node_record(d, "n2").work_lost == 100.0
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ({"startTime": 990.0, "bound": 980.0}, 990.0),  # the kubelet's start
+        ({"bound": 980.0}, 980.0),  # no startTime yet: the bind
+        ({}, None),  # not bound
+    ],
+)
+def test_running_since(status: dict[str, float], expected: float | None) -> None:
+    obj = raw_pod("a")
+    if "bound" in status:
+        bind(obj, status["bound"])
+        if "startTime" in status:
+            obj["status"]["startTime"] = format_time(status["startTime"])
+        else:
+            del obj["status"]["startTime"]
+    assert running_since(builders.pod(obj)) == expected
 
 
 @pytest.mark.parametrize(
@@ -469,7 +624,9 @@ def test_resolution_from_the_queue_tree_plugs_in() -> None:
     rec = node_record(d, "n1").records[0].to_dict()
     assert (rec["action"], rec["minRuntimeSeconds"], rec["rule"]) == ("reclaim", 60, "D")
     assert rec["queuePath"] == list(res.path)
-    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30).reply() == {
+    # At exactly start + 60 s still protected (KAI: only when now > start + minRuntime).
+    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30).reply() == {}
+    assert decide(preemptor, {"n1": NodeOffer([victim])}, {}, NOW + 30.5).reply() == {
         "n1": (["v"], 0)
     }
 

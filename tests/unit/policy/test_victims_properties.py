@@ -10,6 +10,7 @@ from typing import TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.policy.claims import Claim
 from app.policy.quantity import add_resources, covers
 from app.policy.victims import (
     Decision,
@@ -211,3 +212,62 @@ def test_a_shielded_pod_is_never_a_victim(c: Cluster, data: st.DataObject) -> No
         uids = {p.uid for p in wl.pods}
         if not wl.elastic and uids & chosen:
             assert not uids & evicted
+
+
+# --- many preemptions at once (issue #27): one victim, one preemption; priority on claims -----
+
+
+def _claim(node: str, who: str, priority: int) -> Claim:
+    return Claim(node=node, preemptor_uid=who, preemptor=f"ns/{who}", priority=priority, room=None)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.data())
+def test_a_pod_reserved_by_a_preemption_in_flight_is_never_chosen_again(
+    c: Cluster, data: st.DataObject
+) -> None:
+    uids = sorted(c.pods)
+    reserved = {
+        u: "ns/other" for u in data.draw(st.lists(st.sampled_from(uids), unique=True), "reserved")
+    }
+    claims = [
+        _claim(node, f"c-{node}", data.draw(st.sampled_from([10, 999, 1000, 2000]), node))
+        for node in data.draw(st.lists(st.sampled_from(sorted(c.offers)), unique=True), "claimed")
+    ]
+    d = decide(P, c.offers, c.workloads, NOW, claims=claims, reserved=reserved)
+    evicted = _evicted(d)
+    assert not evicted & set(reserved), "a reserved victim chosen a second time"
+    assert set(d.awaited) <= set(reserved)
+    assert not set(d.awaited) & evicted
+    if d.chosen is None:
+        return
+    on_chosen = [cl for cl in claims if cl.node == d.chosen]
+    # Equal or higher priority never yields its node; a lower one is taken, and said so.
+    assert all(cl.priority < P.priority for cl in on_chosen)
+    assert set(d.displaced) == set(on_chosen)
+    assert set(d.counted) <= evicted
+    # A gang goes as a whole: whatever of it is not already going goes now.
+    for wl in c.workloads.values():
+        gone = {p.uid for p in wl.pods if p.uid in evicted}
+        if gone and not wl.elastic:
+            assert {p.uid for p in wl.pods} - set(reserved) <= evicted
+    json.dumps(d.to_dict(), allow_nan=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.sampled_from([500, 1000, 1500]))
+def test_two_preemptors_in_a_row_never_share_a_victim(c: Cluster, second_priority: int) -> None:
+    # The first preemption's victims are reserved and its node claimed while it is in flight.
+    first = decide(P, c.offers, c.workloads, NOW)
+    if first.chosen is None:
+        return
+    reserved = {uid: P.key for uid, _ in first.all_victims()}
+    claims = [_claim(first.chosen, P.uid, P.priority)]
+    p2 = Preemptor(uid="p2", key="ns/p2", priority=second_priority, queue="q0", workload="ns/p2")
+    second = decide(p2, c.offers, c.workloads, NOW, claims=claims, reserved=reserved)
+    assert not _evicted(first) & _evicted(second)
+    if second.chosen == first.chosen:
+        assert second_priority > P.priority  # only a higher priority takes the claim
+        assert [cl.preemptor_uid for cl in second.displaced] == [P.uid]
+    else:
+        assert second.displaced == ()

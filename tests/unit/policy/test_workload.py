@@ -9,6 +9,7 @@ import pytest
 from app.model import Pod
 from app.model.pod import ObjectMeta, OwnerReference, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
+from app.policy.queues import QueueNode, QueueTree
 from app.policy.workload import (
     DEFAULT_QUEUE,
     WorkloadKey,
@@ -19,6 +20,7 @@ from app.policy.workload import (
     is_ready,
     min_available,
     pods_ready,
+    queue_denied,
     queue_of,
     start_time,
     workload_of,
@@ -30,6 +32,7 @@ T0 = 1_800_000_000.0
 def make(
     name: str = "p",
     *,
+    namespace: str = "ns",
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     owners: list[OwnerReference] | None = None,
@@ -49,7 +52,7 @@ def make(
     return Pod(
         metadata=ObjectMeta(
             name=name,
-            namespace="ns",
+            namespace=namespace,
             uid=f"uid-{name}",
             labels=labels,
             annotations=annotations,
@@ -85,10 +88,34 @@ def test_queue_of(labels: dict[str, str] | None, queue: str) -> None:
     assert queue_of(make(labels=labels)) == queue
 
 
-def test_queue_of_with_configured_label_keys() -> None:
-    pod = make(labels={"runway.dev/queue": "a", "team": "t"})
-    assert queue_of(pod, ("team",)) == "t"
-    assert queue_of(pod, ("missing",)) == DEFAULT_QUEUE
+@pytest.mark.parametrize(
+    ("namespace", "queue", "expected"),
+    [
+        ("team-a", "a-leaf", "a-leaf"),  # its own queue
+        ("team-a-dev", "a-leaf", "a-leaf"),  # a pattern from the parent
+        ("team-b", "a-leaf", DEFAULT_QUEUE),  # another team's queue: default instead
+        ("team-b", "b-leaf", "b-leaf"),  # no namespaces on the way up: every namespace
+        ("team-b", "undeclared", "undeclared"),  # an unknown queue: no settings, allowed
+        ("team-b", "a-open", "a-open"),  # a child's own list overrides the parent's
+        ("team-c", "a-open", DEFAULT_QUEUE),
+    ],
+)
+def test_queue_of_applies_the_namespaces_a_queue_allows(
+    namespace: str, queue: str, expected: str
+) -> None:
+    tree = QueueTree.from_nodes(
+        [
+            QueueNode("a", namespaces=("team-a", "team-a-*")),
+            QueueNode("a-leaf", parent="a"),
+            QueueNode("a-open", parent="a", namespaces=("team-b",)),
+            QueueNode("b"),
+            QueueNode("b-leaf", parent="b"),
+        ]
+    )
+    pod = make(namespace=namespace, labels={"runway.dev/queue": queue})
+    assert queue_of(pod, tree) == expected
+    assert queue_of(pod) == queue  # without a tree: the label alone
+    assert queue_denied(pod, tree) == (None if expected == queue else queue)
 
 
 # --- workload_of --------------------------------------------------------------------------------

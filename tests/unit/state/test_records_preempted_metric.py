@@ -10,6 +10,7 @@ from app import metrics
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.model import Pod
+from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
 from app.state.records import RecordBook
 from tests.integration.kube_fake import make_pod
@@ -36,7 +37,7 @@ async def test_a_gang_counts_once_per_preemptor(queue: str, label: str) -> None:
         cache = ClusterCache()
         pods = gang(queue)
         cache.replace_pods(pods)
-        book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(1000.0))
+        book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(1000.0), queues=QueueTree())
         counter = metrics.EVICTED_WORKLOADS.labels(label, "Preempted")
         before = counter._value.get()
         for pod in pods:

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +154,135 @@ async def test_a_pending_replacement_runs_the_recovery_clock_not_the_start_clock
     assert state.admitted_at == T0 and state.not_ready_since == T0 + 500
     _, check = rt.requeue.evaluate(view, T0 + 510)
     assert check.cause == "WaitForRecovery" and not check.due  # not the start timeout (60 s)
+
+
+# --- PodsReady as KEP-349 defines it (issue #27 items 5, 6) ------------------------------------
+
+POD_READY_CONFIG = {"enable": True, "timeout": "60s", "blockAdmission": True}
+
+
+def failed(p: Pod) -> Pod:
+    return msgspec.structs.replace(p, status=msgspec.structs.replace(p.status, phase="Failed"))
+
+
+@pytest.mark.parametrize("recovery", [None, "30s"])
+@pytest.mark.parametrize("crashed", ["not-ready", "failed"])
+async def test_a_gang_never_pods_ready_stays_on_the_start_clock(
+    recovery: str | None, crashed: str
+) -> None:
+    # A gang of 2: a was Ready, then crashed (Ready=False well after its start, or Failed);
+    # b never became Ready. One pod having been Ready is not the workload having been PodsReady.
+    cfg: dict[str, Any] = dict(POD_READY_CONFIG)
+    if recovery is not None:
+        cfg["recoveryTimeout"] = recovery
+    rt = runtime({"waitForPodsReady": cfg})
+    a = pod("a", bound_at=T0, ready=False, ready_at=T0 + 30)
+    rt.cache.upsert_pod(a if crashed == "not-ready" else failed(a))
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=False, ready_at=T0))
+    # The leader persisted the gang's facts at its binds, its size (2 members) with them.
+    assert await rt.records.write_life(WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 2))
+    view = rt.cache.workload_of_pod(a)
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 61)
+    assert (state.was_ready, state.not_ready_since) == (False, None)
+    assert check.cause == "WaitForStart" and check.due and check.deadline == T0 + 60
+    # ...and blockAdmission counts it as not ready
+    assert [b.workload for b in rt.requeue.blockers(T0 + 1)] == ["ns/w"]
+
+
+def test_a_gang_that_was_pods_ready_runs_the_recovery_clock() -> None:
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    a = pod("a", bound_at=T0, ready=False, ready_at=T0 + 30)
+    rt.cache.upsert_pod(a)
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
+    view = rt.cache.workload_of_pod(a)
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 40)
+    assert state.was_ready and state.not_ready_since == T0 + 30
+    assert check.cause == "WaitForRecovery" and check.deadline == T0 + 60
+    assert rt.requeue.blockers(T0 + 40) == ()  # recovering does not block admission
+
+
+@pytest.mark.parametrize(
+    ("c_was_ready", "cause"),
+    [(True, "WaitForRecovery"), (False, "WaitForStart")],
+)
+async def test_a_failed_pod_does_not_shrink_the_target(c_was_ready: bool, cause: str) -> None:
+    # A Job of 3: 2 Ready, 1 Failed, no replacement yet. Not PodsReady (KEP-349: failed pods
+    # are not taken into account); which clock runs depends on whether the whole Job had been.
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, ready_at=T0 + 5))
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
+    c = failed(pod("c", bound_at=T0, ready=False, ready_at=T0 + (40 if c_was_ready else 0)))
+    rt.cache.upsert_pod(c)
+    view = rt.cache.workload_of_pod(c)
+    assert view is not None
+    assert view.pods_ready  # the pods alone (2 members, 2 ready) would say ready
+    facts = rt.records.life(view)
+    assert (facts.size, facts.pods_ready) == (2, True)  # size unknown: the members now
+    # The size it has had (persisted by the leader when it saw 3 members)
+    assert await rt.records.write_life(view.key, Life(None, T0, T0, 3))
+    view = rt.cache.workload_of_pod(c)
+    assert view is not None
+    facts = rt.records.life(view)
+    assert (facts.size, facts.size_source, facts.pods_ready) == (3, "members", False)
+    state, check = rt.requeue.evaluate(view, T0 + 41)
+    assert not state.pods_ready and check.cause == cause
+
+
+async def test_lost_pods_ready_with_no_trace_counts_from_when_it_is_first_seen() -> None:
+    # A Job of 3 was PodsReady; c is deleted and its replacement not created yet: nothing on the
+    # pods says when PodsReady was lost, so the recovery clock runs from the first evaluation.
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    for name in ("a", "b"):
+        rt.cache.upsert_pod(pod(name, bound_at=T0, ready=True, ready_at=T0 + 5))
+    assert await rt.records.write_life(WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 3))
+    view = rt.cache.workload_of_pod(pod("a"))
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 1000)
+    assert state.was_ready and state.not_ready_since == T0 + 1000
+    assert check.cause == "WaitForRecovery" and check.deadline == T0 + 1030 and not check.due
+    _, later = rt.requeue.evaluate(view, T0 + 1031)
+    assert later.due  # the first sighting is kept, not moved
+
+
+POD_STATES = st.sampled_from(["ready", "crashed", "never", "failed-after", "failed-never"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(POD_STATES, min_size=1, max_size=4))
+async def test_the_recovery_clock_needs_the_whole_gang_to_have_been_ready(
+    states: list[str],
+) -> None:
+    # KEP-349: recovery only once the workload as a whole was PodsReady. Every pod it started
+    # with is still seen here, so it was iff each of them shows it had been Ready.
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    for i, state in enumerate(states):
+        flip = T0 + (0 if state.endswith("never") else 30)
+        p = pod(
+            f"p{i}",
+            bound_at=T0,
+            ready=state == "ready",
+            ready_at=T0 + 5 if state == "ready" else flip,
+        )
+        rt.cache.upsert_pod(failed(p) if state.startswith("failed") else p)
+    assert await rt.records.write_life(
+        WorkloadKey("ns", "w", "label"), Life(None, T0, T0, len(states))
+    )
+    view = rt.cache.workload_of_pod(pod("p0"))
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 40)
+    every_one_was = all(s in ("ready", "crashed", "failed-after") for s in states)
+    assert state.pods_ready is all(s == "ready" for s in states)
+    if all(s.startswith("failed") for s in states):
+        # no member left bound: a full eviction (SPEC §2), no clock runs
+        assert state.admitted_at is None and check.cause == ""
+    elif state.pods_ready:
+        assert check.cause == ""
+    elif every_one_was:
+        assert state.was_ready and check.cause == "WaitForRecovery"
+    else:
+        assert not state.was_ready and check.cause == "WaitForStart"
 
 
 # --- the waker's pass remembers free pods ------------------------------------------------------

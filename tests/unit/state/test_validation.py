@@ -24,10 +24,12 @@ def pod(annotations: dict[str, str] | None = None, rv: str = "1", **meta: Any) -
         (pod({"runway.dev/min-available": "3"}), []),
         (pod({"runway.dev/min-available": "²"}), ["min-available"]),
         (pod({"runway.dev/min-available": "0"}), ["min-available"]),
-        (pod({"runway.dev/preemption-gate": "[" * 10}), ["preemption-gate"]),
-        (pod({"runway.dev/eviction-count": "x"}), ["eviction-count"]),
-        (pod({"runway.dev/eviction-deactivated": "yes"}), ["eviction-deactivated"]),
-        (pod({"runway.dev/eviction-time": "2027-01-01T00:00:00Z"}), []),
+        # Retired state annotations: never read, whatever their value; reported once.
+        (pod({"runway.dev/preemption-gate": "[" * 10}), ["state-annotation"]),
+        (pod({"runway.dev/eviction-count": "x"}), ["state-annotation"]),
+        (pod({"runway.dev/eviction-deactivated": "yes"}), ["state-annotation"]),
+        (pod({"runway.dev/workload-started": "2099-01-01T00:00:00Z"}), ["state-annotation"]),
+        (pod({"runway.dev/eviction-time": "2027-01-01T00:00:00Z"}), ["state-annotation"]),
         (pod({"other": "²"}), []),
         (
             pod(ownerReferences=[{"kind": "Job", "apiVersion": "batch/v1", "controller": True}]),

@@ -6,16 +6,13 @@ import pytest
 
 from app import metrics
 from app.clock import ManualClock
-from app.model import ObjectMeta, Pod
 from app.model.gate import (
-    GATE_ANNOTATION,
     GateEntry,
     PodRef,
     PreemptionPlan,
-    decode_entry,
-    encode_entry,
 )
 from app.policy.gate import VictimState, check_gate
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.preemption_fakes import FakeApi
@@ -32,7 +29,7 @@ PLAN = PreemptionPlan(
 
 
 def executor(api: FakeApi, clock: ManualClock | None = None) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     return PreemptionExecutor(
         api, gate, clock or ManualClock(), gate_bound_s=60, revert_timeout_s=0.1, recorder=api
     ), gate
@@ -134,7 +131,7 @@ async def test_drain_cancels_stuck_tasks_and_leaves_none_pending() -> None:
 
 async def test_many_concurrent_tasks_are_bounded_and_all_finish() -> None:
     api = FakeApi(latency=0.001)
-    gate = GateBook()
+    gate = GateBook(ClusterCache())
     ex = PreemptionExecutor(api, gate, ManualClock(), concurrency=4, recorder=api)
     plans = [PreemptionPlan(PodRef(f"p{i}", "ns", f"p{i}"), "n", VICTIMS, "m") for i in range(40)]
     records = [ex.submit(p) for p in plans]
@@ -169,18 +166,59 @@ def test_without_a_cache_only_task_completion_opens() -> None:
     assert check_gate(entry, lambda uid: VictimState.UNKNOWN, now=110, task_done=True).open
 
 
-def test_annotation_mirror_round_trips_and_ignores_garbage() -> None:
-    entry = GateEntry(P, "node-0", VICTIMS, since=100.5, deadline=160.5, rule="r", holder="a")
-    pod = Pod(
-        metadata=ObjectMeta(
-            name=P.name,
-            namespace=P.namespace,
-            uid=P.uid,
-            annotations={GATE_ANNOTATION: encode_entry(entry)},
-        )
+# --- many preemptions at once (issue #27) ----------------------------------------------------
+
+
+async def test_awaited_victims_are_held_but_never_touched() -> None:
+    api = FakeApi()
+    ex, gate = executor(api)
+    going = PodRef("uid-going", "default", "going")
+    plan = PreemptionPlan(
+        preemptor=P,
+        node="node-0",
+        victims=VICTIMS[:1],
+        message="m",
+        awaited=(going,),
+        counted=(VICTIMS[0].uid,),
     )
-    assert decode_entry(pod) == entry
-    assert GateBook().lookup(pod) == entry
-    for garbage in ("", "{", "[]", '{"node": 1}', '{"victims": [[1]], "node": "n"}'):
-        bad = Pod(metadata=ObjectMeta(uid="x", annotations={GATE_ANNOTATION: garbage}))
-        assert decode_entry(bad) is None
+    record = await ex.run(plan)
+    assert record.result == "success", record.error
+    ops = [(op, key) for op, key, _ in api.calls]
+    assert ("delete", VICTIMS[0].key) in ops
+    # Counted already by the preemption in flight that evicts its workload: not recorded again.
+    assert ("record", VICTIMS[0].key) not in ops
+    assert not [op for op, key in ops if key == going.key]  # one victim, one preemption
+    assert record.to_dict()["awaited"] == [going.key]
+    held = gate.get(P.uid)
+    assert held is not None and {v.uid for v in held.victims} == {VICTIMS[0].uid, going.uid}
+    await ex.drain(1)
+
+
+async def test_a_displaced_preemption_keeps_deleting_but_never_nominates() -> None:
+    api = FakeApi()
+    api.release.clear()
+    ex, gate = executor(api)
+    low = ex.submit(PLAN)  # its task waits on the API
+    await api.started.wait()
+    higher = PodRef("uid-h", "default", "higher")
+    taking = PreemptionPlan(
+        preemptor=higher,
+        node="node-0",
+        victims=(),
+        message="m",
+        priority=9,
+        awaited=VICTIMS,
+        displaced=(P,),
+        unnominate=(P,),
+    )
+    ex.hold(taking)
+    assert gate.check(gate.get(P.uid), 0.0).open  # type: ignore[arg-type]
+    assert [c.preemptor for c in gate.claims(1.0)] == [higher.key]
+    assert gate.reserved(1.0) == {v.uid: higher.key for v in VICTIMS}
+    api.release.set()
+    await ex.drain(5)
+    assert low.result == "success"
+    # The victims went once (its task), the lower preemptor was never nominated.
+    assert [key for op, key, _ in api.calls if op == "delete"] == [v.key for v in VICTIMS]
+    assert ("nominate", P.key, "node-0") not in api.calls
+    assert any("not nominated" in step for step in low.steps)

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from app.clock import ManualClock
 from app.model.event import EventNote, ObjectRef
 from app.model.gate import PodRef, PreemptionPlan
+from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
 from tests.preemption_fakes import FakeApi
@@ -37,7 +38,7 @@ def owners_of(pod: PodRef) -> Sequence[ObjectRef]:
 def executor(api: FakeApi, sink: object) -> PreemptionExecutor:
     return PreemptionExecutor(
         api,
-        GateBook(),
+        GateBook(ClusterCache()),
         ManualClock(),
         revert_timeout_s=0.1,
         events=sink,  # type: ignore[arg-type]
@@ -50,7 +51,8 @@ async def test_events_on_victims_owner_and_preemptor() -> None:
     record = await executor(FakeApi(), sink).run(PLAN)
     assert record.result == "success", record.error
     got = sorted((str(n.regarding), n.reason, n.message) for n in sink.notes)
-    victim_msg = "Preempted by team-b/high-0 on node node-0: reclaim: team-a 0s"
+    # The victims are in another namespace than the preemptor: its name is not theirs to read.
+    victim_msg = "Preempted by a pod in another namespace on node node-0: reclaim: team-a 0s"
     preempting = "Preempting 2 pods on node node-0: reclaim: team-a 0s"
     assert got == [
         ("Job team-a/low", "Preempted", victim_msg),  # once for the gang's owner
@@ -60,6 +62,7 @@ async def test_events_on_victims_owner_and_preemptor() -> None:
         ("Pod team-b/high-0", "Preempting", preempting),
     ]
     assert {n.type for n in sink.notes} == {"Normal"}
+    assert not any("team-b" in n.message for n in sink.notes if n.regarding.namespace == "team-a")
 
 
 async def test_no_events_for_a_preemption_that_failed_before_deleting() -> None:

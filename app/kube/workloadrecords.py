@@ -1,0 +1,330 @@
+"""``WorkloadRecord`` objects (``app.model.record``): list+watch into a store readable without
+I/O, and the read-modify-write that changes one.
+
+* ``RecordStore`` is the reflector's store: ``(namespace, name)`` → the record's state. It tells
+  its listener of every change (old and new state), so the gate book sees preemptions in flight
+  that another replica (or an earlier run) wrote.
+* ``KubeRecordStore`` runs the reflector and writes: a record is created (``POST``, with the
+  workload's controllers as ownerReferences) the first time runway has state for the workload,
+  then its status is replaced through the status subresource with a resourceVersion
+  precondition; a 409 re-reads the record (``GET``) and computes again
+  (``app.kube.retry``, ``on_conflict``). ``spec.active`` is written on the object itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from app.clock import Clock
+from app.kube.client import KubeClient
+from app.kube.errors import AlreadyExists, Conflict, NotFound
+from app.kube.reflector import Reflector
+from app.kube.resources import Resource
+from app.kube.retry import RetryPolicy, retrying
+from app.logs import get_logger
+from app.model.record import (
+    API_VERSION,
+    GROUP,
+    KIND,
+    PLURAL,
+    VERSION,
+    RecordState,
+    WorkloadRecordObject,
+    new_object,
+    state_of,
+    status_of,
+)
+from app.supervise import supervise
+
+log = get_logger("kube.workloadrecords")
+
+WORKLOAD_RECORDS = Resource(GROUP, VERSION, PLURAL)
+
+Change = Callable[[RecordState], RecordState | None]
+"""Computes the state to write from the current one; None = write nothing."""
+Listener = Callable[[str, RecordState | None, RecordState | None], None]
+"""Called with (namespace, old, new) on every change of a record in the store."""
+OwnerTuple = tuple[str, str, str, str]
+"""``(apiVersion, kind, name, uid)`` of a controller."""
+
+
+def _key(obj: WorkloadRecordObject) -> tuple[str, str]:
+    return obj.metadata.namespace, obj.metadata.name
+
+
+def _newer_or_same(new: WorkloadRecordObject, old: WorkloadRecordObject) -> bool:
+    """Whether ``new`` is not older than ``old`` (opaque versions are never called older)."""
+    a, b = new.metadata.resourceVersion, old.metadata.resourceVersion
+    if new.metadata.uid != old.metadata.uid or not (a.isdigit() and b.isdigit()):
+        return True
+    return len(a) > 20 or len(b) > 20 or int(a) >= int(b)
+
+
+class RecordStore:
+    """The records runway has read, by ``(namespace, name)``."""
+
+    def __init__(self) -> None:
+        self.objects: dict[tuple[str, str], WorkloadRecordObject] = {}
+        self.states: dict[tuple[str, str], RecordState] = {}
+        self.listeners: list[Listener] = []
+
+    def get(self, namespace: str, name: str) -> RecordState | None:
+        """The state of a record (None: runway has none for that workload)."""
+        return self.states.get((namespace, name))
+
+    def object(self, namespace: str, name: str) -> WorkloadRecordObject | None:
+        """The record as last read (for writes: its resourceVersion)."""
+        return self.objects.get((namespace, name))
+
+    def _tell(self, namespace: str, old: RecordState | None, new: RecordState | None) -> None:
+        if old == new:
+            return
+        for listener in list(self.listeners):
+            listener(namespace, old, new)
+
+    def _put(self, obj: WorkloadRecordObject) -> None:
+        key = _key(obj)
+        held = self.objects.get(key)
+        if held is not None and not _newer_or_same(obj, held):
+            return  # our own write's answer arrived after the watch brought a newer version
+        self.objects[key] = obj
+        old = self.states.get(key)
+        new = state_of(obj)
+        self.states[key] = new
+        self._tell(key[0], old, new)
+
+    def replace(self, items: Sequence[WorkloadRecordObject]) -> None:
+        """Hold exactly ``items`` (after a LIST)."""
+        seen = {_key(o) for o in items}
+        for key in [k for k in self.objects if k not in seen]:
+            self.objects.pop(key)
+            self._tell(key[0], self.states.pop(key, None), None)
+        for obj in items:
+            self._put(obj)
+
+    def upsert(self, obj: WorkloadRecordObject) -> None:
+        """Add or update one record."""
+        self._put(obj)
+
+    def delete(self, obj: WorkloadRecordObject) -> None:
+        """Forget one record."""
+        key = _key(obj)
+        held = self.objects.get(key)
+        if held is None or (obj.metadata.uid and held.metadata.uid != obj.metadata.uid):
+            return
+        del self.objects[key]
+        self._tell(key[0], self.states.pop(key, None), None)
+
+    def all(self) -> list[tuple[str, str, RecordState]]:
+        """Every record: ``(namespace, name, state)``."""
+        return [(ns, name, s) for (ns, name), s in self.states.items()]
+
+
+class KubeRecordStore(RecordStore):
+    """The store fed by a reflector on ``workloadrecords``, and the writes."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        clock: Clock,
+        *,
+        page_size: int = 500,
+        watch_timeout: int = 300,
+        conflict_policy: RetryPolicy | None = None,
+    ) -> None:
+        super().__init__()
+        self.client = client
+        self.clock = clock
+        self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
+        self.reflector: Reflector[WorkloadRecordObject] = Reflector(
+            client,
+            WORKLOAD_RECORDS,
+            WorkloadRecordObject,
+            self,
+            page_size=page_size,
+            watch_timeout=watch_timeout,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # -- the reflector ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """List and watch in a supervised task."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(
+                supervise("workloadrecords", self.reflector.run), name="workloadrecords"
+            )
+
+    async def stop(self) -> None:
+        """Stop watching."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def synced(self) -> bool:
+        """Whether the records have been listed."""
+        return self.reflector.synced.is_set()
+
+    async def wait_synced(self, within: float) -> bool:
+        """Wait (bounded) for the first LIST."""
+        try:
+            await asyncio.wait_for(self.reflector.synced.wait(), within)
+        except TimeoutError:
+            return False
+        return True
+
+    def feeding(self, threshold: float) -> bool:
+        """Whether list/watch works (``/readyz``)."""
+        task = self._task
+        return not (task is not None and task.done()) and not self.reflector.starving(threshold)
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def update(
+        self,
+        namespace: str,
+        name: str,
+        identity: tuple[str, str],
+        owners: tuple[OwnerTuple, ...],
+        change: Change,
+    ) -> RecordState | None:
+        """Read-modify-write the record ``namespace/name`` (created for the workload
+        ``identity`` = (name, source) when absent); returns the state written (None: nothing
+        to write). Writes to one record from this process are serialised."""
+        lock = self._locks.setdefault((namespace, name), asyncio.Lock())
+        attempts = 0
+
+        async def attempt() -> RecordState | None:
+            nonlocal attempts
+            attempts += 1
+            if attempts > 1:  # a 409: someone wrote in between; read what they wrote
+                await self.refresh(namespace, name)
+            return await self._attempt(namespace, name, identity, owners, change)
+
+        try:
+            async with lock:
+                return await retrying(
+                    attempt,
+                    self.conflict_policy,
+                    idempotent=False,
+                    on_conflict=True,
+                    what=f"workload record {namespace}/{name}",
+                )
+        finally:
+            if not lock.locked() and len(self._locks) > 10_000:
+                self._locks.pop((namespace, name), None)
+
+    async def _attempt(
+        self,
+        namespace: str,
+        name: str,
+        identity: tuple[str, str],
+        owners: tuple[OwnerTuple, ...],
+        change: Change,
+    ) -> RecordState | None:
+        obj = self.object(namespace, name)
+        current = state_of(obj) if obj is not None else RecordState()
+        new = change(current)
+        if new is None or new == current:
+            return None
+        if obj is None:
+            obj = await self._create(namespace, identity, owners, active=new.active)
+            current = state_of(obj)
+            new = change(current)  # against what the API server holds now
+            if new is None or new == current:
+                return None
+        if new.active != obj.spec.active:
+            obj = await self._write_active(obj, new.active)
+        body = {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "metadata": {
+                "name": obj.metadata.name,
+                "namespace": namespace,
+                "resourceVersion": obj.metadata.resourceVersion,
+            },
+            "spec": msgspec.to_builtins(obj.spec),
+            "status": status_of(new, self.clock.now()),
+        }
+        written = await self.client.replace(
+            WORKLOAD_RECORDS,
+            obj.metadata.name,
+            body,
+            namespace,
+            into=WorkloadRecordObject,
+            subresource="status",
+        )
+        self.upsert(written)  # read after write: the watch brings it a moment later
+        log.info("workload record written", record=f"{namespace}/{name}")
+        return state_of(written)
+
+    async def _create(
+        self,
+        namespace: str,
+        identity: tuple[str, str],
+        owners: tuple[OwnerTuple, ...],
+        *,
+        active: bool,
+    ) -> WorkloadRecordObject:
+        body = new_object(namespace, identity[0], identity[1], owners, active=active)
+        name = body["metadata"]["name"]
+        try:
+            created = await self.client.create(
+                WORKLOAD_RECORDS, body, namespace, into=WorkloadRecordObject
+            )
+        except AlreadyExists:
+            created = await self.client.get(
+                WORKLOAD_RECORDS, name, namespace, into=WorkloadRecordObject
+            )
+        self.upsert(created)
+        return created
+
+    async def _write_active(self, obj: WorkloadRecordObject, active: bool) -> WorkloadRecordObject:
+        patch: dict[str, Any] = {
+            "metadata": {"resourceVersion": obj.metadata.resourceVersion},
+            "spec": {"active": active},
+        }
+        written = await self.client.patch(
+            WORKLOAD_RECORDS,
+            obj.metadata.name,
+            patch,
+            obj.metadata.namespace,
+            into=WorkloadRecordObject,
+            patch_type="merge",
+        )
+        self.upsert(written)
+        return written
+
+    async def refresh(self, namespace: str, name: str) -> None:
+        """GET the record again into the store (after a 409 elsewhere)."""
+        try:
+            obj = await self.client.get(
+                WORKLOAD_RECORDS, name, namespace, into=WorkloadRecordObject
+            )
+        except NotFound:
+            held = self.object(namespace, name)
+            if held is not None:
+                self.delete(held)
+            return
+        self.upsert(obj)
+
+    async def remove(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete a record (UID precondition); False when it was gone already (or re-created:
+        a 409 names a newer record, which is not this one's to delete)."""
+        try:
+            await self.client.delete(WORKLOAD_RECORDS, name, namespace, uid=uid or None)
+        except (NotFound, Conflict):
+            return False
+        held = self.object(namespace, name)
+        if held is not None and (not uid or held.metadata.uid == uid):
+            self.delete(held)
+        return True

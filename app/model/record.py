@@ -1,0 +1,488 @@
+"""runway's own resource: ``WorkloadRecord`` (``runway.dev/v1alpha1``), one per workload runway
+keeps state for, in the workload's namespace (docs/state.md).
+
+The only place runway keeps state that outlives a process: a workload's life facts, its eviction
+record, whether it is active, and the preemptions in flight whose preemptor belongs to it (the
+gate and the claim). Tenants may read it; only runway (and whoever the cluster's RBAC lets,
+administrators) writes it, so nothing a tenant writes on its pods or Jobs is read as state.
+
+* ``spec`` — ``workload`` (the identity runway derived: name and source), ``active`` (false:
+  deactivated; ``kubectl patch`` or ``:activate``/``:deactivate`` set it).
+* ``status`` — written by runway only (the status subresource, resourceVersion preconditions):
+  ``queue``, ``life``, ``eviction``, ``preemptions`` and ``conditions`` for people.
+
+This module is the wire shape (lenient msgspec structs: a value runway cannot use reads as
+absent, never as an error) and the conversions to the domain values runway computes with
+(``EvictionRecord``, ``Life``, ``GateEntry``). The record's name is derived from the workload's
+identity (``record_name``), so finding a workload's record needs no index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+import msgspec
+
+from app.model.eviction import KEYS as EVICTION_KEYS
+from app.model.eviction import EvictionRecord, is_reason
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
+from app.model.lifecycle import EMPTY, Life
+from app.model.lifecycle import KEYS as LIFE_KEYS
+from app.model.timestamps import format_time, parse_time
+
+GROUP: Final = "runway.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "WorkloadRecord"
+PLURAL: Final = "workloadrecords"
+
+RETIRED_ANNOTATIONS: Final = frozenset((*EVICTION_KEYS, *LIFE_KEYS, GATE_ANNOTATION))
+"""Annotations earlier versions kept state in: never read as state (only ``app migrate`` imports
+them, once, in the direction that makes a workload less privileged)."""
+
+MAX_TIME: Final = 2.0**37
+"""A time past this (year ~6325) is not one runway wrote."""
+MAX_LIST: Final = 1024
+"""Longer lists (victims, pools, history) are not ones runway wrote: the field reads as absent."""
+
+
+# --- the wire shape -----------------------------------------------------------------------------
+
+
+class RecordOwner(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``metadata.ownerReferences[]`` of a record: the workload's controllers."""
+
+    apiVersion: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+
+
+class RecordMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``metadata`` of a record."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resourceVersion: str = ""
+    creationTimestamp: str | None = None
+    deletionTimestamp: str | None = None
+    ownerReferences: list[RecordOwner] | None = None
+
+
+class WorkloadIdentity(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``spec.workload``: the identity runway derived from the pods (``policy.workload``)."""
+
+    name: str = ""
+    source: str = ""
+
+
+class RecordSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``spec``."""
+
+    workload: WorkloadIdentity = WorkloadIdentity()
+    active: bool = True
+
+
+class LifeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.life``."""
+
+    created: str | None = None
+    admitted: str | None = None
+    started: str | None = None
+    size: int | None = None
+
+
+class EvictionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.eviction``."""
+
+    reason: str | None = None
+    time: str | None = None
+    preemptorUID: str | None = None
+    count: int | None = None
+    requeueAt: str | None = None
+    firstEvictionTime: str | None = None
+    deactivated: bool | None = None
+    message: str | None = None
+    failedPools: list[str] | None = None
+    preemptionHistory: list[str] | None = None
+
+
+class VictimStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.preemptions[].victims[]``."""
+
+    uid: str = ""
+    namespace: str = ""
+    name: str = ""
+
+
+class PreemptionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.preemptions[]``: one preemption in flight of one of the workload's pods."""
+
+    preemptorUID: str = ""
+    preemptor: str = ""
+    node: str = ""
+    victims: list[VictimStatus] | None = None
+    since: str | None = None
+    deadline: str | None = None
+    priority: int | None = None
+    rule: str | None = None
+    holder: str | None = None
+
+
+class Condition(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status.conditions[]`` (the Kubernetes condition shape)."""
+
+    type: str = ""
+    status: str = ""
+    reason: str | None = None
+    message: str | None = None
+    lastTransitionTime: str | None = None
+
+
+class RecordStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+    """``status``."""
+
+    queue: str | None = None
+    life: LifeStatus | None = None
+    eviction: EvictionStatus | None = None
+    preemptions: list[PreemptionStatus] | None = None
+    conditions: list[Condition] | None = None
+
+
+class WorkloadRecordObject(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A ``WorkloadRecord`` as the API server returns it."""
+
+    metadata: RecordMeta = RecordMeta()
+    spec: RecordSpec = RecordSpec()
+    status: RecordStatus = RecordStatus()
+
+
+# --- the domain value -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordState:
+    """What a record says, as runway computes with it (times in Unix seconds)."""
+
+    active: bool = True
+    queue: str = ""
+    life: Life = EMPTY
+    eviction: EvictionRecord | None = None
+    preemptions: tuple[GateEntry, ...] = ()
+    version: str = field(default="", compare=False)
+    """The resourceVersion this state was read at ("" = no record yet)."""
+    uid: str = field(default="", compare=False)
+    """The record's UID (the delete's precondition)."""
+    owned: bool = field(default=False, compare=False)
+    """Owned by the workload's controllers (garbage-collected with them)."""
+    workload: tuple[str, str] = field(default=("", ""), compare=False)
+    """``spec.workload``: (name, source) of the workload the record is for."""
+
+    @property
+    def record(self) -> EvictionRecord | None:
+        """The eviction record with ``active`` applied: a deactivated workload reads as
+        deactivated whatever its status says, and one reactivated by editing ``spec.active``
+        reads with its count and requeueAt reset (as Kueue resets ``requeueState``)."""
+        record = self.eviction
+        if not self.active:
+            if record is None:
+                return EvictionRecord(
+                    reason="PodsReadyTimeout",
+                    time=0.0,
+                    deactivated=True,
+                    message="deactivated (spec.active: false)",
+                )
+            return record if record.deactivated else replace(record, deactivated=True)
+        if record is not None and record.deactivated:
+            return replace(
+                record, deactivated=False, count=0, requeue_at=None, first_eviction_time=None
+            )
+        return record
+
+
+EMPTY_STATE: Final = RecordState()
+
+
+def record_name(name: str, source: str) -> str:
+    """The record's object name for a workload (namespace implied): a DNS subdomain derived from
+    the identity, unique per (name, source). A name that had to be changed to be valid (or cut)
+    carries a hash of the original, so two identities never share a record."""
+    kind = source.split(":", 1)
+    prefix = {"label": "wl", "pod-group": "pg", "pod": "pod"}.get(source) or (
+        kind[1].lower() if kind[0] == "owner" and len(kind) == 2 else "wl"
+    )
+    prefix = _SUBDOMAIN_BAD.sub("-", prefix.lower()).strip("-.")[:40] or "wl"
+    clean = _SUBDOMAIN_BAD.sub("-", name.lower()).strip("-.")
+    candidate = f"{prefix}.{clean}" if clean else prefix
+    if clean != name or len(candidate) > 200:
+        digest = hashlib.sha256(f"{source}\0{name}".encode()).hexdigest()[:10]
+        candidate = f"{candidate[:200].rstrip('-.')}-{digest}"
+    return candidate
+
+
+_SUBDOMAIN_BAD = re.compile(r"[^a-z0-9.-]+")
+
+
+def state_of(obj: WorkloadRecordObject) -> RecordState:
+    """The record's state (never raises: a field runway cannot use reads as absent)."""
+    status = obj.status
+    return RecordState(
+        active=obj.spec.active,
+        queue=status.queue or "",
+        life=_life(status.life),
+        eviction=_eviction(status.eviction),
+        preemptions=tuple(
+            e
+            for e in (_entry(p, obj.metadata.namespace) for p in (status.preemptions or ())[:64])
+            if e is not None
+        ),
+        version=obj.metadata.resourceVersion,
+        uid=obj.metadata.uid,
+        owned=bool(obj.metadata.ownerReferences),
+        workload=(obj.spec.workload.name, obj.spec.workload.source),
+    )
+
+
+def status_of(state: RecordState, now: float) -> dict[str, Any]:
+    """The ``status`` to write for ``state`` (a full replacement of runway's fields)."""
+    out: dict[str, Any] = {"queue": state.queue or None}
+    life = state.life
+    out["life"] = {
+        "created": _fmt(life.created),
+        "admitted": _fmt(life.admitted),
+        "started": _fmt(life.started),
+        "size": life.size,
+    }
+    rec = state.eviction
+    out["eviction"] = (
+        None
+        if rec is None
+        else {
+            "reason": rec.reason,
+            "time": _fmt(rec.time),
+            "preemptorUID": rec.preemptor_uid,
+            "count": rec.count,
+            "requeueAt": None if rec.requeue_at is None else _fmt(math.ceil(rec.requeue_at)),
+            "firstEvictionTime": _fmt(rec.first_eviction_time),
+            "deactivated": rec.deactivated or None,
+            "message": rec.message,
+            "failedPools": list(rec.failed_pools) or None,
+            "preemptionHistory": [format_time(t) for t in rec.preemption_history] or None,
+        }
+    )
+    out["preemptions"] = [
+        {
+            "preemptorUID": e.preemptor.uid,
+            "preemptor": e.preemptor.name,
+            "node": e.node,
+            "victims": [
+                {"uid": v.uid, "namespace": v.namespace, "name": v.name} for v in e.victims
+            ],
+            "since": _fmt_precise(e.since),
+            "deadline": _fmt_precise(e.deadline),
+            "priority": e.priority,
+            "rule": e.rule or None,
+            "holder": e.holder or None,
+        }
+        for e in state.preemptions
+    ] or None
+    out["conditions"] = conditions(state, now)
+    cleaned: dict[str, Any] = _drop_none(out)
+    return cleaned
+
+
+def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
+    """The conditions a person reads (``kubectl describe``): Admitted, Started, Evicted,
+    Deactivated, BackingOff, PreemptionInFlight."""
+    out: list[dict[str, str]] = []
+    stamp = format_time(now)
+
+    def add(kind: str, on: bool, reason: str, message: str, since: float | None) -> None:
+        out.append(
+            {
+                "type": kind,
+                "status": "True" if on else "False",
+                "reason": reason,
+                "message": message,
+                "lastTransitionTime": format_time(since) if since is not None else stamp,
+            }
+        )
+
+    life, rec = state.life, state.record
+    add(
+        "Admitted",
+        life.admitted is not None,
+        "Bound" if life.admitted is not None else "Pending",
+        "a pod of the workload is bound" if life.admitted is not None else "no pod bound yet",
+        life.admitted,
+    )
+    add(
+        "Started",
+        life.started is not None,
+        "MinAvailableBound" if life.started is not None else "NotStarted",
+        "min-runtime counts from here" if life.started is not None else "not all pods bound",
+        life.started,
+    )
+    if rec is not None:
+        add("Evicted", True, rec.reason, rec.message or rec.reason, rec.time or None)
+        if rec.requeue_at is not None and rec.requeue_at > now:
+            add(
+                "BackingOff",
+                True,
+                "Backoff",
+                f"not admitted before {format_time(math.ceil(rec.requeue_at))}",
+                rec.time or None,
+            )
+    add(
+        "Deactivated",
+        not state.active,
+        "Inactive" if not state.active else "Active",
+        (rec.message if rec is not None and rec.message else "spec.active is false")
+        if not state.active
+        else "spec.active is true",
+        None,
+    )
+    if state.preemptions:
+        e = state.preemptions[0]
+        add(
+            "PreemptionInFlight",
+            True,
+            "Preempting",
+            f"{len(e.victims)} victim(s) on node {e.node}",
+            e.since,
+        )
+    return out
+
+
+def new_object(
+    namespace: str,
+    name: str,
+    source: str,
+    owners: tuple[tuple[str, str, str, str], ...],
+    *,
+    active: bool = True,
+) -> dict[str, Any]:
+    """A new record (``POST``; its status is written after, through the subresource).
+    ``owners``: ``(apiVersion, kind, name, uid)`` of the workload's controllers: the record is
+    garbage-collected with them."""
+    meta: dict[str, Any] = {
+        "name": record_name(name, source),
+        "namespace": namespace,
+        "labels": {"runway.dev/workload-source": _label_value(source)},
+    }
+    refs = [
+        {"apiVersion": a, "kind": k, "name": n, "uid": u}
+        for a, k, n, u in owners
+        if a and k and n and u
+    ]
+    if refs:
+        meta["ownerReferences"] = refs
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": meta,
+        "spec": {"workload": {"name": name, "source": source}, "active": active},
+    }
+
+
+def _label_value(source: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", source)[:63].strip("-._") or "unknown"
+
+
+# --- lenient readers --------------------------------------------------------------------------
+
+
+def _time(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    parsed = parse_time(value.strip())
+    if parsed is None or not math.isfinite(parsed) or not 0 <= parsed <= MAX_TIME:
+        return None
+    return parsed
+
+
+def _fmt(value: float | None) -> str | None:
+    return None if value is None else format_time(value)
+
+
+def _fmt_precise(value: float) -> str:
+    # Gate times keep sub-second precision (the gate's bound and release memo compare them).
+    whole = math.floor(value)
+    frac = value - whole
+    base = format_time(whole)
+    return base if frac == 0 else f"{base[:-1]}.{int(frac * 1e6):06d}Z"
+
+
+def _life(status: LifeStatus | None) -> Life:
+    if status is None:
+        return EMPTY
+    size = status.size if isinstance(status.size, int) and 0 < status.size < 10**6 else None
+    return Life(
+        created=_time(status.created),
+        admitted=_time(status.admitted),
+        started=_time(status.started),
+        size=size,
+    )
+
+
+def _eviction(status: EvictionStatus | None) -> EvictionRecord | None:
+    if status is None or not is_reason(status.reason):
+        return None
+    time = _time(status.time)
+    if time is None:
+        return None
+    count = status.count if isinstance(status.count, int) and 0 <= status.count < 10**9 else 0
+    history = status.preemptionHistory or []
+    times = [t for t in (_time(h) for h in history[:MAX_LIST]) if t is not None]
+    pools = [p for p in (status.failedPools or [])[:MAX_LIST] if isinstance(p, str) and p]
+    return EvictionRecord(
+        reason=status.reason,
+        time=time,
+        preemptor_uid=status.preemptorUID or None,
+        count=count,
+        requeue_at=_time(status.requeueAt),
+        first_eviction_time=_time(status.firstEvictionTime),
+        deactivated=bool(status.deactivated),
+        message=status.message or None,
+        failed_pools=tuple(sorted(set(pools))),
+        preemption_history=tuple(sorted(times)) if len(times) == len(history) else (),
+    )
+
+
+def _entry(status: PreemptionStatus, namespace: str) -> GateEntry | None:
+    since, deadline = _time(status.since), _time(status.deadline)
+    victims = status.victims or []
+    if (
+        not status.preemptorUID
+        or not status.preemptor
+        or not status.node
+        or since is None
+        or deadline is None
+        or len(victims) > MAX_LIST
+    ):
+        return None
+    priority = status.priority if isinstance(status.priority, int) else 0
+    return GateEntry(
+        # The preemptor is one of the workload's pods: always in the record's namespace.
+        preemptor=PodRef(status.preemptorUID, namespace, status.preemptor),
+        node=status.node,
+        victims=tuple(PodRef(v.uid, v.namespace, v.name) for v in victims if v.uid),
+        since=since,
+        deadline=deadline,
+        rule=status.rule or "",
+        holder=status.holder or "",
+        priority=max(-(2**31), min(priority, 2**31)),
+    )
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
