@@ -19,7 +19,9 @@ def serve_overrides(ns: argparse.Namespace) -> dict[str, Any]:
         return {key: value for key, value in pairs if value is not None}
 
     tls = given(("certFile", ns.tls_cert_file or None), ("keyFile", ns.tls_key_file or None))
-    server = given(("host", ns.host), ("port", ns.port)) | ({"tls": tls} if tls else {})
+    rest = getattr(ns, "rest_port", None)
+    server = given(("host", ns.host), ("port", ns.port), ("restPort", rest))
+    server |= {"tls": tls} if tls else {}
     logging = given(("level", ns.log_level), ("format", ns.log_format))
     return {k: v for k, v in (("server", server), ("logging", logging)) if v}
 
@@ -55,12 +57,8 @@ def _serve(ns: argparse.Namespace) -> int:
         )
 
     app = create_app(config, kube=kube)
-    ok = serve_uvicorn(
-        app,
-        tls,
-        on_started=started,
+    options: dict[str, Any] = dict(
         host=server.host,
-        port=server.port,
         workers=1,
         # uvicorn's records go through runway's structlog handler (app/logs.py), its own
         # text handlers are not installed; its info lines repeat "runway started".
@@ -70,12 +68,38 @@ def _serve(ns: argparse.Namespace) -> int:
         # Nothing runway does depends on the client address: X-Forwarded-* is not trusted
         # (and not parsed on every verb call).
         proxy_headers=False,
-        # Header size, header/body/idle timeouts, connection cap: app/connections.py.
-        # ... and the verbs answered by the protocol itself, without ASGI (same handler).
-        http=bounded_protocol(server, direct=app.direct_verbs()),
         h11_max_incomplete_event_size=server.max_header_bytes,
         timeout_keep_alive=max(int(server.idle_timeout), 1),
         timeout_graceful_shutdown=max(int(server.shutdown_timeout), 1),
+    )
+    served: Any = app
+    second = None
+    if server.rest_port is not None:
+        # REST on a port of its own (server.restPort): same certificate, no client certificate
+        # required; each port answers the other's paths with a 404 naming the right port.
+        from app.api.listeners import PortSplit
+
+        prefix = server.url_prefix
+        served = PortSplit(app, "verbs", prefix, server.rest_port)
+        rest_tls = None
+        if server.tls.enabled:
+            rest_tls = ReloadingTLS(server.tls.model_copy(update={"require_client_cert": False}))
+        rest = PortSplit(app, "rest", prefix, server.port)
+        second = (
+            rest,
+            rest_tls,
+            {**options, "port": server.rest_port, "http": bounded_protocol(server)},
+        )
+    ok = serve_uvicorn(
+        served,
+        tls,
+        on_started=started,
+        port=server.port,
+        # Header size, header/body/idle timeouts, connection cap: app/connections.py.
+        # ... and the verbs answered by the protocol itself, without ASGI (same handler).
+        http=bounded_protocol(server, direct=app.direct_verbs()),
+        second=second,
+        **options,
     )
     return 0 if ok else 3
 
@@ -377,6 +401,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: $RUNWAY_CONFIG, else embedded)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, or server.host)")
     serve.add_argument("--port", type=int, help="port to bind (default 8888, or server.port)")
+    serve.add_argument(
+        "--rest-port",
+        type=int,
+        help="serve the REST API, /docs and /ui/ on this port of their own (server.restPort)",
+    )
     serve.add_argument(
         "--tls-cert-file", help="serve HTTPS with this PEM certificate chain (server.tls.certFile)"
     )

@@ -191,7 +191,8 @@ PREEMPTIONS_REFUSED = Counter(
     "runway_preemptions_refused_total",
     "preempt calls refused because runway's cache does not confirm them (DESIGN §4: the preemptor "
     "is unknown, bound, being deleted or of another scheduler; a victim is unknown, elsewhere or "
-    "not of lower priority), by reason. The verb answered {} and no API call was made.",
+    "not of lower priority), or because this replica is not the leader (not-leader: only the "
+    "leader decides preemptions), by reason. The verb answered {} and no API call was made.",
     ["reason"],
     registry=REGISTRY,
 )

@@ -21,6 +21,8 @@ from app.api import (
     ops,
     preemptions,
     tooling,
+    ui,
+    workload_list,
     workloads,
 )
 from app.api.auth import install_auth
@@ -93,6 +95,8 @@ def create_app(
     app.include_router(tooling.router)
     app.include_router(config_view.router)
     app.include_router(workloads.router)
+    app.include_router(workload_list.router)
+    app.include_router(ui.router)
     app.include_router(cache_debug.router)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are

@@ -208,20 +208,64 @@ def serve_uvicorn(
     app: Any,
     tls: ReloadingTLS | None,
     on_started: Callable[[str], None] | None = None,
+    *,
+    second: tuple[Any, ReloadingTLS | None, dict[str, Any]] | None = None,
     **kwargs: Any,
 ) -> bool:
     """Run uvicorn in this process until it is stopped; False when it failed to start.
 
     ``on_started`` is called with the URL once the port is bound (after the app's startup), the
-    moment a client can connect."""
+    moment a client can connect. ``second`` (app, TLS, uvicorn options): another listener in the
+    same event loop, started after the first one's startup (the app's lifespan runs once, on
+    the first) and stopped before its shutdown; ``on_started`` then gets both URLs."""
+    import asyncio
+
     import uvicorn
 
-    class _Server(uvicorn.Server):
+    class _Second(uvicorn.Server):
+        up: asyncio.Event | None = None
+
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the first server handles SIGTERM/SIGINT and stops this one
+
         async def startup(self, sockets: list[Any] | None = None) -> None:
             await super().startup(sockets)
+            if self.up is not None:
+                self.up.set()
+
+    side = None
+    if second is not None:
+        side_app, side_tls, side_kwargs = second
+        side = _Second(uvicorn_config(side_app, side_tls, lifespan="off", **side_kwargs))
+
+    class _Server(uvicorn.Server):
+        side_task: asyncio.Task[None] | None = None
+
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets)
+            urls = []
+            if self.started and side is not None:
+                side.up = asyncio.Event()
+                self.side_task = asyncio.create_task(side.serve())
+                waiting = asyncio.create_task(side.up.wait())
+                await asyncio.wait({waiting, self.side_task}, return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                if not side.started:
+                    log.error("the second listener did not start (server.restPort)")
+                    self.should_exit = True
+                    return
+                listening = [s for server in side.servers for s in server.sockets]
+                urls.append(bound_url(listening, second is not None and second[1] is not None))
             if self.started and on_started is not None:
                 listening = [s for server in self.servers for s in server.sockets]
-                on_started(bound_url(listening, tls is not None))
+                on_started(" ".join([bound_url(listening, tls is not None), *urls]))
+
+        async def shutdown(self, sockets: list[Any] | None = None) -> None:
+            if side is not None and self.side_task is not None:
+                side.should_exit = True
+                await self.side_task
+            await super().shutdown(sockets)
 
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:

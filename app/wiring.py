@@ -239,7 +239,8 @@ def build(
     clock = clock or SystemClock()
     k8s, pre = config.kubernetes, config.preemption
     invalid = InvalidObjects()
-    cache = ClusterCache(invalid=invalid)
+    # the shield reads the release's labels (preemption.protectedPodLabels): keep them
+    cache = ClusterCache(invalid=invalid, keep_labels=pre.protected_pod_labels)
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
@@ -412,4 +413,6 @@ def build(
         reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
+    # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.
+    runway.gatekeeper.on_retry = runway.waker.wake_retry
     return runway

@@ -38,7 +38,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +51,7 @@ import yaml
 from bench.extender import OUT, machine, print_table
 from bench.throughput import delete_pods, samples, start_extender
 from tests.e2e.conftest import ControlPlane, control_plane_up, poll, write_scheduler_config
+from tests.e2e.kubelet import Kubelet
 from tests.e2e.webhook import DeleteWebhook
 
 CONFIGS = ("stock", "executes", "takeover")
@@ -60,7 +60,6 @@ FULL_CPU = 4
 SPARE_NODES = 2
 RUN_DEADLINE_S = 300.0
 THREADS = 8
-KUBELET_EVERY_S = 0.05
 
 
 @dataclass
@@ -165,68 +164,6 @@ def delete_nodes(plane: ControlPlane, tag: str) -> None:
     for node in plane.nodes():
         if node["metadata"]["name"].startswith(f"{tag}-"):
             plane.delete_node(node["metadata"]["name"])
-
-
-# --------------------------------------------------------------------------- the kubelet
-
-
-class Kubelet:
-    """Plays the kubelet for one namespace in a thread: marks bound pods Running, force-deletes
-    pods marked for deletion, and remembers when each pod was first seen bound and when each
-    victim was gone."""
-
-    def __init__(self, plane: ControlPlane, ns: str) -> None:
-        self.plane, self.ns = plane, ns
-        self.bound_at: dict[str, float] = {}
-        self.node_of: dict[str, str] = {}
-        self.gone_at: dict[str, float] = {}
-        self.uid_of: dict[str, str] = {}
-        self.role_of: dict[str, str] = {}
-        self.error: BaseException | None = None
-        self._reaping: set[str] = set()
-        self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(THREADS)
-        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"kubelet-{ns}")
-
-    def __enter__(self) -> Kubelet:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self._pool.shutdown(wait=True)
-
-    def _reap(self, name: str) -> None:
-        self.plane.delete_pod(name, self.ns)
-        self.gone_at[name] = time.monotonic()
-
-    def _loop(self) -> None:
-        try:
-            while not self._stop.is_set():
-                items = self.plane.api.get(f"/api/v1/namespaces/{self.ns}/pods").json()["items"]
-                now = time.monotonic()
-                present = set()
-                for p in items:
-                    meta, spec = p["metadata"], p["spec"]
-                    name = meta["name"]
-                    present.add(name)
-                    self.uid_of.setdefault(name, meta["uid"])
-                    self.role_of.setdefault(name, meta.get("labels", {}).get("bench/role", ""))
-                    if meta.get("deletionTimestamp"):
-                        if name not in self._reaping:
-                            self._reaping.add(name)
-                            self._pool.submit(self._reap, name)
-                    elif spec.get("nodeName") and name not in self.bound_at:
-                        self.bound_at[name] = now
-                        self.node_of[name] = spec["nodeName"]
-                        if p["status"].get("phase") != "Running":
-                            self._pool.submit(self.plane.set_pod_running, name, self.ns)
-                for name in set(self.uid_of) - present:
-                    self.gone_at.setdefault(name, now)  # deleted by someone else (unbound)
-                self._stop.wait(KUBELET_EVERY_S)  # the kubelet's polling interval
-        except BaseException as exc:  # reported by the measuring loop
-            self.error = exc
 
 
 # --------------------------------------------------------------------------- one configuration

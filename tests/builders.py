@@ -132,6 +132,26 @@ def bind(
     return obj
 
 
+def queued_pod(
+    name: str,
+    queue: str,
+    *,
+    namespace: str = "team",
+    created: float | None = None,
+    bound: float | None = None,
+    node: str = "n1",
+) -> Pod:
+    """A pod that is workload ``name`` (``runway.dev/workload``) of leaf queue ``queue``,
+    created at ``created`` and, when ``bound`` is given, Running on ``node`` since then."""
+    labels = {"runway.dev/queue": queue, "runway.dev/workload": name}
+    obj = pod_obj(name, namespace=namespace, labels=labels)
+    if created is not None:
+        obj["metadata"]["creationTimestamp"] = format_time(created)
+    if bound is not None:
+        bind(obj, bound, node=node)
+    return pod(obj)
+
+
 # --- Jobs and nodes -----------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ import hmac
 import ipaddress
 import os
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
 
@@ -163,6 +163,20 @@ class StaticTokens:
             if hmac.compare_digest(digest, probe) and found is None:
                 found = user
         return found
+
+
+# --- where the credentials are -----------------------------------------------------------------
+
+FORWARDED_AUTHORIZATION = "x-runway-authorization"
+"""The header ``kubectl runway`` also sends its user's bearer token in: the API server's service
+proxy authenticates the user and then removes ``Authorization`` before forwarding the request,
+but passes other headers on."""
+
+
+def presented_authorization(headers: Mapping[str, str]) -> str | None:
+    """``Authorization``, else ``X-Runway-Authorization`` (what came through the service proxy;
+    checked the same way: TokenReview + SubjectAccessReview, or the static tokens)."""
+    return headers.get("authorization") or headers.get(FORWARDED_AUTHORIZATION)
 
 
 # --- the reviewer port (``auth.mode: kubernetes``; implemented by app.kube.reviews) ----------
@@ -414,7 +428,7 @@ def require_auth(
         permission = guard.permission(
             scope, verb=verb, namespace=params.get("namespace"), name=params.get("name")
         )
-        principal = await guard.check(request.headers.get("authorization"), scope, permission)
+        principal = await guard.check(presented_authorization(request.headers), scope, permission)
         if principal is not ANONYMOUS:
             log.info("authorized", user=principal.user, scope=scope, path=request.url.path)
         return principal
@@ -437,7 +451,7 @@ class AuthMiddleware:
             if needed is not None:
                 request = Request(scope)
                 try:
-                    await self.guard.check(request.headers.get("authorization"), needed)
+                    await self.guard.check(presented_authorization(request.headers), needed)
                 except AuthError as exc:
                     await exc.response()(scope, receive, send)
                     return

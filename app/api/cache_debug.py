@@ -6,13 +6,14 @@ check the cache converges. ``detail=true`` lists every pod and node (large on bi
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import Field
 
 from app.api.context import context
 from app.api.models import CamelModel
+from app.api.paging import ContinueParam, LimitParam, PageRequest, page
 
 router = APIRouter(prefix="/v1", tags=["debug"])
 
@@ -61,6 +62,12 @@ class CacheSummary(CamelModel):
     node_resource_version: str | None = Field(description="Where the node watch resumes from.")
     pod_items: list[CachedPod] | None = None
     node_items: list[CachedNode] | None = None
+    continue_: str | None = Field(
+        None,
+        alias="continue",
+        description="With `detail` and `limit`: pass back as `continue` for the next page (pods "
+        "by namespace and name, then nodes by name); null on the last page.",
+    )
 
 
 @router.get(
@@ -72,8 +79,11 @@ class CacheSummary(CamelModel):
 async def cache_summary(
     request: Request,
     detail: Annotated[bool, Query(description="List every cached pod and node.")] = False,
+    limit: LimitParam = None,
+    continue_: ContinueParam = None,
 ) -> CacheSummary:
-    """Counts of the pod/node cache and its indexes, optionally with every object."""
+    """Counts of the pod/node cache and its indexes, optionally with every object (paged:
+    `limit` pods and nodes in all, pods first)."""
     ctx = context(request)
     cache, cluster = ctx.cache, ctx.cluster
     summary = CacheSummary(
@@ -92,33 +102,37 @@ async def cache_summary(
     )
     if detail:
         show_uids = ctx.config.auth.protect_read_only
-        summary.pod_items = sorted(
-            (
-                CachedPod(
-                    uid=p.metadata.uid if show_uids else None,
-                    namespace=p.metadata.namespace,
-                    name=p.metadata.name,
-                    node_name=p.spec.nodeName,
-                    phase=p.status.phase,
-                    resource_version=p.metadata.resourceVersion,
-                    workload=str(cache.workload_key_of(p.metadata.uid) or ""),
-                    terminating=p.metadata.deletionTimestamp is not None,
-                )
-                for p in cache.pods()
-            ),
-            key=lambda p: (p.namespace, p.name),
+        # Page the raw objects by key; only the page's become response models.
+        objects: list[tuple[tuple[int, str, str], Any]] = [
+            ((0, p.metadata.namespace, p.metadata.name), p) for p in cache.pods()
+        ]
+        objects += [((1, "", n.name), n) for n in cache.nodes()]
+        shown, summary.continue_ = page(
+            objects, lambda pair: pair[0], PageRequest(limit, continue_), "cache/summary"
         )
-        summary.node_items = sorted(
-            (
-                CachedNode(
-                    name=n.name,
-                    resource_version=n.metadata.resourceVersion,
-                    labels=n.labels,
-                    allocatable=n.allocatable,
-                    unschedulable=bool(n.spec.unschedulable),
-                )
-                for n in cache.nodes()
-            ),
-            key=lambda n: n.name,
-        )
+        summary.pod_items = [
+            CachedPod(
+                uid=p.metadata.uid if show_uids else None,
+                namespace=p.metadata.namespace,
+                name=p.metadata.name,
+                node_name=p.spec.nodeName,
+                phase=p.status.phase,
+                resource_version=p.metadata.resourceVersion,
+                workload=str(cache.workload_key_of(p.metadata.uid) or ""),
+                terminating=p.metadata.deletionTimestamp is not None,
+            )
+            for (kind, _, _), p in shown
+            if kind == 0
+        ]
+        summary.node_items = [
+            CachedNode(
+                name=n.name,
+                resource_version=n.metadata.resourceVersion,
+                labels=n.labels,
+                allocatable=n.allocatable,
+                unschedulable=bool(n.spec.unschedulable),
+            )
+            for (kind, _, _), n in shown
+            if kind == 1
+        ]
     return summary

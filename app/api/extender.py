@@ -20,6 +20,7 @@ from app.api.context import ApiContext, context
 from app.api.errors import error_body, error_response
 from app.logs import RateLimitedWarnings, debug_enabled, get_logger
 from app.policy import admission, scoring
+from app.policy.crosscheck import Refusal
 from app.state.preemption import PreemptOutcome
 from app.wire import (
     NO_PREFERENCE,
@@ -87,6 +88,10 @@ def handle_prioritize(ctx: ApiContext, body: bytes) -> bytes:
     return encode_host_priorities(zip((f.name for f in facts), scores, strict=True))
 
 
+NOT_LEADER = "not-leader"
+"""``runway_preemptions_refused_total`` reason: a follower answered ``{}``."""
+
+
 def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
     """``ExtenderPreemptionArgs`` → the reply bytes and the decision with its executor plan.
 
@@ -95,6 +100,15 @@ def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
     (``false``): the reply names the chosen node and its victims. A refused call answers ``{}``.
     """
     args = decode_preemption_args(body)
+    if ctx.cluster.leadership is False:
+        # Only the leader decides and executes preemptions (DESIGN §7): a follower's picture of
+        # the claims and reserved victims trails the leader's by its watch, and two deciders
+        # would choose the same victims. kube-scheduler retries the pod; its next preempt call
+        # may reach the leader.
+        metrics.PREEMPTIONS_REFUSED.labels(NOT_LEADER).inc()
+        return encode_preemption_result({}), PreemptOutcome(
+            None, None, Refusal(NOT_LEADER, "this replica is not the leader")
+        )
     outcome = ctx.decider.decide(args)
     reply: dict[str, tuple[list[str], int]] = {}
     if outcome.decision is not None:

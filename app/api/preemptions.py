@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Query, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from app.api.context import context
+from app.api.paging import (
+    ContinueParam,
+    LimitParam,
+    PageRequest,
+    decode_token,
+    encode_token,
+    page,
+)
 from app.model.timestamps import format_time
 from app.policy.workload import queue_denied
 from app.wire.schema import ErrorBody
@@ -41,11 +49,22 @@ class PreemptionView(BaseModel):
     steps: list[str] = Field(default_factory=list)
 
 
+_CONTINUE = Field(
+    None,
+    alias="continue",
+    description="Pass back as `continue` for the next page; null on the last page.",
+)
+
+
 class PreemptionsView(BaseModel):
-    """Tasks in flight and the most recent finished ones (newest first)."""
+    """Tasks in flight (oldest first) and the most recent finished ones (newest first); paged
+    as one list, in-flight tasks first."""
+
+    model_config = ConfigDict(populate_by_name=True)
 
     inFlight: list[PreemptionView]
     recent: list[PreemptionView]
+    continue_: str | None = _CONTINUE
 
 
 class GateEntryView(BaseModel):
@@ -61,20 +80,60 @@ class GateEntryView(BaseModel):
     holder: str = Field(description="the runway replica that runs the task")
 
 
-@router.get("/preemptions", response_model=PreemptionsView, summary="Preemption tasks")
-async def preemptions(request: Request) -> dict[str, Any]:
+def _task_key(task: dict[str, Any]) -> tuple[Any, ...]:
+    if task["finished"] is None:  # in flight: oldest first
+        return (0, task["started"], task["preemptorUID"])
+    return (1, -task["finished"], task["preemptorUID"], task["started"])
+
+
+@router.get(
+    "/preemptions",
+    response_model=PreemptionsView,
+    summary="Preemption tasks",
+)
+async def preemptions(
+    request: Request, limit: LimitParam = None, continue_: ContinueParam = None
+) -> dict[str, Any]:
     """In-flight preemption tasks and the last finished ones, with timings and results."""
     executor = context(request).executor
+    tasks = [r.to_dict() for r in executor.in_flight()] + [r.to_dict() for r in executor.recent()]
+    items, token = page(tasks, _task_key, PageRequest(limit, continue_), "preemptions")
     return {
-        "inFlight": [r.to_dict() for r in executor.in_flight()],
-        "recent": [r.to_dict() for r in executor.recent()],
+        "inFlight": [t for t in items if t["finished"] is None],
+        "recent": [t for t in items if t["finished"] is not None],
+        "continue": token,
     }
 
 
-@router.get("/gate", response_model=list[GateEntryView], summary="Preemptors held in the gate")
-async def gate(request: Request) -> list[dict[str, Any]]:
-    """Every preemptor this replica holds while its victims go."""
-    return [
+CONTINUE_HEADER = "Runway-Continue"
+"""Where ``GET /v1/gate`` (a bare list) puts its ``continue`` token."""
+
+
+def _gate_key(entry: dict[str, Any]) -> tuple[Any, ...]:
+    return (entry["since"], entry["preemptor"], entry["preemptorUID"])
+
+
+@router.get(
+    "/gate",
+    response_model=list[GateEntryView],
+    summary="Preemptors held in the gate",
+    responses={
+        200: {
+            "headers": {
+                CONTINUE_HEADER: {
+                    "description": "The `continue` token of the next page (absent on the last).",
+                    "schema": {"type": "string"},
+                }
+            }
+        }
+    },
+)
+async def gate(
+    request: Request, response: Response, limit: LimitParam = None, continue_: ContinueParam = None
+) -> list[dict[str, Any]]:
+    """Every preemptor this replica holds while its victims go, longest held first. A bare
+    list: the next page's token is in the `Runway-Continue` header."""
+    entries = [
         {
             "preemptor": e.preemptor.key,
             "preemptorUID": e.preemptor.uid,
@@ -87,12 +146,19 @@ async def gate(request: Request) -> list[dict[str, Any]]:
         }
         for e in context(request).gate
     ]
+    items, token = page(entries, _gate_key, PageRequest(limit, continue_), "gate")
+    if token is not None:
+        response.headers[CONTINUE_HEADER] = token
+    return items
 
 
 class DecisionsView(BaseModel):
     """The last preempt decisions, newest first (``victims.Decision.to_dict``)."""
 
+    model_config = ConfigDict(populate_by_name=True)
+
     decisions: list[dict[str, Any]]
+    continue_: str | None = _CONTINUE
 
 
 @router.get(
@@ -102,11 +168,27 @@ class DecisionsView(BaseModel):
 )
 async def decisions(
     request: Request,
-    limit: int = Query(50, ge=1, le=10_000, description="How many, newest first."),
+    limit: int = Query(
+        50,
+        ge=1,
+        le=10_000,
+        description="How many, newest first; when more remain the answer carries `continue`.",
+    ),
     preemptor: str | None = Query(None, description="Only this preemptor (`namespace/name`)."),
+    continue_: ContinueParam = None,
 ) -> dict[str, Any]:
     """Per offered node and victim: kept, dropped, re-selected or gang-expanded, and why."""
-    return {"decisions": context(request).decisions.latest(limit, preemptor or None)}
+    # Numbered newest first: a page resumes below the last number it served, and only what
+    # it shows (and one more, to know whether more remain) is decoded.
+    before = None
+    if continue_ is not None:
+        key = decode_token("decisions", continue_)
+        if len(key) != 1 or type(key[0]) is not int:
+            raise HTTPException(400, "invalid continue token: it does not fit this list's order")
+        before = key[0]
+    found = context(request).decisions.numbered(limit + 1, preemptor or None, before)
+    token = encode_token("decisions", (found[limit - 1][0],)) if len(found) > limit else None
+    return {"decisions": [d for _, d in found[:limit]], "continue": token}
 
 
 class ExplainView(BaseModel):

@@ -23,6 +23,7 @@ from app.api.auth import Principal, require_auth
 from app.api.context import ApiContext, context
 from app.api.errors import error_response
 from app.api.models import CamelModel
+from app.api.paging import ContinueParam, LimitParam, PageRequest, page
 from app.model.event import REACTIVATED, EventNote, ObjectRef
 from app.model.eviction import EvictionRecord
 from app.model.gate import PodRef
@@ -195,6 +196,11 @@ class PendingResponse(CamelModel):
     queueing_strategy: str
     head: str | None = Field(description="The first admissible workload (StrictFIFO admits it).")
     pending: list[PendingEntry]
+    continue_: str | None = Field(
+        None,
+        alias="continue",
+        description="Pass back as `continue` for the next page; null on the last page.",
+    )
 
 
 def _not_found(message: str) -> JSONResponse:
@@ -384,9 +390,12 @@ def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> Non
     summary="A leaf queue's pending workloads, in queue order",
     responses=_404,
 )
-async def get_pending(request: Request, name: str) -> PendingResponse | JSONResponse:
+async def get_pending(
+    request: Request, name: str, limit: LimitParam = None, continue_: ContinueParam = None
+) -> PendingResponse | JSONResponse:
     """Order: priority (desc), a pending preemptor before its victims, queue-order timestamp
-    (asc), name. Workloads in backoff or deactivated keep their place but are not admissible."""
+    (asc), name. Workloads in backoff or deactivated keep their place but are not admissible.
+    Paged by the sort key: a page resumes after the last workload of the previous one."""
     ctx = context(request)
     if not ctx.queues.is_known(name) and not ctx.cache.pods_in_queue(name):
         return _not_found(
@@ -412,9 +421,17 @@ async def get_pending(request: Request, name: str) -> PendingResponse | JSONResp
                 key=list(key),
             )
         )
+    shown, token = page(
+        entries,
+        lambda e: tuple(e.key),
+        PageRequest(limit, continue_),
+        f"queues/{name}/pending",
+        presorted=True,
+    )
     return PendingResponse(
         queue=name,
         queueing_strategy=ctx.queues.node(name).queueing_strategy,
         head=head.name if head is not None else None,
-        pending=entries,
+        pending=shown,
+        continue_=token,
     )

@@ -93,12 +93,32 @@ class ServerConfig(Section):
         description="HTTPS (with certificate reload and optional client certificates); off "
         "unless `certFile` is set. See docs/security.md.",
     )
+    rest_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Serve the REST API (`/v1/...`), `/docs`, `/openapi.json` and the `/ui/` page "
+        "on this port of their own, with the same certificate but no client certificate "
+        "required, so people and tools never use the scheduler's client key; `port` then "
+        "answers only the extender verbs, `/healthz`, `/readyz` and `/metrics`. Unset: one port "
+        "serves everything.",
+    )
+
+    @model_validator(mode="after")
+    def _ports_differ(self) -> ServerConfig:
+        if self.rest_port is not None and self.rest_port == self.port:
+            raise ValueError(
+                f"restPort {self.rest_port} is the verbs' port: pick another port, or leave "
+                "restPort unset to serve everything on one port"
+            )
+        return self
 
     @model_validator(mode="after")
     def _health_port_apart(self) -> ServerConfig:
-        if self.health_port is not None and self.health_port == self.port:
+        if self.health_port is not None and self.health_port in (self.port, self.rest_port):
+            which = "`port`" if self.health_port == self.port else "`restPort`"
             raise ValueError(
-                f"healthPort {self.health_port} is also `port`: the health port must be another"
+                f"healthPort {self.health_port} is also {which}: the health port must be another"
             )
         return self
 

@@ -59,6 +59,9 @@ class KubePodWriter:
     async def delete(self, pod: PodRef) -> bool:
         """Delete with a UID precondition; False when it was gone already (404), or the name now
         belongs to a re-created pod (409): either way ours is gone."""
+        # Logged before the call: a process that dies with the DELETE in flight still says so
+        # (the audit trail of who evicted what, replica by replica).
+        log.info("deleting pod", pod=pod.key, uid=pod.uid)
         try:
             await self._client.delete(PODS, pod.name, pod.namespace, uid=pod.uid)
         except NotFound:

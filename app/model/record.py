@@ -191,9 +191,11 @@ class RecordState:
         record = self.eviction
         if not self.active:
             if record is None:
+                # Deactivated by hand before any eviction: the record only says so. Its time is
+                # the workload's creation, so the queue order does not move it.
                 return EvictionRecord(
                     reason="PodsReadyTimeout",
-                    time=0.0,
+                    time=self.life.created or 0.0,
                     deactivated=True,
                     message="deactivated (spec.active: false)",
                 )

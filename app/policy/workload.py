@@ -25,6 +25,11 @@ DEFAULT_QUEUE = "default"
 WORKLOAD_LABEL = "runway.dev/workload"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
+READ_LABELS = frozenset((*QUEUE_LABELS, WORKLOAD_LABEL, POD_GROUP_LABEL))
+"""Every pod label runway reads: the cache keeps these alone (``state.compact``)."""
+READ_ANNOTATION_PREFIX = "runway.dev/"
+"""runway reads only its own annotations on pods (``min-available``; the retired state keys only
+to report them): the cache keeps these alone."""
 
 
 def requested_queue(pod: Pod) -> str:

@@ -1,15 +1,18 @@
-"""Make cached pods small: share the strings and sub-objects that repeat across pods.
+"""Make cached pods small: keep only what runway reads, share what repeats across pods.
 
-A decoded pod is ~70 small Python objects; most of them (namespace, label keys, Job names,
-condition types and times, quantities, scheduler and priority class names) are equal across
-many pods. Interning them and sharing equal frozen sub-structs roughly halves the memory of
-the pod cache (bench/ingest.py), at a few microseconds per pod on ingest. Values unique per
-pod (name, uid, resourceVersion) are left alone.
+A decoded pod is ~70 small Python objects. The labels and annotations runway never reads are
+dropped (it reads a handful of label keys and its own ``runway.dev/`` annotations:
+``policy.workload.READ_LABELS``); most of the rest (namespace, Job names, condition types and
+times, quantities, scheduler and priority class names, whole condition and ownerReference lists)
+is equal across many pods and shared. Values unique per pod (name, uid, resourceVersion) are
+left alone. 150,000 pods: bench/ingest.py.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 from app.model import (
     Container,
@@ -21,9 +24,8 @@ from app.model import (
     PodStatus,
     ResourceRequirements,
 )
+from app.policy.workload import READ_ANNOTATION_PREFIX, READ_LABELS
 
-# Annotations runway never reads that can be kilobytes per pod.
-DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
 _LONG = 128  # longer strings are rarely shared: not worth a table entry
 
 _intern = sys.intern
@@ -32,9 +34,11 @@ _intern = sys.intern
 class Compactor:
     """Shares equal sub-objects between the pods it has seen (tables bounded by ``limit``)."""
 
-    def __init__(self, limit: int = 200_000) -> None:
+    def __init__(self, limit: int = 200_000, keep_labels: Iterable[str] = ()) -> None:
         self.limit = limit
         self._shared: dict[object, object] = {}
+        self.read_labels = READ_LABELS | frozenset(keep_labels)
+        """The labels kept: runway's own, and the config's (preemption.protectedPodLabels)."""
 
     def _share(self, value: object) -> object:
         found = self._shared.get(value)
@@ -50,16 +54,50 @@ class Compactor:
             return value
         return _intern(value)
 
-    def _map(
-        self, values: dict[str, str] | None, drop: frozenset[str] = frozenset()
-    ) -> dict[str, str] | None:
+    def _map(self, values: dict[str, str] | None) -> dict[str, str] | None:
         if not values:
             return values
-        return {
-            _intern(k): (_intern(v) if len(v) <= _LONG else v)
-            for k, v in values.items()
-            if k not in drop
-        }
+        return {_intern(k): (_intern(v) if len(v) <= _LONG else v) for k, v in values.items()}
+
+    def _labels(self, labels: dict[str, str] | None) -> dict[str, str] | None:
+        if not labels:
+            return None
+        return self._shared_map({k: v for k, v in labels.items() if k in self.read_labels})
+
+    def _annotations(self, annotations: dict[str, str] | None) -> dict[str, str] | None:
+        if not annotations:
+            return None
+        return self._shared_map(
+            {k: v for k, v in annotations.items() if k.startswith(READ_ANNOTATION_PREFIX)}
+        )
+
+    def _shared_map(self, values: dict[str, str]) -> dict[str, str] | None:
+        """One dict object for every pod with equal (short) items: a queue's pods share their
+        queue label (never mutated: pods are frozen)."""
+        if not values:
+            return None
+        if any(len(v) > _LONG for v in values.values()):
+            return self._map(values)
+        key = ("map", tuple(sorted(values.items())))
+        found = self._shared.get(key)
+        if isinstance(found, dict):
+            return found
+        made = self._map(values)
+        if len(self._shared) >= self.limit:
+            self._shared.clear()
+        self._shared[key] = made
+        return made
+
+    def _shared_list(self, items: list[Any]) -> list[Any]:
+        """One list object for every pod with equal items (never mutated: pods are frozen)."""
+        key = ("list", tuple(items))
+        found = self._shared.get(key)
+        if isinstance(found, list):
+            return found
+        if len(self._shared) >= self.limit:
+            self._shared.clear()
+        self._shared[key] = items
+        return items
 
     def pod(self, pod: Pod, previous: Pod | None = None) -> Pod:
         """An equal pod made of shared parts. ``previous``: the cached version of the same pod,
@@ -74,13 +112,11 @@ class Compactor:
             resourceVersion=m.resourceVersion,
             creationTimestamp=self._str(m.creationTimestamp),
             deletionTimestamp=self._str(m.deletionTimestamp),
-            labels=pm.labels if pm is not None and m.labels == pm.labels else self._map(m.labels),
-            annotations=pm.annotations
-            if pm is not None and m.annotations == pm.annotations
-            else self._map(m.annotations, DROPPED_ANNOTATIONS),
+            labels=self._labels(m.labels),
+            annotations=self._annotations(m.annotations),
             ownerReferences=pm.ownerReferences
             if pm is not None and m.ownerReferences == pm.ownerReferences
-            else [self._owner(o) for o in m.ownerReferences]
+            else self._shared_list([self._owner(o) for o in m.ownerReferences])
             if m.ownerReferences
             else m.ownerReferences,
         )
@@ -118,7 +154,9 @@ class Compactor:
             phase=self._str(st.phase),
             nominatedNodeName=self._str(st.nominatedNodeName),
             startTime=self._str(st.startTime),
-            conditions=[self._condition(c) for c in st.conditions] if st.conditions else None,
+            conditions=self._shared_list([self._condition(c) for c in st.conditions])
+            if st.conditions
+            else None,
         )
 
     def _owner(self, ref: OwnerReference) -> OwnerReference:

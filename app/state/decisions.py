@@ -23,6 +23,8 @@ class _Entry:
     victims: frozenset[str]
     """UIDs of every pod the decision has a record of (offered, re-selected, gang)."""
     data: bytes
+    seq: int = 0
+    """The decision's number in this log (1, 2, ...): names it for paging."""
 
 
 class DecisionLog:
@@ -37,6 +39,7 @@ class DecisionLog:
         nodes is remembered in bounded time and memory."""
         self._log: deque[_Entry] = deque()
         self._bytes = 0
+        self._seq = 0
 
     @property
     def bytes(self) -> int:
@@ -51,7 +54,8 @@ class DecisionLog:
         nodes = decision.recorded_nodes(self.max_nodes)
         uids = frozenset(rec.uid for node in nodes for rec in node.records)
         data = msgspec.json.encode(decision.to_dict(self.max_nodes))
-        self._log.append(_Entry(decision.preemptor.key, uids, data))
+        self._seq += 1
+        self._log.append(_Entry(decision.preemptor.key, uids, data, self._seq))
         self._bytes += len(data)
         # The newest always stays (its size is bounded by ``max_nodes``).
         while len(self._log) > 1 and (len(self._log) > self.size or self._bytes > self.max_bytes):
@@ -66,6 +70,22 @@ class DecisionLog:
             if limit is not None and len(out) >= limit:
                 break
             out.append(msgspec.json.decode(entry.data))
+        return out
+
+    def numbered(
+        self, limit: int, preemptor: str | None = None, before: int | None = None
+    ) -> list[tuple[int, Any]]:
+        """Up to ``limit`` decisions as (number, JSON-ready dict), newest first, only those
+        numbered below ``before`` when given (the REST API's pages)."""
+        out: list[tuple[int, Any]] = []
+        for entry in reversed(self._log):
+            if len(out) >= limit:
+                break
+            if before is not None and entry.seq >= before:
+                continue
+            if preemptor is not None and entry.preemptor != preemptor:
+                continue
+            out.append((entry.seq, msgspec.json.decode(entry.data)))
         return out
 
     def about(self, preemptor: str, victim_uid: str) -> dict[str, Any] | None:

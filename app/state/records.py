@@ -409,7 +409,13 @@ class RecordBook:
 
     async def activate(self, key: WorkloadKey) -> EvictionRecord | None:
         """Reset count and requeueAt, clear deactivation (``spec.active: true``); None when
-        there is no record."""
+        there is no eviction record (a workload only deactivated by hand is made active and
+        nothing else is written: no eviction is made up)."""
+        state = self.state(key)
+        if state.eviction is None:
+            if not state.active:
+                await self.change(key, lambda s: replace(s, active=True))
+            return None
 
         def change(current: EvictionRecord | None) -> EvictionRecord | None:
             return reactivate(current) if current is not None else None

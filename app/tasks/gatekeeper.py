@@ -50,6 +50,11 @@ class GateKeeper(Ticker):
         self.scheduler_names = scheduler_names
         self._resumed = False
         self._releases: set[asyncio.Task[None]] = set()
+        self.on_retry: Callable[[str], object] = lambda uid: None
+        """Told the preemptor's UID when a failed preemption's back-off ends (its gate is
+        released): kube-scheduler parked the pod when ``preempt`` was vetoed meanwhile, and the
+        mirror's removal is a write to a WorkloadRecord, not to the pod, so nothing else moves
+        it back to the active queue. ``app.wiring`` plugs in ``RequeueWaker.wake_retry``."""
         self.follow(lambda: cache.subscribe(self._on_change))
         self.follow(lambda: listen(gate.listeners, self.poke))
 
@@ -94,7 +99,9 @@ class GateKeeper(Ticker):
         return opened
 
     def release(self, entry: GateEntry, why: str) -> None:
-        """Open the gate of ``entry`` and remove its annotation in a tracked task."""
+        """Open the gate of ``entry`` and remove its mirror in a tracked task; a preemptor whose
+        failed preemption backed off is woken (``on_retry``)."""
+        retry = self.gate.backing_off(entry.preemptor.uid)
         self.gate.release(entry.preemptor.uid)
         log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
         task = asyncio.get_running_loop().create_task(
@@ -102,6 +109,8 @@ class GateKeeper(Ticker):
         )
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
+        if retry:
+            self.on_retry(entry.preemptor.uid)
 
     def pending_tasks(self) -> int:
         """Annotation removals not finished yet."""

@@ -9,9 +9,10 @@ PodsReady, the StrictFIFO head moved — the leader sets the annotation
 patch with a UID precondition). The same touch wakes a pending pod nominated to a node (a
 preemptor) when the last lower-priority pod there is gone, seen as the cache's delete event: the
 victims' deletion sends it to kube-scheduler's backoff queue (up to 10 s), the touch to the
-active queue (``policy.wakeup.freed_by``). And a preemptor whose preempt call was refused
+active queue (``policy.wakeup.freed_by``). A preemptor whose preempt call was refused
 because its ADDED event had not reached runway yet is touched when it arrives
-(``state.preemption.AwaitedPreemptors``). What to wake and when is decided in
+(``state.preemption.AwaitedPreemptors``), and one whose failed preemption's back-off ended when
+the gate keeper releases its gate (``wake_retry``). What to wake and when is decided in
 ``app.policy.wakeup`` and ``app.state.wakeup``; this module only runs the loop and the patches.
 
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
@@ -181,6 +182,24 @@ class RequeueWaker(Ticker):
             return False
         self.schedule.push(pod.uid, now)
         log.info("preemptor known now, its preempt was refused before: waking it", pod=pod.key)
+        self.poke()
+        return True
+
+    def wake_retry(self, uid: str) -> bool:
+        """The back-off of ``uid``'s failed preemption ended (the gate keeper released its gate):
+        kube-scheduler parked the pod as unschedulable when its ``preempt`` calls were vetoed
+        meanwhile, and the filter never held it (so no pass sees a hold end). Schedule a touch
+        if it is still pending and poke the loop; whether one was scheduled (leader only)."""
+        pod = self.view.cache.pod(uid)
+        if (
+            not self.is_leader()
+            or pod is None
+            or pod.spec.nodeName
+            or pod.metadata.deletionTimestamp is not None
+        ):
+            return False
+        self.schedule.push(uid, self.clock.now())
+        log.info("failed preemption backed off: waking the preemptor", pod=pod.key)
         self.poke()
         return True
 

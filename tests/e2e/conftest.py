@@ -27,6 +27,7 @@ import httpx
 import pytest
 import yaml
 
+from app.model.record import record_name
 from tests.reference import CONTROL_PLANE
 from tests.runway_process import RunwayProcess, run_runway
 
@@ -166,6 +167,46 @@ class ControlPlane:
         assert r.status_code == 200, r.text
         items: list[dict[str, Any]] = r.json()["items"]
         return items
+
+    def record(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The WorkloadRecord ``namespace/name`` (``app.model.record.record_name``), or None."""
+        r = self.api.get(f"/apis/runway.dev/v1alpha1/namespaces/{namespace}/workloadrecords/{name}")
+        if r.status_code == 404:
+            return None
+        assert r.status_code == 200, r.text
+        found: dict[str, Any] = r.json()
+        return found
+
+    def record_status(self, namespace: str, name: str, part: str) -> dict[str, Any]:
+        """``status.<part>`` of a WorkloadRecord (``life``, ``eviction``): {} when the record or
+        the part is absent."""
+        found = self.record(namespace, name) or {}
+        value: dict[str, Any] = (found.get("status") or {}).get(part) or {}
+        return value
+
+    def write_record(
+        self, namespace: str, workload: str, source: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Create (unless it exists) the WorkloadRecord of workload ``(workload, source)`` and
+        merge ``status`` into its status, as an administrator (or an earlier runway) would."""
+        name = record_name(workload, source)
+        base = f"/apis/runway.dev/v1alpha1/namespaces/{namespace}/workloadrecords"
+        body = {
+            "apiVersion": "runway.dev/v1alpha1",
+            "kind": "WorkloadRecord",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"workload": {"name": workload, "source": source}},
+        }
+        r = self.api.post(base, json=body)
+        assert r.status_code in (201, 409), r.text
+        r = self.api.patch(
+            f"{base}/{name}/status",
+            json={"status": status},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert r.status_code == 200, r.text
+        written: dict[str, Any] = r.json()
+        return written
 
     def ensure_namespace(self, name: str) -> None:
         """Create namespace ``name`` unless it exists."""

@@ -4,7 +4,10 @@ A bare-pod workload in queue team-a (``preemptionBudget: {maxPreemptions: 1, win
 min-runtime) carries a preemption history of one preemption a minute ago: runway refuses to
 preempt it for a high-priority pod of team-b, and ``/v1/explain`` names the budget. Once the
 history is removed (as if the window had passed), the next preempt call takes it, and runway
-writes the new preemption into the victim's ``runway.dev/preemption-history``.
+writes the new preemption into ``status.eviction.preemptionHistory`` of the victim's
+WorkloadRecord. The history is seeded on the record (``pod.low``), where only runway and
+administrators write; the same history in annotations on the pod, which a tenant writes, is
+not read.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from tests.e2e.test_preemption_e2e import (
 
 pytestmark = pytest.mark.e2e
 
-HISTORY = "runway.dev/preemption-history"
+RETIRED_HISTORY = "runway.dev/preemption-history"
+"""Where earlier versions kept the history: a tenant's annotation, never read any more."""
 
 
 @pytest.fixture(scope="module")
@@ -71,19 +75,15 @@ def test_exhausted_budget_protects_then_the_history_grows(
     plane, rw = stack
     ns, (node,) = setup_ns(plane, 1, "2")
     earlier = format_time(time.time() - 60)
-    pod(
-        plane,
+    # The victim is a bare pod labelled runway.dev/workload=low: its record is wl.low.
+    record = plane.write_record(
         ns,
         "low",
-        queue="team-a",
-        cpu="2",
-        priority="low",
-        annotations={
-            "runway.dev/eviction-reason": "Preempted",
-            "runway.dev/eviction-time": earlier,
-            HISTORY: earlier,
-        },
+        "label",
+        {"eviction": {"reason": "Preempted", "time": earlier, "preemptionHistory": [earlier]}},
     )
+    assert record["metadata"]["name"] == "wl.low"
+    pod(plane, ns, "low", queue="team-a", cpu="2", priority="low")
     assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low bound") == node
     pod(plane, ns, "high", queue="team-b", cpu="2", priority="high")
 
@@ -105,20 +105,57 @@ def test_exhausted_budget_protects_then_the_history_grows(
 
     # The window "passes": the history goes; the next preempt call takes the victim.
     r = plane.api.patch(
-        f"/api/v1/namespaces/{ns}/pods/low",
-        json={"metadata": {"annotations": {HISTORY: None}}},
+        f"/apis/runway.dev/v1alpha1/namespaces/{ns}/workloadrecords/wl.low/status",
+        json={"status": {"eviction": {"preemptionHistory": None}}},
         headers={"Content-Type": "application/merge-patch+json"},
     )
     assert r.status_code == 200, r.text
     before = time.time()
 
-    def new_history() -> str | None:
+    def new_history() -> list[str] | None:
         nudge(plane, node)
-        p = get_pod(plane, ns, "low")
-        assert p is not None, "the victim was reaped before the test saw its record"
-        value = p["metadata"].get("annotations", {}).get(HISTORY)
-        return str(value) if value else None
+        value = plane.record_status(ns, "wl.low", "eviction").get("preemptionHistory")
+        return list(value) if value else None
 
     written = poll(new_history, within=60, every=1, what="the new preemption in the history")
-    assert "," not in written  # a budget of 1 keeps the last preemption only
-    assert written >= format_time(before - 1)
+    assert len(written) == 1, written  # a budget of 1 keeps the last preemption only
+    assert written[0] >= format_time(before - 1)
+    eviction = plane.record_status(ns, "wl.low", "eviction")
+    assert eviction["reason"] == "Preempted"
+    assert eviction["preemptorUID"] == (get_pod(plane, ns, "high") or {})["metadata"]["uid"]
+    low = get_pod(plane, ns, "low")
+    assert low is None or bool(low["metadata"].get("deletionTimestamp"))
+
+
+def test_a_history_written_by_the_tenant_is_not_read(
+    stack: tuple[ControlPlane, RunwayHandle],
+) -> None:
+    """The retired annotations on a pod are a tenant's words: an exhausted "history" there
+    protects nothing."""
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    earlier = format_time(time.time() - 60)
+    forged = {
+        "runway.dev/eviction-reason": "Preempted",
+        "runway.dev/eviction-time": earlier,
+        RETIRED_HISTORY: earlier,
+    }
+    pod(plane, ns, "low", queue="team-a", cpu="2", priority="low", annotations=forged)
+    assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low bound") == node
+    pod(plane, ns, "high", queue="team-b", cpu="2", priority="high")
+
+    def preempted() -> bool:
+        nudge(plane, node)
+        p = get_pod(plane, ns, "low")
+        return p is None or bool(p["metadata"].get("deletionTimestamp"))
+
+    poll(preempted, within=60, every=1, what="the victim is preempted despite its annotations")
+    for d in decisions_for(rw, f"{ns}/high"):
+        for n in d["nodes"]:
+            assert all(v["protectedBy"] != "budget" for v in n["pods"]), d
+    history = poll(
+        lambda: plane.record_status(ns, "wl.low", "eviction").get("preemptionHistory"),
+        within=30,
+        what="runway's own history of the preemption",
+    )
+    assert history != [earlier] and len(history) == 1

@@ -6,13 +6,14 @@ kube-scheduler with runway as its extender; the test plays the kubelet and the J
   third. It is admitted at its first bind, so ``timeout`` runs out, it is evicted, and the small
   workload that ``blockAdmission`` held behind it binds.
 * A protected gang with a pending replacement pod keeps its protection: its *started* fact is
-  persisted on the Job, so a higher-priority preemptor is vetoed.
+  persisted in its WorkloadRecord (``status.life``), so a higher-priority preemptor is vetoed.
 * A Job with a Failed pod and a Ready replacement is PodsReady (failed pods are not members):
   never evicted, even with a short ``recoveryTimeout``.
 * A gang never PodsReady as a whole (one pod Ready then crashed, the other never Ready) stays on
   the ``timeout`` clock and is evicted, with ``recoveryTimeout`` unset (KEP-349).
 * A Job whose pod is re-created keeps its place in ``Creation`` order (its *created* fact is the
-  Job's creationTimestamp, not the new pod's).
+  creationTimestamp of the earliest pod runway first saw, persisted in its record, not the new
+  pod's).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from typing import Any
 
 import pytest
 
-from app.model.lifecycle import CREATED_KEY, STARTED_KEY
 from tests.e2e.conftest import ControlPlane, poll, rfc3339_now
 from tests.e2e.test_requeue_e2e import Cluster, only_node
 
@@ -89,7 +89,7 @@ def hold(c: Cluster, seconds: float, check: Any) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         c.step()
-        check()
+        assert check(), "the condition held until now no longer holds"
         time.sleep(0.2)  # the kubelet's pace, not a wait for a condition
 
 
@@ -152,7 +152,7 @@ def test_partial_gang_times_out_and_the_workload_behind_it_binds(
     c.create_job("small")
     c.until(
         "the partial gang is evicted (PodsReadyTimeout)",
-        lambda: c.annotations("gang").get("runway.dev/eviction-reason") == "PodsReadyTimeout",
+        lambda: c.eviction("gang").get("reason") == "PodsReadyTimeout",
         within=30,
     )
     c.until("the small workload binds", lambda: "small-0" in bound_names(c), within=30)
@@ -170,7 +170,7 @@ def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
     c.create_job("guard")
     runway = c.start_runway()
     c.until("the gang runs", lambda: len(bound_names(c)) == 2)
-    c.until("its started fact is persisted", lambda: STARTED_KEY in c.annotations("guard"))
+    c.until("its started fact is persisted", lambda: c.life("guard").get("started"))
     # one pod is lost; its replacement is pending (no scheduler picks it up)
     del c.jobs["guard"]
     c.plane.delete_pod("guard-1", NS)
@@ -229,7 +229,7 @@ def test_failed_pod_with_a_ready_replacement_is_not_evicted(
     assert view["life"]["members"]["count"] == 2  # the failed pod is not a member
     # longer than recoveryTimeout since the failure: a failed pod counted as a member would
     # have made the Job lose PodsReady for good and be evicted by now
-    hold(c, 6, lambda: "runway.dev/eviction-reason" not in c.annotations("work"))
+    hold(c, 6, lambda: "reason" not in c.eviction("work"))
     assert {"work-0", "work-r"} <= bound_names(c)
 
 
@@ -274,7 +274,7 @@ def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
     assert c.until("the workload's clock", clock) == "WaitForStart"
     c.until(
         "evicted by the start timeout",
-        lambda: c.annotations("crash").get("runway.dev/eviction-reason") == "PodsReadyTimeout",
+        lambda: c.eviction("crash").get("reason") == "PodsReadyTimeout",
         within=40,
     )
 
@@ -287,8 +287,9 @@ def test_recreated_job_keeps_its_place_in_creation_order(
     c.create_job("old")
     runway = c.start_runway()
     c.until("the old Job runs", lambda: bound_names(c) == {"old-0"})
-    c.until("its created fact is persisted", lambda: CREATED_KEY in c.annotations("old"))
-    created = c.job("old")["metadata"]["creationTimestamp"]
+    created = c.until("its created fact is persisted", lambda: c.life("old").get("created"))
+    # the earliest pod's creationTimestamp at first sight
+    assert created == c.pods()["old-0"]["metadata"]["creationTimestamp"]
     # creationTimestamps have second precision: the next Job must be strictly newer
     poll(lambda: rfc3339_now() > created, within=5, what="the next second")
     c.jobs["new"] = 1

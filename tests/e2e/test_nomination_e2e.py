@@ -53,7 +53,6 @@ from typing import Any
 
 import pytest
 
-from app.model.gate import GATE_ANNOTATION
 from app.tasks.wakeup import WAKE_ANNOTATION
 from tests.e2e.conftest import (
     ControlPlane,
@@ -174,10 +173,13 @@ def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_op
         high = get_pod(plane, ns, "high")
         low = get_pod(plane, ns, "low")
         gated = any(e["preemptor"] == f"{ns}/high" for e in rw.get("/v1/gate"))
+        # the preemption in flight is mirrored on the preemptor's record (wl.high) until then
+        in_flight = plane.record(ns, "wl.high") or {}
+        mirrored = (in_flight.get("status") or {}).get("preemptions") or []
         return (
             high is not None
             and high["status"].get("nominatedNodeName") == node
-            and GATE_ANNOTATION not in (high["metadata"].get("annotations") or {})
+            and not [e for e in mirrored if e["preemptor"] == "high"]
             and low is not None
             and bool(low["metadata"].get("deletionTimestamp"))
             and not gated

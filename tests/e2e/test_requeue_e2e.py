@@ -1,15 +1,17 @@
 """Requeue end to end: a real kube-apiserver and kube-scheduler with runway as its extender.
 
 The tests play the kubelet (bound pods run; deleted pods go at once) and a tiny Job controller
-(a deleted pod of a Job is re-created, owned by a real batch/v1 Job so the eviction record lands
-on it; no controller-manager runs, so the Job itself does nothing).
+(a deleted pod of a Job is re-created, owned by a real batch/v1 Job, so the pods are one workload
+whose record is the WorkloadRecord ``job.<name>``; no controller-manager runs, so the Job itself
+does nothing, and nothing garbage-collects the records).
 
 * PodsReady: with waitForPodsReady timeout 3 s, backoff base 4 s and a limit of 2 requeues, a
   workload whose pods never get Ready is evicted, held for the backoff, evicted again,
   deactivated at the limit, and reactivated by the REST call. runway is restarted mid-backoff:
-  count and requeueAt come back from the Job's annotations. Re-admission after each backoff comes
-  within seconds: runway wakes the held pods at requeueAt (``runway.dev/requeue-wake``) instead of
-  leaving them to kube-scheduler's 60 s unschedulable-queue flush.
+  count and requeueAt come back from the workload's record (``status.eviction``). Re-admission
+  after each backoff comes within seconds: runway wakes the held pods at requeueAt
+  (``runway.dev/requeue-wake``) instead of leaving them to kube-scheduler's 60 s
+  unschedulable-queue flush.
 * Preemption: a high-priority pod preempts a Job's pod; the Job's replacement pod is not bound
   before its pending preemptor, and it is woken once the preemptor is bound.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from app.model.record import record_name
 from app.model.timestamps import parse_time
 from app.tasks.wakeup import WAKE_ANNOTATION
 from tests.e2e.conftest import (
@@ -105,8 +108,26 @@ class Cluster:
         job: dict[str, Any] = r.raise_for_status().json()
         return job
 
-    def annotations(self, name: str = "train") -> dict[str, str]:
-        return dict(self.job(name)["metadata"].get("annotations") or {})
+    def record(self, name: str = "train") -> dict[str, Any]:
+        """The WorkloadRecord of Job ``name``'s workload ({} when runway wrote none yet)."""
+        return self.plane.record(self.ns, record_name(name, "owner:Job")) or {}
+
+    def eviction(self, name: str = "train") -> dict[str, Any]:
+        """``status.eviction`` of Job ``name``'s record ({} when there is none)."""
+        return dict((self.record(name).get("status") or {}).get("eviction") or {})
+
+    def life(self, name: str = "train") -> dict[str, Any]:
+        """``status.life`` of Job ``name``'s record ({} when there is none)."""
+        return dict((self.record(name).get("status") or {}).get("life") or {})
+
+    def active(self, name: str = "train") -> bool:
+        """``spec.active`` of Job ``name``'s record (true when there is none)."""
+        return bool(self.record(name).get("spec", {}).get("active", True))
+
+    def assert_job_untouched(self, name: str = "train") -> None:
+        """runway keeps no state on the Job (it needs no access to Jobs at all)."""
+        notes = self.job(name)["metadata"].get("annotations") or {}
+        assert not [k for k in notes if k.startswith("runway.dev/")], notes
 
     def create_job(self, name: str = "train") -> None:
         body = {
@@ -271,11 +292,13 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     c.start_runway()
 
     # 1. the pods are scheduled (through runway), never Ready: evicted after the timeout
-    c.until("first eviction", lambda: c.annotations().get("runway.dev/eviction-count") == "1")
-    ann = c.annotations()
-    assert ann["runway.dev/eviction-reason"] == "PodsReadyTimeout"
-    assert ann["runway.dev/eviction-failed-pools"] == "a"
-    requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
+    c.until("first eviction", lambda: c.eviction().get("count") == 1)
+    ev = c.eviction()
+    assert c.record()["metadata"]["name"] == "job.train"
+    assert c.record()["spec"]["workload"] == {"name": "train", "source": "owner:Job"}
+    assert ev["reason"] == "PodsReadyTimeout"
+    assert ev["failedPools"] == ["a"]
+    requeue_at = parse_time(ev["requeueAt"])
     assert requeue_at is not None
     # held for the backoff: the re-created pods are bound only once requeueAt has passed, and
     # soon after it (woken by runway, not by the scheduler's 60 s flush)
@@ -286,9 +309,9 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     assert requeue_at - 1.0 <= first_bind < requeue_at + 15, (first_bind, requeue_at)
 
     # 2. evicted again: count 2, backoff 8 s; restart runway in the middle of it
-    c.until("second eviction", lambda: c.annotations().get("runway.dev/eviction-count") == "2")
-    ann = c.annotations()
-    requeue_at = parse_time(ann["runway.dev/eviction-requeue-at"])
+    c.until("second eviction", lambda: c.eviction().get("count") == 2)
+    ev = c.eviction()
+    requeue_at = parse_time(ev["requeueAt"])
     assert requeue_at is not None
     c.binds.clear()  # before the restart: a bind while the new runway starts must count too
     evicted = c.bound_uids()
@@ -302,18 +325,16 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
         lambda: runway.client.get("/v1/workloads/requeue-e2e/train").json().get("evictionRecord"),
     )
     assert view["count"] == 2
-    assert view["requeueAt"] == ann["runway.dev/eviction-requeue-at"]
+    assert view["requeueAt"] == ev["requeueAt"]
     c.until("re-admission after the second backoff", lambda: c.bound_pods(evicted) == 2, within=30)
     first_bind = min(t for t, _ in c.binds)
     assert requeue_at - 1.0 <= first_bind < requeue_at + 15, (first_bind, requeue_at)
 
     # 3. third timeout: the limit (2) is exceeded → deactivated; the pods stay pending
     evicted = c.bound_uids()  # what the third timeout evicts
-    c.until(
-        "deactivation",
-        lambda: c.annotations().get("runway.dev/eviction-deactivated") == "true",
-    )
-    assert c.annotations()["runway.dev/eviction-count"] == "2"
+    c.until("deactivation", lambda: c.eviction().get("deactivated") is True)
+    assert c.eviction()["count"] == 2
+    assert c.active() is False  # spec.active: false, what `kubectl patch` would undo
     # The record is written before the pods are deleted: the evicted pods may still be bound
     # when the annotation is seen, so only their replacements are counted.
     c.until(
@@ -334,7 +355,9 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     )
     assert resp.status_code == 200, resp.text
     assert resp.json()["evictionRecord"]["count"] == 0
-    assert "runway.dev/eviction-deactivated" not in c.annotations()
+    assert c.active() is True
+    assert not c.eviction().get("deactivated")
+    assert c.eviction()["count"] == 0
     c.until("scheduling after reactivation", lambda: c.bound_pods() == 2, within=20)
     woken = [p for p in c.pods().values() if WAKE_ANNOTATION in p["metadata"]["annotations"]]
     assert len(woken) == 2, "runway woke the reactivated pods"
@@ -350,6 +373,7 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
 
     wanted = {"PodsReadyTimeout", "Deactivated", "Reactivated"}
     c.until("runway's Events on the Job", lambda: wanted <= job_event_reasons(), within=20)
+    c.assert_job_untouched()
 
 
 @pytest.fixture
@@ -383,10 +407,11 @@ def test_replacement_of_preempted_pod_waits_for_its_preemptor(preempt_cluster: C
     boss = c.create_pod("boss", cpu="2", priority_class="rq-high")
     boss_uid = boss["metadata"]["uid"]
     c.until(
-        "the victim is preempted and its record lands on the Job",
-        lambda: c.annotations("victim").get("runway.dev/eviction-reason") == "Preempted",
+        "the victim is preempted and its workload's record says so",
+        lambda: c.eviction("victim").get("reason") == "Preempted",
     )
-    assert c.annotations("victim")["runway.dev/eviction-preemptor-uid"] == boss_uid
+    assert c.eviction("victim")["preemptorUID"] == boss_uid
+    c.assert_job_untouched("victim")
 
     # The Job re-creates its pod; the preemptor binds first, the replacement stays pending.
     def boss_bound() -> bool:

@@ -101,7 +101,7 @@ def test_the_simulator_alone_gives_the_expected_decisions() -> None:
 
 class Replay:
     """Plays the trace in real time: creates Jobs and pods, plays kubelet and Job controller,
-    and records runway's decisions as they show on the pods and Jobs."""
+    and records runway's decisions as they show on the pods and the workloads' records."""
 
     def __init__(self, plane: ControlPlane, ns: str, nodes: list[str]) -> None:
         self.plane = plane
@@ -200,14 +200,19 @@ class Replay:
                     self.note("preempted", job, preemptor)
                 elif cond["reason"] == "PodsReadyTimeout":
                     self.note("evicted", job)
-        for name in self.job_uids:
-            r = self.plane.api.get(f"/apis/batch/v1/namespaces/{self.ns}/jobs/{name}")
-            notes = r.raise_for_status().json()["metadata"].get("annotations") or {}
+        for record in self.plane.records(self.ns):
+            workload = record["spec"]["workload"]
+            if workload["source"] != "owner:Job" or workload["name"] not in self.job_uids:
+                continue
+            name = workload["name"]
+            eviction = (record.get("status") or {}).get("eviction") or {}
             # The record is written before the pods are marked and deleted: a pod's
-            # DisruptionTarget can be gone before a step sees it, the Job's record cannot.
-            if notes.get("runway.dev/eviction-reason") == "PodsReadyTimeout":
+            # DisruptionTarget can be gone before a step sees it, the workload's record cannot.
+            # (status.eviction, not spec.active: runway writes spec.active just before the
+            # status, so a step could see the deactivation before the eviction.)
+            if eviction.get("reason") == "PodsReadyTimeout":
                 self.note("evicted", name)
-            if notes.get("runway.dev/eviction-deactivated") == "true":
+            if eviction.get("deactivated") is True:
                 self.note("deactivated", name)
         # The kubelet: terminating pods go at once; bound pods run, Ready after the delay.
         for name, pod in pods.items():

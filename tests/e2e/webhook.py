@@ -62,6 +62,8 @@ class DeleteCall:
     user: str
     at: float
     allowed: bool
+    terminating: bool = False
+    """The pod was being deleted already (a DELETE of a terminating pod: a second deletion)."""
 
 
 class DeleteWebhook:
@@ -152,6 +154,7 @@ class DeleteWebhook:
             user=(request.get("userInfo") or {}).get("username", ""),
             at=time.monotonic(),
             allowed=allowed,
+            terminating=bool(meta.get("deletionTimestamp")),
         )
         with self._lock:
             self.calls.append(call)

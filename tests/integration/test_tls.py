@@ -399,3 +399,46 @@ def test_not_after_reads_utc_and_generalized_times_and_long_lengths(tmp_path: Pa
         assert year is None or want.year >= year - 1
     assert not_after(b"no certificate here") is None
     assert not_after(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----") is None
+
+
+# --- the REST API on a port of its own (server.restPort) -----------------------------------
+
+
+def test_rest_port_serves_people_without_the_schedulers_client_certificate(pki: PKI) -> None:
+    from tests.runway_process import free_port
+
+    rest_port = free_port()
+    with_cert = client_context(pki.ca_file, pki.client_cert, pki.client_key)
+    without = client_context(pki.ca_file)
+    extra = (
+        f"    clientCAFile: {pki.ca_file}\n    requireClientCert: true\n  restPort: {rest_port}\n"
+    )
+    config = write_config(pki, extra)
+    with run_runway(
+        pki.dir, ["--config", str(config)], scheme="https", client_options={"verify": with_cert}
+    ) as runway:
+        rest = f"https://127.0.0.1:{rest_port}"
+        # The verbs' port: verbs, probes and metrics with the client certificate; no REST.
+        verb = httpx.post(
+            f"{runway.url}/scheduler/filter", content=json.dumps(FILTER), verify=with_cert
+        )
+        assert verb.status_code == 200
+        assert httpx.get(f"{runway.url}/metrics", verify=with_cert).status_code == 200
+        moved = httpx.get(f"{runway.url}/v1/queues", verify=with_cert)
+        assert moved.status_code == 404 and f"port {rest_port}" in moved.json()["error"]
+        assert httpx.get(f"{runway.url}/docs", verify=with_cert).status_code == 404
+        # The REST port: no client certificate needed; the verbs are not there.
+        assert httpx.get(f"{rest}/v1/queues", verify=without).status_code == 200
+        assert httpx.get(f"{rest}/docs", verify=without).status_code == 200
+        assert httpx.get(f"{rest}/ui/", verify=without).status_code == 200
+        assert httpx.get(f"{rest}/healthz", verify=without).status_code == 200
+        assert httpx.get(f"{rest}/metrics", verify=without).status_code == 404
+        refused = httpx.post(f"{rest}/scheduler/filter", content=json.dumps(FILTER), verify=without)
+        assert refused.status_code == 404 and f"port {runway.port}" in refused.json()["error"]
+        # ...and the verbs' port still refuses a connection without one.
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{runway.url}/healthz", verify=without, timeout=5)
+        assert f"https://127.0.0.1:{rest_port}" in runway.logs()
+    # Stopped by SIGTERM: both listeners went down with the process.
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"{rest}/healthz", verify=without, timeout=2)

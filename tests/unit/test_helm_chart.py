@@ -85,8 +85,9 @@ def chart_config(objects: list[dict[str, Any]]) -> RunwayConfig:
 
 def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, Any]:
     """The config file the chart should write: ``config`` plus server.tls from ``tls.*``,
-    logging from ``logLevel``/``logFormat``, the Lease named after the release and the bundled
-    scheduler's name among ``preemption.schedulerNames``."""
+    logging from ``logLevel``/``logFormat``, the Lease named after the release, the bundled
+    scheduler's name among ``preemption.schedulerNames`` and, with the REST port of its own,
+    ``auth.protectReadOnly`` unless set."""
     settings = merged(values)
     config: dict[str, Any] = copy.deepcopy(settings["config"])
     tls = settings["tls"]
@@ -111,6 +112,8 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
         names = preemption.setdefault("schedulerNames", ["default-scheduler"])
         if settings["scheduler"]["schedulerName"] not in names:
             names.append(settings["scheduler"]["schedulerName"])
+    if settings["rest"]["enabled"]:
+        config.setdefault("auth", {}).setdefault("protectReadOnly", True)
     return config
 
 
@@ -312,10 +315,22 @@ def test_deployment_runs_runway_serve_with_the_mounted_config(
     mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
     assert mounts["/etc/runway/config.yaml"]["subPath"] == "config.yaml"
     assert "/tmp" in mounts  # writable scratch space under a read-only root
-    assert container["ports"] == [
-        {"name": "http", "containerPort": settings["containerPort"], "protocol": "TCP"},
-        {"name": "health", "containerPort": settings["healthPort"], "protocol": "TCP"},
-    ]
+    assert container["ports"][0] == {
+        "name": "http",
+        "containerPort": settings["containerPort"],
+        "protocol": "TCP",
+    }
+    # the kubelet's probes: plain HTTP, /healthz and /readyz only
+    assert container["ports"][1] == {
+        "name": "health",
+        "containerPort": settings["healthPort"],
+        "protocol": "TCP",
+    }
+    if settings["rest"]["enabled"]:  # the REST API on a port of its own
+        assert container["ports"][2:] == [
+            {"name": "rest", "containerPort": settings["rest"]["containerPort"], "protocol": "TCP"}
+        ]
+        assert parsed.rest_port == settings["rest"]["containerPort"]
     assert container["resources"] == settings["resources"]
 
 
@@ -403,11 +418,14 @@ def test_defaults_install_the_extender_only() -> None:
     assert kinds == sorted(
         [
             "ClusterRole",
+            "ClusterRole",  # people: viewer
+            "ClusterRole",  # people: admin
             "ClusterRole",  # read access to WorkloadRecords, aggregated into view/edit/admin
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
             "NetworkPolicy",
+            "NetworkPolicy",  # the REST port
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
@@ -415,6 +433,7 @@ def test_defaults_install_the_extender_only() -> None:
             "Secret",  # runway's serving certificate
             "Secret",  # the client certificate (kube-scheduler, Prometheus)
             "Service",
+            "Service",  # the REST port
             "ServiceAccount",
         ]
     )
@@ -436,6 +455,7 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         "app.kubernetes.io/name": "runway",
         "app.kubernetes.io/instance": "rw",
     }
+    expected["auth"]["protect_read_only"] = True  # the REST port asks for no client certificate
     assert config.model_dump() == expected
 
 
@@ -854,7 +874,7 @@ def test_network_policy_selectors_are_configurable() -> None:
             }
         }
     )
-    verbs, metrics, more = one(objects, "NetworkPolicy")["spec"]["ingress"]
+    verbs, metrics, more = one(objects, "NetworkPolicy", "rw-runway")["spec"]["ingress"]
     assert (verbs["from"], metrics["from"], more) == ([block], [prom], extra)
     assert not find(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 

@@ -264,6 +264,15 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- $_ := set $config "preemption" $pre }}
 {{- end }}
 {{- end }}
+{{- if .Values.rest.enabled }}
+{{- /* The REST port asks for no client certificate: unless the config says otherwise, reads
+     there need a token too (people's is forwarded by kubectl runway; docs/security.md). */}}
+{{- $auth := default dict $config.auth }}
+{{- if not (hasKey $auth "protectReadOnly") }}
+{{- $_ := set $auth "protectReadOnly" true }}
+{{- $_ := set $config "auth" $auth }}
+{{- end }}
+{{- end }}
 {{- toYaml $config }}
 {{- end }}
 

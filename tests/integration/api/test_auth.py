@@ -318,3 +318,19 @@ def test_process_with_token_file_and_protected_metrics(tmp_path: Path) -> None:
 def test_process_warns_when_unauthenticated_beyond_loopback(tmp_path: Path) -> None:
     with run_runway(tmp_path, ["--host", "0.0.0.0"]) as runway:
         assert "NOT authenticated" in runway.logs()
+
+
+async def test_the_token_forwarded_through_the_service_proxy_is_checked_alike(
+    api: FakeApiServer,
+) -> None:
+    # The API server's service proxy removes Authorization; kubectl runway also sends the
+    # user's token as X-Runway-Authorization, and runway reviews it like any other.
+    api.allowed = {("alice", "get", None)}
+    flags = {"mode": "kubernetes", "protectReadOnly": True}
+    async with client(build(flags, api.kube())) as http:
+        forwarded = {"X-Runway-Authorization": f"Bearer {GOOD}"}
+        assert (await http.get("/v1/gate", headers=forwarded)).status_code == 200
+        assert (await http.get("/v1/gate")).status_code == 401
+        assert (await http.post(ACTIVATE, headers=forwarded)).status_code == 403
+        bad = {"X-Runway-Authorization": f"Bearer {BAD}"}
+        assert (await http.get("/v1/gate", headers=bad)).status_code == 401

@@ -5,6 +5,7 @@ A genuine one is taken over: ``{}`` to kube-scheduler, a plan with the cache's p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -16,6 +17,7 @@ from app.api.extender import handle_filter, plan_preempt
 from app.clock import ManualClock
 from app.config import parse_config
 from app.model import Node, Pod
+from app.model.gate import GateEntry, PodRef
 from app.server import create_app
 from app.wiring import Runway
 from tests.feed import ArrivingFeed
@@ -67,7 +69,9 @@ def as_payload(p: Pod, **spec: Any) -> dict[str, Any]:
 @pytest.fixture
 def runway() -> Runway:
     api = FakeApi()
-    app = create_app(parse_config({}), ManualClock(NOW), kube=client(api.transport))
+    # One replica, no election: it decides preemptions (a follower would not, see below).
+    config = parse_config({"kubernetes": {"leaderElection": {"enable": False}}})
+    app = create_app(config, ManualClock(NOW), kube=client(api.transport))
     rt: Runway = app.state.runway
     rt.cache.replace_pods([PREEMPTOR, VICTIM, PAYMENTS, BOUND, OTHER])
     rt.cache.replace_nodes([])
@@ -190,6 +194,8 @@ def test_runway_never_preempts_itself_or_the_control_plane(
     """Issue #26: kube-scheduler offered runway's own replicas (priority 0) as victims."""
     monkeypatch.setenv("POD_NAMESPACE", "runway-system")
     api = FakeApi()
+    # one replica, no election: it decides preemptions
+    config = {**config, "kubernetes": {"leaderElection": {"enable": False}}}
     app = create_app(parse_config(config), ManualClock(NOW), kube=client(api.transport))
     rt: Runway = app.state.runway
     shielded = _in(namespace, pod("runway-7d9", node="n1", priority=0), labels)
@@ -205,3 +211,41 @@ def test_runway_never_preempts_itself_or_the_control_plane(
     rt.cache.replace_pods([PREEMPTOR, shielded])
     _, outcome = plan_preempt(rt.api_context(), body(as_payload(PREEMPTOR), offer))
     assert outcome.plan is None and api.requests == []
+
+
+# --- replicas (issue #27 item 3): only the leader decides preemptions -------------------------
+
+
+class _Follower:
+    """The cluster facts of a replica that is not the leader."""
+
+    leadership = False
+
+
+def test_a_follower_answers_preempt_with_nothing_and_decides_nothing(runway: Runway) -> None:
+    ctx = dataclasses.replace(runway.api_context(), cluster=_Follower())  # type: ignore[arg-type]
+    before = metrics.PREEMPTIONS_REFUSED.labels("not-leader")._value.get()
+    reply, outcome = plan_preempt(ctx, body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]}))
+    assert json.loads(reply) == {"NodeNameToMetaVictims": {}}
+    assert outcome.plan is None and outcome.decision is None
+    assert outcome.refusal is not None and outcome.refusal.reason == "not-leader"
+    assert metrics.PREEMPTIONS_REFUSED.labels("not-leader")._value.get() == before + 1
+    assert len(runway.gate) == 0 and runway.decisions.about("prod/batch-high", "") is None
+    # The leader (the same request on the same state) decides and plans.
+    _, leader = plan_preempt(
+        runway.api_context(), body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]})
+    )
+    assert leader.plan is not None
+
+
+def test_a_follower_holds_a_preemptor_the_leader_mirrored_on_its_record(runway: Runway) -> None:
+    """Gate and claim hold whatever replica a filter call reaches: the follower reads them from
+    the preemptor's WorkloadRecord (``set_mirrored``), as far as its cache confirms them."""
+    entry = GateEntry(
+        PodRef.of(PREEMPTOR), "n1", (PodRef.of(VICTIM),), since=NOW, deadline=NOW + 60
+    )
+    runway.gate.set_mirrored(PREEMPTOR.uid, entry)
+    ctx = dataclasses.replace(runway.api_context(), cluster=_Follower())  # type: ignore[arg-type]
+    args = json.dumps({"Pod": as_payload(PREEMPTOR), "NodeNames": ["n1", "n2"]}).encode()
+    result = json.loads(handle_filter(ctx, args))
+    assert result["NodeNames"] == ["n1"]  # only its nominated node

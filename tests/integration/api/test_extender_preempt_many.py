@@ -73,7 +73,8 @@ HIGH = pod("high", node=None, priority=1000)
 @pytest.fixture
 def runway() -> Runway:
     api = FakeApi()
-    app = create_app(parse_config({}), ManualClock(NOW), kube=client(api.transport))
+    config = parse_config({"kubernetes": {"leaderElection": {"enable": False}}})  # one replica
+    app = create_app(config, ManualClock(NOW), kube=client(api.transport))
     rt: Runway = app.state.runway
     rt.cache.replace_pods([G0, G1, V3, P, P2, HIGH])
     rt.cache.replace_nodes([node("n1"), node("n2"), node("n3")])

@@ -15,6 +15,7 @@ from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.model.lifecycle import Life
 from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import MemoryRecords, RecordBook
@@ -192,5 +193,21 @@ async def test_unowned_records_of_long_gone_workloads_are_deleted(api: FakeApi) 
         assert delete[2]["preconditions"]["uid"] == "uid-wlr-team/pod.solo"
         assert "team/job.train" in api.records  # owned: the garbage collector's business
         assert book.read(solo) is None
+    finally:
+        await close_store(book, api)
+
+
+async def test_deactivating_by_hand_then_activating_makes_up_no_eviction(api: FakeApi) -> None:
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    try:
+        await book.write_life(key, Life(created=T0 - 100))
+        assert await book.deactivate(key)
+        held = book.read(key)
+        assert held is not None and held.deactivated and held.time == T0 - 100  # no 1970
+        assert await book.activate(key) is None
+        assert book.read(key) is None  # active again, and never evicted
+        assert "eviction" not in api.records["team/job.train"]["status"]
     finally:
         await close_store(book, api)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from app.clock import ManualClock
 from app.config import RunwayConfig
 from app.model import Pod
-from app.model.gate import GateEntry, PodRef
+from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.preemption import PreemptionExecutor
 from app.wiring import Runway, build
@@ -107,4 +107,33 @@ async def test_a_held_gate_opens_when_the_cache_sees_the_victims_go() -> None:
     assert gk.sweep() == 1 and rt.gate.get(P.uid) is None  # the keeper releases it
     await gk.stop()
     assert rt.executor is not None
+    await rt.executor.drain(5)
+
+
+async def test_the_end_of_a_failed_preemptions_back_off_wakes_the_preemptor() -> None:
+    """kube-scheduler parks the preemptor while ``preempt`` is vetoed during the back-off; the
+    mirror's removal writes a WorkloadRecord, not the pod, so the keeper asks for a touch
+    (``on_retry``) when it releases the gate — and only then, not for a gate that held."""
+    api = FakeApi()
+    api.fail = lambda op, pod: RuntimeError("refused") if op == "delete" else None
+    rt = runtime_with(api, [preemptor(), pod(V[0]), pod(V[1])])
+    gk = keeper(rt, api)
+    woken: list[str] = []
+    gk.on_retry = woken.append
+    assert rt.executor is not None
+    await rt.executor.run(PreemptionPlan(P, "n1", V, message="m"))
+    assert rt.executor.recent()[0].result == "error"
+    assert gk.sweep() == 0 and woken == []  # backing off: the gate holds
+    assert isinstance(rt.clock, ManualClock)
+    rt.clock.advance(1.0)  # the first failure's back-off (1 s)
+    assert gk.sweep() == 1 and rt.gate.get(P.uid) is None
+    assert woken == [P.uid]
+    # A gate released because its victims went asks for nothing (the waker's freed_by does).
+    api.fail = lambda op, pod: None
+    rt.gate.hold(GateEntry(P, "n1", V, since=rt.clock.now(), deadline=rt.clock.now() + 60))
+    rt.gate.finish(P.uid, ok=True)
+    rt.cache.delete_pod(pod(V[0]))
+    rt.cache.delete_pod(pod(V[1]))
+    assert gk.sweep() == 1 and woken == [P.uid]
+    await gk.stop()
     await rt.executor.drain(5)

@@ -414,3 +414,26 @@ def test_awaited_preemptors_are_bounded_and_short_lived() -> None:
     assert book.take("b", T0 + 3) and not book.take("b", T0 + 3)  # taken once
     assert not book.take("c", T0 + 2 + 10.5)  # refused too long ago
     assert len(book) == 0
+
+
+async def test_a_preemptor_whose_failed_preemption_backed_off_is_woken_once(world: World) -> None:
+    """The gate keeper releases a failed preemption's gate after its back-off
+    (``GateKeeper.on_retry``, wired to ``wake_retry``): the pending preemptor is touched once;
+    a bound one, a gone one, or any on a follower, is not."""
+    w = world
+    assert w.runtime.gatekeeper.on_retry == w.runtime.waker.wake_retry  # wired in app.wiring
+    boss = w.add_pod("boss")
+    boss["spec"]["priority"] = 1000
+    w.add_pod("bound", node="n1")
+    w.sync()
+    assert not w.waker.wake_retry("uid-bound")
+    assert not w.waker.wake_retry("uid-nobody")
+    w.leader = False
+    assert not w.waker.wake_retry("uid-boss")
+    w.leader = True
+    assert w.waker.wake_retry("uid-boss")
+    await w.run()
+    assert w.wakes() == [("boss", "uid-boss")]
+    w.clock.advance(5)
+    await w.run()
+    assert len(w.wakes()) == 1

@@ -161,7 +161,8 @@ def test_nodes() -> None:
 
 def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts() -> None:
     cache = ClusterCache()
-    bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels={"x": "1"})
+    queue = {"runway.dev/queue": "q1"}
+    bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels=queue)
     cache.upsert_pod(bound)
     before = cache.pod("u-a")
     assert before is not None
@@ -172,7 +173,7 @@ def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts()
         bound_at="2027-01-01T00:00:00Z",
         rv="2",
         ready=True,
-        labels={"x": "1"},
+        labels=queue,
     )
     cache.upsert_pod(ready)
     after = cache.pod("u-a")
@@ -194,11 +195,11 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
     # version; the cache keeps the newer one, or it would stay stale until the next change.
     cache = ClusterCache()
     cache.upsert_pod(pod("a", rv="10", node="n1"))
-    cache.upsert_pod(pod("a", rv="12", node="n1", labels={"x": "1"}))
+    cache.upsert_pod(pod("a", rv="12", node="n1", labels={"runway.dev/queue": "q9"}))
     cache.upsert_pod(pod("a", rv="11", node="n1"))
     kept = cache.pod("u-a")
     assert kept is not None and kept.metadata.resourceVersion == "12"
-    assert kept.metadata.labels == {"x": "1"}
+    assert kept.metadata.labels == {"runway.dev/queue": "q9"}
     cache.upsert_pod(pod("a", rv="not-a-number", node="n1"))  # opaque: taken as it comes
     kept = cache.pod("u-a")
     assert kept is not None and kept.metadata.resourceVersion == "not-a-number"

@@ -1,0 +1,41 @@
+"""app.kubectl.render: kubectl's table layout and its ages; Go-style setting durations."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.kubectl import render
+from app.model.timestamps import format_time
+
+
+def test_table_aligns_columns_three_spaces_apart_with_capital_headers() -> None:
+    text = render.table(["name", "state"], [["a-long-name", "pending"], ["b", None]])
+    assert text == "NAME          STATE\na-long-name   pending\nb\n"
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [(None, "-"), (0, "0s"), (119, "119s"), (150, "2m30s"), (600, "10m"), (3 * 3600, "3h"),
+     (3 * 3600 + 120, "3h2m"), (50 * 3600, "2d2h"), (-30, "30s")],
+)  # fmt: skip
+def test_duration_is_kubectls_age(seconds: float | None, shown: str) -> None:
+    assert render.duration(seconds) == shown
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"), [(0, "0s"), (90, "1m30s"), (3600, "1h"), (5400, "1h30m"), (0.5, "0.5s")]
+)
+def test_setting_is_a_go_duration(seconds: float, shown: str) -> None:
+    assert render.setting(seconds) == shown
+
+
+def test_relative_times_say_in_or_ago() -> None:
+    now = 1_800_000_000.0
+    assert render.relative(format_time(now + 300), now) == "in 5m"
+    assert render.relative(format_time(now - 30), now) == "30s ago"
+    assert render.relative(None, now) == "-"
+
+
+def test_clip_keeps_short_text_and_cuts_long_text() -> None:
+    assert render.clip("a  b\nc", 10) == "a b c"
+    assert render.clip("x" * 20, 5) == "xxxx…"
