@@ -561,7 +561,13 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
 ) -> None:
     # the failure issue #26 found: runway's pods at priority 0 are kube-scheduler's cheapest
     # victims; the shield (app/policy/shield.py) must drop them whatever the request offers
-    values = _values(node, priorityClassName="", service={"clusterIP": "100.96.200.10"})
+    # rest.enabled false: one port, so the test reads the decisions with the client certificate
+    values = _values(
+        node,
+        priorityClassName="",
+        service={"clusterIP": "100.96.200.10"},
+        rest={"enabled": False},
+    )
     with installed(node, values) as notes:
         first = node.ready_runway()
         assert all(p["spec"].get("priority", 0) == 0 for p in first)
