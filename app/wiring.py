@@ -297,6 +297,8 @@ def build(
         policy=FilterPolicy(anti_flapping_seconds=config.requeue_strategy.anti_flapping_timeout),
         pool_label=config.min_runtime.pool_label,
         index=index,
+        pool_preference=config.prioritize.pool_preference_on(config.wait_for_pods_ready.enable),
+        locality=config.prioritize.locality,
     )
     decisions = DecisionLog(
         pre.decision_history,

@@ -21,9 +21,9 @@ from app.api.paging import ContinueParam, LimitParam, PageRequest, page
 from app.model.timestamps import format_optional_time
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import preemptor_anchors, queue_order_key
+from app.policy.podsready import workload_state
 from app.policy.workload import WorkloadKey, queue_of
 from app.state.cache import WorkloadView
-from app.state.requeue import workload_state
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
 

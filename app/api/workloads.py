@@ -36,8 +36,8 @@ from app.policy.ordering import (
     queue_head,
     queue_order_key,
 )
+from app.policy.podsready import workload_state
 from app.policy.workload import SizeSource, WorkloadKey, is_ready, queue_of
-from app.state.requeue import workload_state
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["requeue"])

@@ -14,6 +14,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from app.config.durations import Duration
 from app.config.kubernetes import KubernetesConfig
 from app.config.preemption import PreemptionConfig
+from app.config.prioritize import PrioritizeConfig
 from app.config.queues import MinRuntimeConfig, QueueConfig, tree_problems
 from app.config.requeue import (
     RequeueStrategyConfig,
@@ -176,6 +177,11 @@ class RunwayConfig(Section):
     min_runtime: MinRuntimeConfig = Field(
         default_factory=MinRuntimeConfig,
         description="Node-pool min-runtime defaults and the reclaim resolution method (DESIGN §3).",
+    )
+    prioritize: PrioritizeConfig = Field(
+        default_factory=PrioritizeConfig,
+        description="Node preferences of the prioritize verb, and whether kube-scheduler needs "
+        "to call it (`check-config` says; leave `prioritizeVerb` out of the stanza otherwise).",
     )
     kubernetes: KubernetesConfig = Field(
         default_factory=KubernetesConfig,

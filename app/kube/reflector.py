@@ -206,7 +206,14 @@ class Reflector(Generic[T]):
         if self.lists:
             metrics.WATCH_RELISTS.labels(self.name).inc()
         self.lists += 1
-        self.store.replace(items)
+        steps = getattr(self.store, "replace_steps", None)
+        if steps is None:
+            self.store.replace(items)
+        else:
+            # A store that can apply a LIST in steps (the pod cache): the event loop runs
+            # between them, so the verbs are answered during a resync of 150,000 pods.
+            for _ in steps(items):
+                await asyncio.sleep(0)
         self.resource_version = rv
         self.synced.set()
         log.info("listed", resource=self.name, count=len(items), resource_version=rv)

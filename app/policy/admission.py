@@ -26,7 +26,7 @@ reads state or the clock.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.config.queues import QueueingStrategy
@@ -70,6 +70,54 @@ RULES = (
     "claim",
 )
 """The rule names, in the order they apply (metric label values)."""
+
+
+@dataclass(frozen=True)
+class Preconditions:
+    """The cheap facts each rule needs before it can hold a pod at all (known without reading
+    a record or building ``FilterInput``): the filter's shortcut asks ``may_hold`` first."""
+
+    has_record: bool
+    """The workload has an eviction record (or may have one)."""
+    gated: bool
+    """A gate entry exists for the pod."""
+    blockers: bool
+    """Some admitted workload is not PodsReady yet (blockAdmission)."""
+    strict_queue: bool
+    """The pod's leaf queue is StrictFIFO."""
+    claims: bool
+    """A preemption in flight claims a node."""
+
+
+RULE_NEEDS: Mapping[str, Callable[[Preconditions], bool]] = {
+    "deactivated": lambda p: p.has_record,
+    "backoff": lambda p: p.has_record,
+    "gate": lambda p: p.gated,
+    "anti-flapping": lambda p: p.has_record,
+    "block-admission": lambda p: p.blockers,
+    "strict-fifo": lambda p: p.strict_queue,
+    "claim": lambda p: p.claims,
+}
+"""When each rule of ``RULES`` can apply at all: a rule added to the chain says here what it
+needs, and the shortcut follows (a test checks both name the same rules, and a property test
+that ``admit`` admits whatever ``may_hold`` rules out)."""
+
+
+def preconditions(facts: FilterInput) -> Preconditions:
+    """The preconditions ``facts`` show (what ``may_hold`` asks, read off the full input)."""
+    return Preconditions(
+        has_record=facts.record is not None,
+        gated=facts.gate is not None,
+        blockers=bool(facts.blockers),
+        strict_queue=facts.queueing_strategy == "StrictFIFO",
+        claims=bool(facts.claims),
+    )
+
+
+def may_hold(pre: Preconditions) -> bool:
+    """Whether any rule of the chain could hold a pod with ``pre``; False: ``admit`` admits
+    (the filter answers without building the rule chain's input)."""
+    return any(needs(pre) for needs in RULE_NEEDS.values())
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,16 @@ rechecks after ``recheck_after`` seconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from app.config.requeue import WaitForPodsReadyConfig
+from app.model import Pod
+from app.model.eviction import EvictionRecord
+from app.model.timestamps import parse_time
+from app.policy.backoff import in_backoff
+from app.policy.workload import bind_time, is_ready, members, pods_ready
 
 Cause = Literal["", "WaitForStart", "WaitForRecovery"]
 WAIT_FOR_START: Cause = "WaitForStart"
@@ -107,3 +113,107 @@ def timeout_message(workload: str, check: PodsReadyCheck, config: WaitForPodsRea
         f"workload {workload} did not reach PodsReady within waitForPodsReady.timeout "
         f"({config.timeout:.0f}s) of its admission"
     )
+
+
+# --- the pods' own evidence of a workload's readiness (derived, so it survives a restart) -----
+
+FLIP_MARGIN_S = 2.0
+"""A pod whose Ready=False transition is this much later than its start has been Ready before
+(the kubelet writes the first Ready=False when it starts the pod)."""
+
+
+def _has_been_ready(pod: Pod) -> bool:
+    """Whether ``pod`` shows it has been Ready: Ready now, Succeeded, or a Ready=False transition
+    well after its own start (the kubelet writes the first Ready=False when it starts the pod)."""
+    if pod.status.phase == "Succeeded" or is_ready(pod):
+        return True
+    cond = pod.condition("Ready")
+    t = parse_time(cond.lastTransitionTime) if cond is not None else None
+    started_at = parse_time(pod.status.startTime)
+    return t is not None and started_at is not None and t - started_at >= FLIP_MARGIN_S
+
+
+def _is_replacement(pod: Pod, started: float) -> bool:
+    """Created (and bound, if at all) after the workload started: it stands for a pod lost."""
+    created = parse_time(pod.metadata.creationTimestamp)
+    bound = bind_time(pod)
+    return created is not None and created > started and (bound is None or bound > started)
+
+
+def was_pods_ready(
+    pods: Sequence[Pod], started: float | None, size: int, was_ready: bool = False
+) -> bool:
+    """Whether the workload *as a whole* has been PodsReady since its admission (KEP-349: the
+    recovery clock is for a job that "has already started and some pod failed"; one pod having
+    been Ready is not the workload having been PodsReady).
+
+    ``was_ready``: runway saw it PodsReady (in memory). Otherwise, derived from the pods so that
+    it survives a restart: it has started, and every pod it started with that runway still sees
+    (members and failed pods) shows it has been Ready; the pods it started with that are gone
+    (deleted, maybe replaced) cannot tell and are presumed to have been."""
+    if was_ready:
+        return True
+    if started is None:
+        return False  # fewer than its size were ever bound together
+    originals = [
+        p for p in pods if p.metadata.deletionTimestamp is None and not _is_replacement(p, started)
+    ]
+    evidenced = sum(1 for p in originals if _has_been_ready(p))
+    gone = max(0, size - len(originals))
+    return evidenced + gone >= size
+
+
+def not_ready_since(
+    pods: Sequence[Pod],
+    admitted: float | None,
+    started: float | None,
+    was_ready: bool = False,
+    *,
+    size: int | None = None,
+    ready: bool | None = None,
+) -> float | None:
+    """When PodsReady went false after the workload as a whole had been PodsReady
+    (``was_pods_ready``); None if it never was (or is ready now: ``ready``, else the pods' own
+    ``pods_ready``; or it was, but the pods do not show when it was lost).
+
+    Derived from the pods so that it survives a restart, among the pods since ``admitted``: the
+    earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw the
+    workload PodsReady; otherwise a transition well after the pod's own start) — failed pods
+    included, they are how a Job loses a pod — else, once the workload has *started*, the
+    creation of a replacement pod (the pod it replaces may be gone already).
+    """
+    if (pods_ready(pods) if ready is None else ready) or admitted is None:
+        return None
+    target = size if size is not None else len(members(pods))
+    if not was_pods_ready(pods, started, target, was_ready):
+        return None
+    flips: list[float] = []
+    for pod in pods:
+        if pod.metadata.deletionTimestamp is not None:
+            continue
+        if pod.status.phase == "Succeeded" or is_ready(pod):
+            continue
+        cond = pod.condition("Ready")
+        t = parse_time(cond.lastTransitionTime) if cond is not None else None
+        if t is not None and t >= admitted:
+            started_at = parse_time(pod.status.startTime)
+            if was_ready or (started_at is not None and t - started_at >= FLIP_MARGIN_S):
+                flips.append(t)
+                continue
+        if started is None or pod.status.phase == "Failed":
+            continue
+        created = parse_time(pod.metadata.creationTimestamp)
+        if created is not None and _is_replacement(pod, started):
+            # A replacement: its predecessor failed or was deleted; PodsReady was lost then.
+            flips.append(created)
+    return min(flips) if flips else None
+
+
+def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:
+    """``deactivated``, ``backoff``, ``admitted`` or ``pending`` (``admitted``: the workload's
+    admitted fact)."""
+    if record is not None and record.deactivated:
+        return "deactivated"
+    if in_backoff(record, now):
+        return "backoff"
+    return "admitted" if admitted is not None else "pending"

@@ -123,6 +123,10 @@ def _remove(
             del index[key]  # type: ignore[arg-type]
 
 
+REPLACE_STEP = 1000
+"""Pods a resync applies between two turns of the event loop (~5-10 ms of work)."""
+
+
 class ClusterCache:
     """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
 
@@ -338,11 +342,27 @@ class ClusterCache:
 
     def replace_pods(self, pods: Iterable[Pod], *, compacted: bool = False) -> None:
         """Make the cache hold exactly ``pods`` (after a LIST), with one event per difference."""
+        for _ in self.replace_pods_steps(pods, compacted=compacted):
+            pass
+
+    def replace_pods_steps(
+        self, pods: Iterable[Pod], *, compacted: bool = False, step: int = REPLACE_STEP
+    ) -> Iterator[None]:
+        """``replace_pods`` in steps of ``step`` pods: the reflector lets the event loop run
+        between them, so a resync of 150,000 pods never stalls the verbs for long (bench.ingest,
+        ``resync max pause``). Readers meanwhile see each pod old or new, never half-written."""
         fresh = {p.metadata.uid: p for p in pods}
-        for uid in [u for u in self._pods if u not in fresh]:
-            self.delete_pod(self._pods[uid])
-        for pod in fresh.values():
+        gone = [u for u in self._pods if u not in fresh]
+        for n, uid in enumerate(gone, 1):
+            pod = self._pods.get(uid)
+            if pod is not None:
+                self.delete_pod(pod)
+            if n % step == 0:
+                yield
+        for n, pod in enumerate(fresh.values(), 1):
             self.upsert_pod(pod, compacted=compacted)
+            if n % step == 0:
+                yield
         self.pods_synced = True
         metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
 
@@ -457,6 +477,9 @@ class _PodStore:
 
     def replace(self, items: Sequence[Pod]) -> None:
         self.cache.replace_pods(items, compacted=True)
+
+    def replace_steps(self, items: Sequence[Pod]) -> Iterator[None]:
+        return self.cache.replace_pods_steps(items, compacted=True)
 
     def upsert(self, obj: Pod) -> None:
         self.cache.upsert_pod(obj)

@@ -16,11 +16,9 @@ from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
-from app.model.eviction import PREEMPTED, EvictionRecord
-from app.model.timestamps import parse_time
+from app.model.eviction import PREEMPTED
 from app.policy import admission
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
-from app.policy.backoff import in_backoff
 from app.policy.claims import Claim, blocks
 from app.policy.lifecycle import LifeFacts
 from app.policy.ordering import (
@@ -34,6 +32,9 @@ from app.policy.podsready import (
     PodsReadyState,
     blocks_admission,
     evaluate_pods_ready,
+    not_ready_since,
+    was_pods_ready,
+    workload_state,
 )
 from app.policy.quantity import QuantityError, pod_requests
 from app.policy.queues import QueueTree
@@ -41,21 +42,14 @@ from app.policy.scoring import ScoringInput
 from app.policy.wakeup import Hold, hold_of
 from app.policy.workload import (
     WorkloadKey,
-    bind_time,
     is_member,
-    is_ready,
     live_pods,
-    members,
     queue_of,
     workload_of,
 )
 from app.state.cache import CacheEvent, ClusterCache, WorkloadView
 from app.state.gate import GateBook
 from app.state.records import RecordBook
-
-FLIP_MARGIN_S = 2.0
-"""A pod whose Ready=False transition is this much later than its start has been Ready before
-(the kubelet writes the first Ready=False when it starts the pod)."""
 
 
 @dataclass
@@ -88,95 +82,6 @@ class RequeueIndex:
         self.bump()
 
 
-def _has_been_ready(pod: Pod) -> bool:
-    """Whether ``pod`` shows it has been Ready: Ready now, Succeeded, or a Ready=False transition
-    well after its own start (the kubelet writes the first Ready=False when it starts the pod)."""
-    if pod.status.phase == "Succeeded" or is_ready(pod):
-        return True
-    cond = pod.condition("Ready")
-    t = parse_time(cond.lastTransitionTime) if cond is not None else None
-    started_at = parse_time(pod.status.startTime)
-    return t is not None and started_at is not None and t - started_at >= FLIP_MARGIN_S
-
-
-def _is_replacement(pod: Pod, started: float) -> bool:
-    """Created (and bound, if at all) after the workload started: it stands for a pod lost."""
-    created = parse_time(pod.metadata.creationTimestamp)
-    bound = bind_time(pod)
-    return created is not None and created > started and (bound is None or bound > started)
-
-
-def was_pods_ready(
-    view: WorkloadView, started: float | None, size: int, was_ready: bool = False
-) -> bool:
-    """Whether the workload *as a whole* has been PodsReady since its admission (KEP-349: the
-    recovery clock is for a job that "has already started and some pod failed"; one pod having
-    been Ready is not the workload having been PodsReady).
-
-    ``was_ready``: runway saw it PodsReady (in memory). Otherwise, derived from the pods so that
-    it survives a restart: it has started, and every pod it started with that runway still sees
-    (members and failed pods) shows it has been Ready; the pods it started with that are gone
-    (deleted, maybe replaced) cannot tell and are presumed to have been."""
-    if was_ready:
-        return True
-    if started is None:
-        return False  # fewer than its size were ever bound together
-    originals = [
-        p
-        for p in view.pods
-        if p.metadata.deletionTimestamp is None and not _is_replacement(p, started)
-    ]
-    evidenced = sum(1 for p in originals if _has_been_ready(p))
-    gone = max(0, size - len(originals))
-    return evidenced + gone >= size
-
-
-def not_ready_since(
-    view: WorkloadView,
-    admitted: float | None,
-    started: float | None,
-    was_ready: bool = False,
-    *,
-    size: int | None = None,
-    ready: bool | None = None,
-) -> float | None:
-    """When PodsReady went false after the workload as a whole had been PodsReady
-    (``was_pods_ready``); None if it never was (or is ready now: ``ready``, else the pods' own
-    view; or it was, but the pods do not show when it was lost).
-
-    Derived from the pods so that it survives a restart, among the pods since ``admitted``: the
-    earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw the
-    workload PodsReady; otherwise a transition well after the pod's own start) — failed pods
-    included, they are how a Job loses a pod — else, once the workload has *started*, the
-    creation of a replacement pod (the pod it replaces may be gone already).
-    """
-    if (view.pods_ready if ready is None else ready) or admitted is None:
-        return None
-    target = size if size is not None else len(members(view.pods))
-    if not was_pods_ready(view, started, target, was_ready):
-        return None
-    flips: list[float] = []
-    for pod in view.pods:
-        if pod.metadata.deletionTimestamp is not None:
-            continue
-        if pod.status.phase == "Succeeded" or is_ready(pod):
-            continue
-        cond = pod.condition("Ready")
-        t = parse_time(cond.lastTransitionTime) if cond is not None else None
-        if t is not None and t >= admitted:
-            started_at = parse_time(pod.status.startTime)
-            if was_ready or (started_at is not None and t - started_at >= FLIP_MARGIN_S):
-                flips.append(t)
-                continue
-        if started is None or pod.status.phase == "Failed":
-            continue
-        created = parse_time(pod.metadata.creationTimestamp)
-        if created is not None and _is_replacement(pod, started):
-            # A replacement: its predecessor failed or was deleted; PodsReady was lost then.
-            flips.append(created)
-    return min(flips) if flips else None
-
-
 @dataclass
 class QueueCounts:
     """Workloads of one leaf queue by state (from the cache and the eviction records); also the
@@ -188,16 +93,6 @@ class QueueCounts:
     """In requeue backoff (now < requeueAt)."""
     deactivated: int = 0
     """Held until reactivated."""
-
-
-def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:
-    """``deactivated``, ``backoff``, ``admitted`` or ``pending`` (``admitted``: the workload's
-    admitted fact)."""
-    if record is not None and record.deactivated:
-        return "deactivated"
-    if in_backoff(record, now):
-        return "backoff"
-    return "admitted" if admitted is not None else "pending"
 
 
 CHANGED_LIMIT = 100_000
@@ -219,6 +114,8 @@ class RequeueView:
         policy: FilterPolicy,
         pool_label: str,
         index: RequeueIndex,
+        pool_preference: bool = True,
+        locality: bool = True,
     ) -> None:
         self.cache = cache
         self.records = records
@@ -228,6 +125,10 @@ class RequeueView:
         self.order = order
         self.policy = policy
         self.pool_label = pool_label
+        self.pool_preference = pool_preference
+        """``prioritize.poolPreference`` as it applies (unset: with waitForPodsReady)."""
+        self.locality = locality
+        """``prioritize.locality``."""
         self.index = index
         self._found: dict[str, Hold | None] = {}
         """The last ``pending_holds``: every pending pod's hold (None: free)."""
@@ -268,13 +169,13 @@ class RequeueView:
         was = (
             not ready
             and life.admitted is not None
-            and was_pods_ready(view, life.started, facts.size, seen_ready)
+            and was_pods_ready(view.pods, life.started, facts.size, seen_ready)
         )
         return PodsReadyState(
             admitted_at=life.admitted,
             pods_ready=ready,
             not_ready_since=not_ready_since(
-                view, life.admitted, life.started, seen_ready, size=facts.size, ready=ready
+                view.pods, life.admitted, life.started, seen_ready, size=facts.size, ready=ready
             )
             if was
             else None,
@@ -434,29 +335,36 @@ class RequeueView:
     def admit(self, pod: Pod, now: float) -> admission.Admission:
         """The filter's verdict for ``pod`` now (``ADMIT`` at once when nothing could hold or
         restrict it: most pods, most of the time)."""
-        if not self.gate.claims(now) and self.surely_free(pod, workload_of(pod), now):
+        if self.surely_free(pod, workload_of(pod), now):
             return admission.ADMIT
         return admission.admit(self.filter_input(pod, now), now, self.policy)
 
     def surely_free(self, pod: Pod, key: WorkloadKey, now: float) -> bool:
-        """True when no rule of the chain could hold ``pod``: no record on its workload's pods
-        or owners (deactivation, backoff, anti-flapping), no gate entry for it, no blocker
-        (blockAdmission), not in a StrictFIFO queue. Reads no record, parses nothing."""
+        """True when no rule of the chain could hold ``pod`` (``admission.may_hold`` over the
+        rules' own preconditions, each read the cheap way: a dict lookup for the record, the
+        gate book, the blockers, the queue's strategy, the claims). Reads no record."""
         strict = self._strict_queues()
-        return (
-            not (strict and queue_of(pod, self.cache.queue_tree) in strict)
-            and not self.blockers(now)
-            and self.gate.lookup(pod) is None
-            and not self.records.may_have_record(key, pod)
+        pre = admission.Preconditions(
+            has_record=self.records.may_have_record(key, pod),
+            gated=self.gate.lookup(pod) is not None,
+            blockers=bool(self.blockers(now)),
+            strict_queue=bool(strict) and queue_of(pod, self.cache.queue_tree) in strict,
+            claims=bool(self.gate.claims(now)),
         )
+        return not admission.may_hold(pre)
 
     def scoring_input(self, pod: Pod) -> ScoringInput:
-        """Failed pools (from the record) and the nodes running the workload's pods."""
+        """Failed pools (from the record) and the nodes running the workload's pods, as far as
+        the preferences are on (``prioritize.poolPreference``, ``prioritize.locality``)."""
         key = workload_of(pod)
-        record = self.records.read(key, pod) if self.records.may_have_record(key, pod) else None
-        nodes = frozenset(
-            p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
-        )
+        record = None
+        if self.pool_preference and self.records.may_have_record(key, pod):
+            record = self.records.read(key, pod)
+        nodes: frozenset[str] = frozenset()
+        if self.locality:
+            nodes = frozenset(
+                p.spec.nodeName for p in live_pods(self.cache.workload_pods(key)) if p.spec.nodeName
+            )
         return ScoringInput(
             failed_pools=record.failed_pools if record is not None else (),
             workload_nodes=nodes,

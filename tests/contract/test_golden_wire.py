@@ -153,7 +153,7 @@ def test_accepted_response_shape_matches(case: dict[str, Any]) -> None:
 async def test_prioritize_with_a_preference_lists_every_accepted_host(case: dict[str, Any]) -> None:
     """The pod's workload last failed readiness in pool b: the reply carries what the captured
     reply carried (every offered host, in order), node-2 (pool b) scoring low."""
-    runtime = build(RunwayConfig())
+    runtime = build(RunwayConfig.model_validate({"prioritize": {"poolPreference": True}}))
     for name, pool in (("node-0", "a"), ("node-1", "a"), ("node-2", "b")):
         runtime.cache.upsert_node(pool_node(name, pool))  # nodeCacheCapable: labels from here
     request = case["request"]

@@ -561,11 +561,13 @@ def write_scheduler_config(
     http_timeout: str = "5s",
     scheduler_name: str = "default-scheduler",
     extra: dict[str, Any] | None = None,
+    prioritize: bool = True,
 ) -> Path:
     """A KubeSchedulerConfiguration (v1beta1, as 1.20 reads) with runway as its extender.
 
     Pass it to ``ControlPlane.start_scheduler``; ``clientConnection.kubeconfig`` is filled in by
-    control-plane.sh.
+    control-plane.sh. ``prioritize=False``: the stanza without ``prioritizeVerb`` (what runway
+    documents when no preference needs it: ``check-config``).
     """
     config: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
@@ -584,6 +586,8 @@ def write_scheduler_config(
             }
         ],
     }
+    if not prioritize:
+        del config["extenders"][0]["prioritizeVerb"]
     config.update(extra or {})
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path

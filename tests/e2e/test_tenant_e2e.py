@@ -150,10 +150,9 @@ def world(
     for role in roles:
         apply(plane, role)
     runway_role = next(r for r in roles if r["metadata"]["name"] == "rw-runway")
-    viewer_role = next(
-        r
-        for r in roles
-        if r["metadata"]["labels"].get("rbac.authorization.k8s.io/aggregate-to-view") == "true"
+    viewer_role = next(r for r in roles if r["metadata"]["name"].endswith("-workloadrecords-view"))
+    assert (
+        viewer_role["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
     )
     apply(
         plane,

@@ -70,3 +70,33 @@ def test_config_schema_rewrites_only_the_config_entry_of_a_chart_schema(tmp_path
     assert main(["config-schema", "--chart", str(file)]) == 0
     written = json.loads(file.read_text())
     assert written["properties"]["x"] == {} and written["properties"]["config"]["properties"]
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("{}", "leave prioritizeVerb out"),
+        (
+            "waitForPodsReady: {enable: true}",
+            "name prioritizeVerb (needed by prioritize.poolPreference",
+        ),
+        (
+            "waitForPodsReady: {enable: true}\nprioritize: {poolPreference: false}",
+            "leave prioritizeVerb out",
+        ),
+        ("prioritize: {locality: true}", "needed by prioritize.locality"),
+    ],
+)
+def test_check_config_says_whether_the_stanza_needs_prioritize(
+    tmp_path: Path, config: str, expected: str
+) -> None:
+    file = tmp_path / "runway.yaml"
+    file.write_text(config + "\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "check-config", str(file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.model import Pod
 from app.model.eviction import EvictionRecord
@@ -16,8 +18,11 @@ from app.policy.admission import (
     FilterPolicy,
     GateHold,
     admit,
+    may_hold,
+    preconditions,
     split_nodes,
 )
+from app.policy.claims import Claim
 
 NOW = 1_800_000_000.0
 POD = Pod()
@@ -137,3 +142,74 @@ def test_split_rejects_every_node_with_the_reason() -> None:
     split = split_nodes(verdict, ["a", "b"])
     assert split.passed == [] and split.unresolvable == {"a": verdict.reason, "b": verdict.reason}
     assert split_nodes(ADMIT, ["a"]).passed is None
+
+
+# --- the filter's shortcut is derived from the rules (issue #30 item 2) -----------------------
+
+
+def test_every_rule_says_when_it_can_apply() -> None:
+    from app.policy.admission import RULE_NEEDS
+
+    assert list(RULE_NEEDS) == list(RULES)
+
+
+_records = st.one_of(
+    st.none(),
+    st.builds(
+        EvictionRecord,
+        reason=st.sampled_from(["Preempted", "PodsReadyTimeout"]),
+        time=st.floats(NOW - 1000, NOW),
+        preemptor_uid=st.one_of(st.none(), st.just("p-uid")),
+        count=st.integers(0, 5),
+        requeue_at=st.one_of(st.none(), st.floats(NOW - 100, NOW + 100)),
+        deactivated=st.booleans(),
+    ),
+)
+_claims = st.lists(
+    st.builds(
+        Claim,
+        node=st.sampled_from(["n1", "n2"]),
+        preemptor_uid=st.just("q"),
+        preemptor=st.just("ns/q"),
+        priority=st.integers(0, 10),
+        room=st.none(),
+    ),
+    max_size=2,
+)
+
+
+@given(
+    record=_records,
+    gate=st.one_of(st.none(), st.just(GATE)),
+    pending=st.booleans(),
+    blockers=st.lists(st.just(BLOCKER), max_size=1),
+    strategy=st.sampled_from(["BestEffortFIFO", "StrictFIFO"]),
+    head=st.one_of(st.none(), st.just("ns/w"), st.just("ns/other")),
+    admitted=st.booleans(),
+    claims=_claims,
+)
+def test_what_may_hold_rules_out_the_chain_admits(
+    record: EvictionRecord | None,
+    gate: GateHold | None,
+    pending: bool,
+    blockers: list[Blocker],
+    strategy: str,
+    head: str | None,
+    admitted: bool,
+    claims: list[Claim],
+) -> None:
+    """Surely free (no rule's precondition holds) implies the chain admits."""
+    input_ = FilterInput(
+        workload="ns/w",
+        record=record,
+        gate=gate,
+        preemptor_pending=pending,
+        preemptor_name="ns/p" if pending else None,
+        blockers=tuple(blockers),
+        queueing_strategy=strategy,  # type: ignore[arg-type]
+        queue_head=head,
+        admitted=admitted,
+        claims=tuple(claims),
+    )
+    if not may_hold(preconditions(input_)):
+        assert admit(input_, NOW) == ADMIT

@@ -254,3 +254,18 @@ def test_refresh_applies_what_has_arrived_and_says_whether_anything_did() -> Non
     feed.arriving = [pod("later")]
     assert cache.refresh() and cache.pod("u-later") is not None
     assert feed.calls == ["catch_up", "catch_up"]
+
+
+def test_a_resync_applies_in_steps_and_ends_as_a_replace() -> None:
+    """The reflector lets the event loop run between steps (no long pause at 150,000 pods)."""
+    stepped, whole = ClusterCache(), ClusterCache()
+    old = [pod(f"old-{i}", node="n1") for i in range(5)]
+    new = [pod(f"p-{i}", node="n1" if i % 2 else None) for i in range(7)]
+    for cache in (stepped, whole):
+        cache.replace_pods(old)
+    steps = list(stepped.replace_pods_steps(new, step=3))
+    whole.replace_pods(new)
+    assert len(steps) == 5 // 3 + 7 // 3  # a yield after every 3 deletions, then upserts
+    assert sorted(p.uid for p in stepped.pods()) == sorted(p.uid for p in whole.pods())
+    assert [p.uid for p in stepped.pending_pods()] == [p.uid for p in whole.pending_pods()]
+    assert stepped.pods_synced

@@ -19,9 +19,9 @@ from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.timestamps import format_time
 from app.policy import admission
+from app.policy.podsready import not_ready_since
 from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey
-from app.state.requeue import not_ready_since
 from app.wiring import Runway, build
 from tests.builders import condition, raw_pod
 from tests.builders import pod as build_pod
@@ -70,13 +70,13 @@ def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
     # never ready since it started: the start clock runs, not the recovery clock
-    assert not_ready_since(view, T0, T0) is None
+    assert not_ready_since(view.pods, T0, T0) is None
     # runway saw it PodsReady: the Ready=False transition is when it lost it
-    assert not_ready_since(view, T0, T0, was_ready=True) == T0
+    assert not_ready_since(view.pods, T0, T0, was_ready=True) == T0
     # after a restart: a Ready=False transition well after the pod's start means it flipped
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
     view = rt.cache.workload_of_pod(pod("a"))
-    assert view is not None and not_ready_since(view, T0, T0) == T0 + 30
+    assert view is not None and not_ready_since(view.pods, T0, T0) == T0 + 30
 
 
 def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
@@ -109,12 +109,20 @@ def test_gate_hold_counts_outstanding_victims_and_opens_at_the_bound() -> None:
 
 
 def test_scoring_input_lists_the_nodes_of_the_workload() -> None:
-    rt = runtime({"minRuntime": {"poolLabel": "pool"}})
+    rt = runtime({"minRuntime": {"poolLabel": "pool"}, "prioritize": {"locality": True}})
     rt.cache.upsert_pod(pod("a", bound_at=T0))
     rt.cache.upsert_pod(pod("b"))
     facts = rt.requeue.scoring_input(pod("b"))
     assert set(facts.workload_nodes) == {"n1"} and facts.pool_label == "pool"
     assert tuple(facts.failed_pools) == ()
+
+
+def test_scoring_input_is_uniform_with_no_preference_on() -> None:
+    """The defaults without waitForPodsReady: nothing to prefer, prioritize answers []."""
+    rt = runtime({})
+    rt.cache.upsert_pod(pod("a", bound_at=T0))
+    rt.cache.upsert_pod(pod("b"))
+    assert rt.requeue.scoring_input(pod("b")).uniform
 
 
 def test_pending_workloads_skip_admitted_ones() -> None:
