@@ -33,6 +33,7 @@ import base64
 import contextlib
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -203,6 +204,15 @@ class Node:
 def _ready(pod: dict[str, Any]) -> bool:
     conditions = pod.get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _silent(pod: dict[str, Any]) -> bool:
+    """The pod's health port refuses connections (its process is gone)."""
+    try:
+        with socket.create_connection((pod["status"]["podIP"], 8081), timeout=1):
+            return False
+    except OSError:
+        return True
 
 
 def _bound(pod: dict[str, Any]) -> bool:
@@ -550,8 +560,17 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
 
         # 4. both killed: opted-in pods wait (ignorable: false); runway's replacements go through
         # the default scheduler and come back; then scheduling through runway resumes
-        for pod in node.ready_runway():
+        config = node.api.get(
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps/{RELEASE}-scheduler"
+        ).raise_for_status()
+        (extender,) = yaml.safe_load(config.json()["data"]["config.yaml"])["extenders"]
+        assert extender["ignorable"] is False  # what the docs say of the bundled scheduler
+        old = node.ready_runway()
+        for pod in old:
             node.kill(pod)
+        # the killed containers stop answering (the API objects go at once, the processes a
+        # moment later): from here on only a new replica can answer the scheduler
+        poll(lambda: all(_silent(p) for p in old), within=60, what="the killed replicas silent")
         node.apply(_job("all-down", cpu="100m", priority="low", scheduler="runway-scheduler"))
         back = node.ready_runway()
         assert all(
