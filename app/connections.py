@@ -25,12 +25,15 @@ reader per verb call, which on a loaded machine cost more than answering the cal
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from app import metrics
 from app.config.model import ServerConfig
 from app.logs import get_logger
 
@@ -113,6 +116,16 @@ class DirectVerbs:
     max_body_bytes: int
 
 
+def record_peer_expiry(peer: dict[str, Any] | None) -> None:
+    """Set ``runway_tls_certificate_expiry_timestamp_seconds{certificate="client"}`` from a
+    verified client certificate (``getpeercert()``): the one kube-scheduler or Prometheus
+    presents, which they read only at start."""
+    text = (peer or {}).get("notAfter")
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            metrics.TLS_CERT_EXPIRY.labels("client").set(ssl.cert_time_to_seconds(text))
+
+
 def bounded_protocol(
     server: ServerConfig, direct: DirectVerbs | None = None
 ) -> type[HttpToolsProtocol]:
@@ -174,6 +187,9 @@ def bounded_protocol(
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._opened = self.loop.time()
+            tls = transport.get_extra_info("ssl_object")
+            if tls is not None:  # the handshake is over: the client's verified certificate
+                record_peer_expiry(tls.getpeercert())
             if len(self.connections) > max_connections and not self._make_room():
                 log.warning("connection refused: too many open", limit=max_connections)
                 transport.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Callable
 
 import structlog
 
@@ -110,3 +112,35 @@ def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """A logger bound to a component name."""
     logger: structlog.typing.FilteringBoundLogger = structlog.get_logger(component=name)
     return logger
+
+
+class RateLimitedWarnings:
+    """Warn at most once per ``interval`` seconds per key; the next warning says how many were
+    left out in between. For what clients can make happen at any rate (bad verb requests)."""
+
+    def __init__(
+        self,
+        logger: structlog.typing.FilteringBoundLogger,
+        interval: float = 10.0,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.monotonic = monotonic
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def warning(self, key: str, event: str, **fields: object) -> bool:
+        """Log ``event`` unless ``key`` was logged within ``interval``; whether it was logged."""
+        now = self.monotonic()
+        last = self._last.get(key)
+        if last is not None and now - last < self.interval:
+            self._suppressed[key] = self._suppressed.get(key, 0) + 1
+            return False
+        self._last[key] = now
+        left_out = self._suppressed.pop(key, 0)
+        if left_out:
+            fields["suppressed"] = left_out
+        self.logger.warning(event, **fields)
+        return True

@@ -262,6 +262,16 @@ LEADER = Gauge(
     registry=REGISTRY,
 )
 
+TLS_CERT_EXPIRY = Gauge(
+    "runway_tls_certificate_expiry_timestamp_seconds",
+    "When a certificate expires (notAfter, unix seconds), by certificate: serving (runway's, "
+    "re-read on rotation), client-ca (the CA client certificates are checked against) and "
+    "client (the last verified client certificate presented: kube-scheduler reads its own only "
+    "at start).",
+    ["certificate"],
+    registry=REGISTRY,
+)
+
 UNKNOWN_QUEUE = Counter(
     "runway_unknown_queue_total",
     "Times a pod named a queue the config does not declare (treated as a top-level queue "

@@ -29,6 +29,7 @@ from app.api.auth import install_auth
 from app.api.errors import document_errors, install_error_handlers
 from app.clock import Clock
 from app.config import RunwayConfig
+from app.health import serve_health
 from app.kube.client import KubeClient
 from app.logs import get_logger
 from app.wire import schema
@@ -64,9 +65,18 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runway.start()
+        # Probes under mutual TLS: kubelet asks a plain-HTTP port what /readyz answers.
+        port = config.server.health_port
+        health = (
+            await serve_health(config.server.host, port, lambda: runway.ready)
+            if port is not None
+            else None
+        )
         settle_heap()
         # "runway started" (with the URL) is logged by `serve` once the port is bound.
         yield
+        if health is not None:
+            health.close()
         await runway.stop()
         log.info("runway stopped")
 

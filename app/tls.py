@@ -10,13 +10,17 @@ retried when the files change again.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
+import datetime
 import os
 import ssl
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from app import metrics
 from app.config import ConfigError
 from app.config.security import TLSConfig
 from app.logs import get_logger
@@ -26,6 +30,60 @@ log = get_logger("tls")
 _Stamp = tuple[tuple[int, int, int] | None, ...]
 
 _VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def _der_item(der: bytes, at: int) -> tuple[int, int, int]:
+    """(tag, start of the content, end of the content) of the DER item at ``at``."""
+    tag, size = der[at], der[at + 1]
+    at += 2
+    if size & 0x80:
+        count = size & 0x7F
+        size = int.from_bytes(der[at : at + count], "big")
+        at += count
+    return tag, at, at + size
+
+
+def not_after(pem: bytes) -> float | None:
+    """The ``notAfter`` (unix seconds) of the first certificate in ``pem``; None when there is no
+    readable one. A few lines of DER instead of a dependency: Certificate → tbsCertificate →
+    [version], serial, signature, issuer, validity → notAfter."""
+    begin, end = b"-----BEGIN CERTIFICATE-----", b"-----END CERTIFICATE-----"
+    start = pem.find(begin)
+    stop = pem.find(end, start)
+    if start < 0 or stop < 0:
+        return None
+    try:
+        der = base64.b64decode(b"".join(pem[start + len(begin) : stop].split()))
+        _, at, _ = _der_item(der, 0)  # Certificate
+        _, at, _ = _der_item(der, at)  # tbsCertificate
+        if der[at] == 0xA0:  # explicit version
+            at = _der_item(der, at)[2]
+        for _ in range(3):  # serial, signature, issuer
+            at = _der_item(der, at)[2]
+        _, at, _ = _der_item(der, at)  # validity
+        at = _der_item(der, at)[2]  # past notBefore
+        tag, begin_at, end_at = _der_item(der, at)
+        text = der[begin_at:end_at].decode("ascii")
+        layout = "%y%m%d%H%M%SZ" if tag == 0x17 else "%Y%m%d%H%M%SZ"  # UTCTime, GeneralizedTime
+        when = datetime.datetime.strptime(text, layout).replace(tzinfo=datetime.UTC)
+    except (IndexError, ValueError, binascii.Error):
+        return None
+    return when.timestamp()
+
+
+def record_expiry(config: TLSConfig) -> None:
+    """Set ``runway_tls_certificate_expiry_timestamp_seconds`` for the serving certificate and
+    the client CA from the files (at start and after each reload)."""
+    for label, path in (("serving", config.cert_file), ("client-ca", config.client_ca_file)):
+        if path is None:
+            continue
+        try:
+            with open(path, "rb") as f:
+                when = not_after(f.read())
+        except OSError:
+            when = None
+        if when is not None:
+            metrics.TLS_CERT_EXPIRY.labels(label).set(when)
 
 
 class TLSFilesError(ConfigError):
@@ -75,6 +133,7 @@ class ReloadingTLS:
             ) from None
         self.current = self.context
         """The context new connections get (``context`` until the first reload)."""
+        record_expiry(config)
         self.reloads = 0
         self._checked = monotonic()
         self.context.sni_callback = self._on_client_hello
@@ -107,6 +166,7 @@ class ReloadingTLS:
             return False
         self.current = fresh
         self.reloads += 1
+        record_expiry(self.config)
         log.info("TLS certificate reloaded", cert_file=self.config.cert_file, reloads=self.reloads)
         return True
 

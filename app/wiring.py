@@ -19,7 +19,7 @@ from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
-from app.kube.leader import LeaderElector
+from app.kube.leader import LeaderElector, own_namespace
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
 from app.kube.reviews import KubeReviewer
@@ -34,6 +34,7 @@ from app.policy.admission import FilterPolicy
 from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.shield import Shield
 from app.policy.workload import DEFAULT_QUEUE, WorkloadKey, queue_of
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
@@ -257,7 +258,8 @@ def build(
     clock = clock or SystemClock()
     k8s, pre = config.kubernetes, config.preemption
     invalid = InvalidObjects()
-    cache = ClusterCache(invalid=invalid)
+    # the shield reads the release's labels (preemption.protectedPodLabels): keep them
+    cache = ClusterCache(invalid=invalid, keep_labels=pre.protected_pod_labels)
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
@@ -335,6 +337,9 @@ def build(
         verify=kube is not None,
         scheduler_names=pre.scheduler_names,
         records=records,
+        shield=Shield.from_config(
+            pre, own_namespace(kube.access.namespace) if kube is not None else None
+        ),
     )
     runway_ref: list[Runway] = []
 

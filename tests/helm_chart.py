@@ -116,3 +116,13 @@ def one(objects: list[dict[str, Any]], kind: str, name: str | None = None) -> di
     found = find(objects, kind, name)
     assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
     return found[0]
+
+
+def notes_stanza(notes: str) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration stanza NOTES prints for the cluster's own scheduler: from
+    the line ``extenders:`` to the first blank line, parsed as YAML."""
+    lines = notes.splitlines()
+    start = lines.index("extenders:")
+    end = lines.index("", start)
+    stanza: dict[str, Any] = yaml.safe_load("\n".join(lines[start:end]))
+    return stanza

@@ -18,7 +18,7 @@ from app import metrics
 from app.api.body import BodyTooLarge, BuffersResponse, ClientGone, read_body
 from app.api.context import ApiContext, context
 from app.api.errors import error_body, error_response
-from app.logs import debug_enabled, get_logger
+from app.logs import RateLimitedWarnings, debug_enabled, get_logger
 from app.policy import admission, scoring
 from app.policy.crosscheck import Refusal
 from app.state.preemption import PreemptOutcome
@@ -33,6 +33,8 @@ from app.wire import (
 )
 
 log = get_logger("extender")
+rejected = RateLimitedWarnings(log)
+"""Bad verb requests (400, 404, 413): counted always, logged at most once per 10 s per kind."""
 
 VERBS = ("filter", "prioritize", "preempt")
 
@@ -160,7 +162,11 @@ def answer_verb(
     try:
         if body is None:
             outcome = "too_large"
-            return 413, [error_body(str(BodyTooLarge(ctx.config.server.max_body_bytes)))]
+            message = str(BodyTooLarge(ctx.config.server.max_body_bytes))
+            rejected.warning(
+                f"{verb}:413", "extender request refused", verb=verb, status=413, error=message
+            )
+            return 413, [error_body(message)]
         if verb == "filter":
             return 200, filter_parts(ctx, body)
         if verb == "preempt":
@@ -171,7 +177,11 @@ def answer_verb(
         return 200, [reply]
     except WireError as exc:
         outcome = "bad_request"
-        return 400, [error_body(f"{verb}: {exc}")]
+        message = f"{verb}: {exc}"
+        rejected.warning(
+            f"{verb}:400", "extender request refused", verb=verb, status=400, error=message[:500]
+        )
+        return 400, [error_body(message)]
     except Exception:
         outcome = "error"
         log.exception("extender verb failed", verb=verb)
@@ -243,8 +253,8 @@ def build_router(prefix: str) -> APIRouter:
     @router.post("/{verb}", include_in_schema=False)
     async def unknown(verb: str) -> Response:
         metrics.VERB_CALLS.record("unknown", "not_found")
-        return error_response(
-            404, f"unknown extender verb {verb!r}: expected one of {', '.join(VERBS)}"
-        )
+        message = f"unknown extender verb {verb[:100]!r}: expected one of {', '.join(VERBS)}"
+        rejected.warning("unknown:404", "extender request refused", status=404, error=message)
+        return error_response(404, message)
 
     return router

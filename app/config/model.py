@@ -32,6 +32,14 @@ class ServerConfig(Section):
     port: int = Field(
         8888, ge=1, le=65535, description="TCP port to listen on (`serve --port` overrides it)."
     )
+    health_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Plain-HTTP port that answers only `GET /healthz` and `/readyz` (the same "
+        "answers as on `port`), for kubelet's probes when `port` requires client certificates "
+        "(kubelet presents none). Bound on `host`; unset: no such port. The chart sets 8081.",
+    )
     url_prefix: str = Field(
         "/scheduler",
         pattern=r"^(/[A-Za-z0-9._~-]+)+$",
@@ -103,6 +111,15 @@ class ServerConfig(Section):
             raise ValueError(
                 f"restPort {self.rest_port} is the verbs' port: pick another port, or leave "
                 "restPort unset to serve everything on one port"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _health_port_apart(self) -> ServerConfig:
+        if self.health_port is not None and self.health_port in (self.port, self.rest_port):
+            which = "`port`" if self.health_port == self.port else "`restPort`"
+            raise ValueError(
+                f"healthPort {self.health_port} is also {which}: the health port must be another"
             )
         return self
 

@@ -27,6 +27,25 @@ class PreemptionConfig(Section):
         description="`spec.schedulerName` values of the schedulers runway serves: a preemptor "
         "handled by another scheduler is refused (DESIGN §4: never delete on a request's word).",
     )
+    protected_namespaces: list[str] = Field(
+        default_factory=lambda: ["kube-system"],
+        description="Namespaces whose pods runway never chooses as preemption victims, whatever "
+        "kube-scheduler offers (the control plane's pods). runway's own namespace is added by "
+        "`protectOwnNamespace`.",
+    )
+    protect_own_namespace: bool = Field(
+        True,
+        description="Never choose a victim in runway's own namespace (`POD_NAMESPACE`, else the "
+        "in-cluster service account's; none when runway runs outside a pod): its replicas and "
+        "the bundled scheduler live there.",
+    )
+    protected_pod_labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Pods in runway's own namespace that carry all of these labels are never "
+        "victims, even with `protectOwnNamespace: false`; the chart sets its release's labels "
+        "(runway's replicas and the bundled scheduler). Empty: no such rule. Labels elsewhere "
+        "count for nothing: tenants may write any label on their own pods.",
+    )
     gate_timeout: Duration = Field(
         60.0,
         gt=0,

@@ -44,7 +44,7 @@ class TLSConfig(Section):
     require_client_cert: bool = Field(
         False,
         description="Refuse connections without a client certificate signed by `clientCAFile` "
-        "(mutual TLS). kubelet's httpGet probes present none: use tcpSocket probes then.",
+        "(mutual TLS). kubelet's httpGet probes present none: probe `server.healthPort` then.",
     )
     reload_interval: Duration = Field(
         10.0,

@@ -213,6 +213,12 @@ def _seconds(value: float) -> int:
     return max(1, round(value))
 
 
+def own_namespace(in_cluster_namespace: str | None) -> str | None:
+    """runway's own namespace: the pod's (``POD_NAMESPACE``, else the in-cluster service
+    account's); None outside a pod."""
+    return os.environ.get("POD_NAMESPACE") or in_cluster_namespace or None
+
+
 def lease_namespace(configured: str | None, in_cluster_namespace: str | None) -> str:
     """The Lease's namespace: configured, else the pod's (``POD_NAMESPACE`` or the service
     account's), else ``default``."""

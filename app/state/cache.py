@@ -136,6 +136,7 @@ class ClusterCache:
         *,
         compact: bool = True,
         invalid: InvalidObjects | None = None,
+        keep_labels: Iterable[str] = (),
     ) -> None:
         self.queue_tree = queues
         """The queue tree whose namespace permissions decide a pod's queue (``queue_of``);
@@ -143,7 +144,8 @@ class ClusterCache:
         self.invalid = invalid or InvalidObjects()
         """Counts and reports the pods' bad values (once per pod version)."""
         # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
-        self._compactor = Compactor() if compact else None
+        # keep_labels: pod labels a config rule reads besides READ_LABELS (the shield's)
+        self._compactor = Compactor(keep_labels=keep_labels) if compact else None
         self._pods: dict[str, Pod] = {}
         self._uid_by_key: dict[str, str] = {}
         # uid -> (key, node, workload, queue) as indexed, so removal never needs the object.

@@ -11,6 +11,7 @@ left alone. 150,000 pods: bench/ingest.py.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from app.model import (
@@ -33,9 +34,11 @@ _intern = sys.intern
 class Compactor:
     """Shares equal sub-objects between the pods it has seen (tables bounded by ``limit``)."""
 
-    def __init__(self, limit: int = 200_000) -> None:
+    def __init__(self, limit: int = 200_000, keep_labels: Iterable[str] = ()) -> None:
         self.limit = limit
         self._shared: dict[object, object] = {}
+        self.read_labels = READ_LABELS | frozenset(keep_labels)
+        """The labels kept: runway's own, and the config's (preemption.protectedPodLabels)."""
 
     def _share(self, value: object) -> object:
         found = self._shared.get(value)
@@ -59,7 +62,7 @@ class Compactor:
     def _labels(self, labels: dict[str, str] | None) -> dict[str, str] | None:
         if not labels:
             return None
-        return self._shared_map({k: v for k, v in labels.items() if k in READ_LABELS})
+        return self._shared_map({k: v for k, v in labels.items() if k in self.read_labels})
 
     def _annotations(self, annotations: dict[str, str] | None) -> dict[str, str] | None:
         if not annotations:

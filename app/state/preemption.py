@@ -24,6 +24,7 @@ from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.lifecycle import facts_of
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
+from app.policy.shield import NO_SHIELD, Shield, shielded
 from app.policy.victims import (
     Decision,
     NodeOffer,
@@ -69,8 +70,10 @@ class _Builder:
         args: PreemptionArgs,
         preemptor: Pod,
         records: RecordBook | None = None,
+        shield: Shield = NO_SHIELD,
     ) -> None:
         self.records = records
+        self.shield = shield
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
@@ -161,6 +164,7 @@ class _Builder:
                 queue=queue,
                 budget=self.budget(queue),
                 preemption_history=self.histories.get(name, ()),
+                shield=shielded(self.shield, pod.metadata.namespace, pod.metadata.labels),
             )
         except QuantityError:
             return PodFacts.unknown(pod.metadata.uid, node)
@@ -286,8 +290,11 @@ class PreemptDecider:
         verify: bool = False,
         scheduler_names: Collection[str] = ("default-scheduler",),
         records: RecordBook | None = None,
+        shield: Shield = NO_SHIELD,
     ) -> None:
         self.records = records
+        self.shield = shield
+        """Pods never chosen as victims (protected namespaces, runway's own)."""
         self.cache = cache
         self.queues = queues
         self.min_runtime = min_runtime
@@ -302,7 +309,9 @@ class PreemptDecider:
     def facts(self, args: PreemptionArgs, preemptor: Pod | None = None) -> PreemptionFacts:
         """The facts of one preempt call (no I/O: cache and payload only)."""
         who = preemptor if preemptor is not None else args.pod
-        return _Builder(self.cache, self.queues, self.min_runtime, args, who, self.records).build()
+        return _Builder(
+            self.cache, self.queues, self.min_runtime, args, who, self.records, self.shield
+        ).build()
 
     def decide(self, args: PreemptionArgs) -> PreemptOutcome:
         """Cross-check, decide and record one preempt call."""

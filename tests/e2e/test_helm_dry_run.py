@@ -24,7 +24,7 @@ import yaml
 
 from tests.e2e.conftest import ControlPlane, control_plane_up, poll
 from tests.helm_chart import CHART, NAMESPACE, all_options, render
-from tests.runway_process import run_runway
+from tests.runway_process import free_port, run_runway
 
 pytestmark = pytest.mark.e2e
 
@@ -234,6 +234,10 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
     client_tls = _secret_files(objects, "rw-runway-client-tls", tmp_path / "client-tls")
     config_text = by_name["ConfigMap", "rw-runway"]["data"]["config.yaml"]
     config_file = tmp_path / "config.yaml"
+    # the chart's health port (8081) becomes a free one: other runways may run on this machine
+    assert "healthPort: 8081" in config_text
+    health = free_port()
+    config_text = config_text.replace("healthPort: 8081", f"healthPort: {health}")
     config_file.write_text(config_text.replace("/etc/runway/tls/", f"{runway_tls}/"))
     container = next(
         c
@@ -271,6 +275,8 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
         scheme="https",
         client_options={"verify": poll_ctx},
     ) as runway:
+        # the kubelet's probes: plain HTTP, no certificate, /readyz from the caches
+        assert httpx.get(f"http://127.0.0.1:{health}/readyz", timeout=5).text == "ok"
         sni = {"sni_hostname": host}
         with httpx.Client(base_url=runway.url, verify=with_cert, timeout=10) as client:
             # 1. /healthz with the client certificate, the server certificate checked by name

@@ -22,7 +22,7 @@ import pytest
 from cryptography import x509
 
 from app.config.security import TLSConfig
-from app.tls import ReloadingTLS, TLSFilesError
+from app.tls import ReloadingTLS, TLSFilesError, not_after
 from tests.certs import CA, Issued
 from tests.reference import wire_cases
 from tests.runway_process import run_runway
@@ -352,6 +352,53 @@ def test_missing_files_raise_a_config_error(pki: PKI) -> None:
     config = TLSConfig.model_validate({"certFile": str(pki.dir / "nope.crt")})
     with pytest.raises(TLSFilesError, match=r"nope\.crt"):
         ReloadingTLS(config)
+
+
+# --- certificate expiry (issue #26: certificates expired silently) ----------------------------
+
+
+def _metric(text: str, certificate: str) -> float:
+    name = "runway_tls_certificate_expiry_timestamp_seconds"
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{certificate="{certificate}"}}'):
+            return float(line.split()[-1])
+    raise AssertionError(f"no {name} for {certificate}")
+
+
+def test_expiry_of_the_serving_ca_and_client_certificates_is_exported(pki: PKI) -> None:
+    with_cert = client_context(pki.ca_file, pki.client_cert, pki.client_key)
+    extra = f"    clientCAFile: {pki.ca_file}\n    requireClientCert: true\n"
+    with run_runway(
+        pki.dir,
+        ["--config", str(write_config(pki, extra))],
+        scheme="https",
+        client_options={"verify": with_cert},
+    ) as runway:
+        text = httpx.get(f"{runway.url}/metrics", verify=with_cert, timeout=10).text
+    client = x509.load_pem_x509_certificate(pki.client_cert.read_bytes())
+    served = x509.load_pem_x509_certificate(pki.server.cert).not_valid_after_utc
+    assert _metric(text, "serving") == served.timestamp()
+    assert _metric(text, "client-ca") == pki.ca.cert.not_valid_after_utc.timestamp()
+    assert _metric(text, "client") == client.not_valid_after_utc.timestamp()
+
+
+def test_not_after_reads_utc_and_generalized_times_and_long_lengths(tmp_path: Path) -> None:
+    # openssl's RSA certificate (lengths in two bytes); a year past 2049 is a GeneralizedTime
+    for days, year in ((30, None), (365 * 40, 2066)):
+        key, crt = tmp_path / "k.pem", tmp_path / "c.pem"
+        subprocess.run(
+            [
+                *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes"),
+                *("-keyout", str(key), "-out", str(crt), "-days", str(days), "-subj", "/CN=t"),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        want = x509.load_pem_x509_certificate(crt.read_bytes()).not_valid_after_utc
+        assert not_after(b"junk\n" + crt.read_bytes()) == want.timestamp()
+        assert year is None or want.year >= year - 1
+    assert not_after(b"no certificate here") is None
+    assert not_after(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----") is None
 
 
 # --- the REST API on a port of its own (server.restPort) -----------------------------------

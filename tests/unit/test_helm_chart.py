@@ -23,8 +23,10 @@ from app.tls import build_context
 from tests.helm_chart import (
     CHART,
     NAMESPACE,
+    RELEASE,
     all_options,
     find,
+    notes_stanza,
     one,
     parse_manifests,
     render,
@@ -99,6 +101,12 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
             config.setdefault("logging", {})[key] = value
     election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
     election.setdefault("leaseName", fullname)
+    if settings["healthPort"]:
+        config.setdefault("server", {}).setdefault("healthPort", settings["healthPort"])
+    config.setdefault("preemption", {}).setdefault(
+        "protectedPodLabels",
+        {"app.kubernetes.io/name": "runway", "app.kubernetes.io/instance": RELEASE},
+    )
     if settings["scheduler"]["enabled"]:
         preemption = config.setdefault("preemption", {})
         names = preemption.setdefault("schedulerNames", ["default-scheduler"])
@@ -141,6 +149,16 @@ def test_all_options_file_passes_the_schema() -> None:
         ({"scheduler": {"profile": {"schedulerName": "other"}}}, "/scheduler/profile"),
         ({"service": {"port": 70000}}, "/service/port"),
         ({"image": {"pullPolicy": "Sometimes"}}, "pullPolicy"),
+        # issue #26: the gaps found installing for real
+        ({"resources": {"requests": {"cpu": "lots"}}}, "/resources/requests/cpu"),
+        ({"scheduler": {"resources": {"limits": {"memory": "1 GB"}}}}, "memory"),
+        ({"podDisruptionBudget": {"maxUnavailable": 0}}, "/podDisruptionBudget/maxUnavailable"),
+        ({"podDisruptionBudget": {"minAvailable": "100%"}}, "minAvailable"),
+        ({"scheduler": {"podDisruptionBudget": {"maxUnavailable": "0%"}}}, "maxUnavailable"),
+        ({"certManager": {"enabled": True}, "tls": {"secretName": "mine"}}, "/certManager/enabled"),
+        ({"healthPort": 0}, "/healthPort"),
+        ({"service": {"clusterIP": "runway.example"}}, "/service/clusterIP"),
+        ({"scheduler": {"extender": {"ignorable": "no"}}}, "ignorable"),
     ],
 )
 def test_schema_rejects_a_bad_value_and_names_it(bad: dict[str, Any], field: str) -> None:
@@ -150,6 +168,18 @@ def test_schema_rejects_a_bad_value_and_names_it(bad: dict[str, Any], field: str
     # an install would refuse it too: rendering validates against the schema first
     with pytest.raises(helm.HelmValuesError):
         render_files(bad)
+
+
+def test_a_pdb_as_large_as_the_replicas_is_refused_with_the_values_named() -> None:
+    with pytest.raises(helm.HelmError, match="minAvailable 2 with replicaCount 2"):
+        render_files({"podDisruptionBudget": {"minAvailable": 2}})
+    render_files({"podDisruptionBudget": {"minAvailable": 1}})  # one may go
+
+
+def test_good_quantities_pass_the_schema() -> None:
+    resources = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": 2}}
+    with helm.Chart.load(CHART) as chart:
+        chart.validate_schema({"resources": resources, "scheduler": {"resources": resources}})
 
 
 # ------------------------------------------------------------------------------ every value set
@@ -290,8 +320,14 @@ def test_deployment_runs_runway_serve_with_the_mounted_config(
         "containerPort": settings["containerPort"],
         "protocol": "TCP",
     }
+    # the kubelet's probes: plain HTTP, /healthz and /readyz only
+    assert container["ports"][1] == {
+        "name": "health",
+        "containerPort": settings["healthPort"],
+        "protocol": "TCP",
+    }
     if settings["rest"]["enabled"]:  # the REST API on a port of its own
-        assert container["ports"][1:] == [
+        assert container["ports"][2:] == [
             {"name": "rest", "containerPort": settings["rest"]["containerPort"], "protocol": "TCP"}
         ]
         assert parsed.rest_port == settings["rest"]["containerPort"]
@@ -303,6 +339,12 @@ def test_probes_hit_healthz_and_readyz_on_the_serving_port(
 ) -> None:
     container = runway_container(objects)
     tls = merged(values)["tls"]
+    if merged(values)["healthPort"]:
+        # the plain-HTTP health port answers /readyz from the caches, whatever the TLS
+        for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+            http = container[probe]["httpGet"]
+            assert (http["path"], http["port"], http["scheme"]) == (path, "health", "HTTP")
+        return
     if tls["enabled"] and tls["requireClientCert"]:
         # mutual TLS: kubelet presents no client certificate, so the probes check the port
         for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -408,6 +450,11 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         require_client_cert=True,
     )
     expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    expected["server"]["health_port"] = 8081  # the kubelet's probes
+    expected["preemption"]["protected_pod_labels"] = {  # never preempt its own release
+        "app.kubernetes.io/name": "runway",
+        "app.kubernetes.io/instance": "rw",
+    }
     expected["auth"]["protect_read_only"] = True  # the REST port asks for no client certificate
     assert config.model_dump() == expected
 
@@ -625,6 +672,7 @@ def test_tls_without_client_certificate_only_verifies_the_server() -> None:
 def test_mutual_tls_probes_check_the_port_only() -> None:
     """kubelet's probes present no client certificate: with requireClientCert they use TCP."""
     values = {
+        "healthPort": None,
         "tls": {"enabled": True, "secretName": "runway-tls"},
         "config": {
             "server": {
@@ -774,11 +822,14 @@ def test_default_scheduler_config_calls_https_with_the_client_certificate() -> N
 def test_notes_extender_stanza_matches_the_scheduler_config() -> None:
     files = render_files(None)
     notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
-    stanza = notes[notes.index("  extenders:") :].split("  Copy those files")[0]
-    (extender,) = yaml.safe_load(stanza)["extenders"]
+    (extender,) = notes_stanza(notes)["extenders"]
     bundled = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"][0]
-    for key in ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS"):
+    keys = ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS", "weight")
+    for key in (*keys, "httpTimeout", "nodeCacheCapable"):
         assert extender[key] == bundled[key], key
+    # no self-deadlock by default: the cluster's own scheduler goes on without runway, the
+    # bundled one (only opted-in pods) waits for it
+    assert (extender["ignorable"], bundled["ignorable"]) == (True, False)
     assert extender["tlsConfig"]["serverName"] == bundled["tlsConfig"]["serverName"]
     assert {"caFile", "certFile", "keyFile"} <= extender["tlsConfig"].keys()
     assert "rw-runway-client-tls" in notes and "--cert client.crt" in notes
@@ -883,7 +934,7 @@ def test_plain_http_is_an_explicit_opt_out() -> None:
     assert "--tls-cert-file" not in container["args"]
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    assert "scheme" not in container["readinessProbe"]["httpGet"]
+    assert container["readinessProbe"]["httpGet"]["scheme"] == "HTTP"
     (extender,) = scheduler_config(objects)["extenders"]
     assert extender["urlPrefix"].startswith("http://") and "tlsConfig" not in extender
     (endpoint,) = one(objects, "ServiceMonitor")["spec"]["endpoints"]
@@ -891,7 +942,9 @@ def test_plain_http_is_an_explicit_opt_out() -> None:
 
 
 def test_server_tls_only_when_client_certificates_are_not_required() -> None:
-    objects = render({"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}})
+    objects = render(
+        {"tls": {"requireClientCert": False}, "scheduler": {"enabled": True}, "healthPort": None}
+    )
     tls = chart_config(objects).server.tls
     assert tls.enabled and not tls.require_client_cert and tls.client_ca_file is None
     container = runway_container(objects)
@@ -921,13 +974,13 @@ def test_pod_name_is_not_passed_since_nothing_reads_it() -> None:
 
 
 def test_startup_probe_covers_the_startup_records_wait() -> None:
-    for values in (None, {"tls": {"enabled": False}}):
+    for values in (None, {"tls": {"enabled": False}}, {"healthPort": None}):
         objects = render(values)
         probe = runway_container(objects)["startupProbe"]
-        if values is None:
-            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS
-        else:
-            assert probe["httpGet"] == {"path": "/healthz", "port": "http"}
+        if values == {"healthPort": None}:
+            assert probe["tcpSocket"] == {"port": "http"}  # mutual TLS, no health port
+        else:  # the health port, whatever the TLS
+            assert probe["httpGet"] == {"path": "/healthz", "port": "health", "scheme": "HTTP"}
         window = probe["periodSeconds"] * probe["failureThreshold"]
         wait = chart_config(objects).kubernetes.startup_records_timeout
         assert window >= 3 * wait  # room for the LIST of pods and nodes besides
@@ -1038,6 +1091,12 @@ def exported_metric_names() -> set[str]:
 
 
 METRIC_TOKEN = re.compile(r"\b((?:runway|process)_[a-z0-9_]+)\b")
+DEPLOY_ANCHORS = {
+    re.sub(r"[^a-z0-9 -]", "", line.lstrip("#").strip().lower()).replace(" ", "-")
+    for line in (CHART.parents[1] / "docs" / "deploy.md").read_text().splitlines()
+    if line.startswith("#")
+}
+"""GitHub's anchors of docs/deploy.md's headings."""
 
 
 def test_grafana_dashboard_panels_use_existing_metrics() -> None:
@@ -1081,10 +1140,16 @@ def test_prometheus_rule_alerts_use_existing_metrics() -> None:
         "RunwayPreemptionFailures",
         "RunwayGateStuck",
     } <= alerts.keys()
-    known = exported_metric_names()
+    assert {"RunwayTargetDown", "RunwayCertificateExpiresSoon"} <= alerts.keys()
+    known = exported_metric_names() | {"up"}  # up: Prometheus' own, per scraped target
     for name, alert in alerts.items():
-        names = set(METRIC_TOKEN.findall(alert["expr"]))
+        names = set(METRIC_TOKEN.findall(alert["expr"])) | (
+            {"up"} if "up{" in alert["expr"] else set()
+        )
         assert names and names <= known, (name, names - known)
+        # a runbook per alert: a section of docs/deploy.md
+        anchor = alert["annotations"]["runbook_url"].split("docs/deploy.md#", 1)[1]
+        assert anchor == name.lower() and anchor in DEPLOY_ANCHORS, name
         # the ServiceMonitor's job label is the Service's name
         assert 'job="rw-runway"' in alert["expr"], name
         assert alert["labels"]["team"] == "platform" and alert["labels"]["severity"]
@@ -1162,3 +1227,52 @@ def test_kai_queue_source_may_read_queue_objects(source: str, granted: bool) -> 
         if granted
         else []
     )
+
+
+# ---------------------------------------------------- issue 26: the docs match what the chart does
+
+
+def test_readme_scheduler_stanza_is_what_notes_print() -> None:
+    """README's "Register with the cluster's kube-scheduler" block, for release runway in
+    runway-system with service.clusterIP 10.96.100.100, is exactly the stanza NOTES print."""
+    readme = (CHART.parents[1] / "README.md").read_text()
+    section = readme[readme.index("### Register with the cluster's kube-scheduler") :]
+    block = section[section.index("```yaml\n") + 8 : section.index("```\n", 8)]
+    files = render_files(
+        {"service": {"clusterIP": "10.96.100.100"}}, release="runway", namespace="runway-system"
+    )
+    notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
+    assert yaml.safe_load(block) == notes_stanza(notes)
+    (extender,) = notes_stanza(notes)["extenders"]
+    assert {"caFile", "certFile", "keyFile", "serverName"} == extender["tlsConfig"].keys()
+
+
+def test_readme_names_the_image_the_chart_pulls() -> None:
+    deployment = runway_deployment(render())
+    image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+    readme = (CHART.parents[1] / "README.md").read_text()
+    assert image == "runway:0.1.0" and f"default `{image}`" in readme
+
+
+def test_runway_and_the_bundled_scheduler_outrank_every_workload() -> None:
+    objects = render({"scheduler": {"enabled": True}})
+    for name in ("rw-runway", "rw-runway-scheduler"):
+        pod = one(objects, "Deployment", name)["spec"]["template"]["spec"]
+        assert pod["priorityClassName"] == "system-cluster-critical", name
+
+
+def test_bundled_scheduler_rolls_when_the_chart_makes_a_new_ca() -> None:
+    def annotations() -> dict[str, str]:
+        deployment = one(
+            render({"scheduler": {"enabled": True}}), "Deployment", "rw-runway-scheduler"
+        )
+        found: dict[str, str] = deployment["spec"]["template"]["metadata"]["annotations"]
+        return found
+
+    # offline (no lookup): a new CA on every render, so a new checksum
+    assert annotations()["checksum/runway-ca"] != annotations()["checksum/runway-ca"]
+    with_own = render(
+        {"scheduler": {"enabled": True}, "tls": {"secretName": "mine", "clientCertSecretName": "c"}}
+    )
+    pod = one(with_own, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
+    assert "checksum/runway-ca" not in pod["annotations"]

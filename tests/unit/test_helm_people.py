@@ -115,7 +115,7 @@ def test_one_port_when_rest_is_off_and_no_roles_when_not_wanted() -> None:
     assert not find(objects, "NetworkPolicy", "rw-runway-rest")
     container = extender(objects)["spec"]["template"]["spec"]["containers"][0]
     assert "--rest-port" not in container["args"]
-    assert [p["name"] for p in container["ports"]] == ["http"]
+    assert [p["name"] for p in container["ports"]] == ["http", "health"]  # + the probes
     viewer = one(objects, "ClusterRole", "rw-runway-viewer")
     assert ("", "services/proxy", "get", "https:rw-runway:http") in rules_of(viewer)
     assert not find(render({"peopleRoles": {"create": False}}), "ClusterRole", "rw-runway-viewer")

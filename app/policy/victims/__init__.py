@@ -22,6 +22,8 @@ Rules, per offered node:
    rules are defined once, in ``app.policy.minruntime``. A workload whose **preemption budget**
    is exhausted (``app.policy.budget``: preempted N times within W) is protected exactly the
    same way, whatever its min-runtime.
+   A **shielded** pod (``app.policy.shield``: protected namespaces, runway's own pods) is never
+   a victim: dropped when offered, never re-selected, and its gang cannot be evicted.
 2. Evicting one pod of a gang evicts the whole gang: siblings on the node join the reply, siblings
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.

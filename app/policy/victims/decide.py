@@ -93,6 +93,9 @@ class _Context:
         members = self.members(wl)
         found: tuple[str, str] | None = None
         for m in members:
+            if m.shield:  # a gang with a shielded member cannot go as a whole
+                found = ("ineligible", f"gang {wl.key}: member {m.key} {m.shield}")
+                break
             if m.priority >= self.preemptor.priority:
                 found = (
                     "ineligible",
@@ -227,6 +230,10 @@ def _apply_rules_to_offer(ctx: _Context, plan: _NodePlan) -> None:
                 offered=True,
             )
             continue
+        if pod.shield:  # whatever the scheduler offered (issue #26)
+            plan.dropped.append(pod)
+            plan.record(ctx, pod, "dropped", f"ineligible: {pod.key} {pod.shield}", offered=True)
+            continue
         wl = ctx.workload(pod)
         members = ctx.members(wl)
         if wl.elastic:
@@ -316,7 +323,7 @@ def _candidate_units(ctx: _Context, plan: _NodePlan) -> list[_Unit]:
             continue
         if ctx.going(pod) is not None:
             continue  # going already: not chosen again
-        if pod.priority >= ctx.preemptor.priority:
+        if pod.priority >= ctx.preemptor.priority or pod.shield:
             continue
         wl = ctx.workload(pod)
         if wl.elastic:

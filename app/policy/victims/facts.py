@@ -60,6 +60,8 @@ class PodFacts:
     in a workload started long ago loses 10 s."""
     terminating: bool = False
     """Being deleted already: never chosen again (awaited, like a reserved victim)."""
+    shield: str = ""
+    """Why the pod may never be a victim (``app.policy.shield``); empty: it may be one."""
 
     @classmethod
     def from_pod(
@@ -72,6 +74,7 @@ class PodFacts:
         queue: str | None = None,
         budget: BudgetResolution | None = None,
         preemption_history: tuple[float, ...] = (),
+        shield: str = "",
     ) -> PodFacts:
         """Facts of a cached or offered pod; ``start``/``resolution`` come from the caller.
 
@@ -91,6 +94,7 @@ class PodFacts:
             preemption_history=preemption_history,
             running_since=running_since(pod),
             terminating=pod.metadata.deletionTimestamp is not None,
+            shield=shield,
         )
 
     @classmethod

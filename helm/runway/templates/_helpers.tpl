@@ -103,11 +103,16 @@ offline renderers such as GitOps tools fill with their own version). */}}
 {{- printf "%s:%s" .Values.scheduler.image.repository (required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag) }}
 {{- end }}
 
-{{/* A probe from values, with the scheme set to HTTPS when runway serves TLS. */}}
+{{/* A probe from values: an httpGet goes to the plain-HTTP health port when there is one (it
+answers /healthz and /readyz from runway's caches, whatever TLS the main port requires); else
+to the main port, with the scheme set to HTTPS when runway serves TLS. */}}
 {{- define "runway.probe" -}}
 {{- $probe := deepCopy .probe }}
 {{- $mtls := or (include "runway.mtls" .root) (dig "server" "tls" "requireClientCert" false .root.Values.config) }}
-{{- if and $probe.httpGet $mtls }}
+{{- if and $probe.httpGet (include "runway.healthPort" .root) }}
+{{- $_ := set $probe.httpGet "port" "health" }}
+{{- $_ := set $probe.httpGet "scheme" "HTTP" }}
+{{- else if and $probe.httpGet $mtls }}
 {{- /* kubelet's HTTPS probes present no client certificate: with mutual TLS a probe can only
      check that the port accepts connections. */}}
 {{- $port := $probe.httpGet.port }}
@@ -117,6 +122,33 @@ offline renderers such as GitOps tools fill with their own version). */}}
 {{- $_ := set $probe.httpGet "scheme" "HTTPS" }}
 {{- end }}
 {{- toYaml $probe }}
+{{- end }}
+
+{{/* The plain-HTTP health port (config server.healthPort, else the healthPort value); empty
+when there is none. */}}
+{{- define "runway.healthPort" -}}
+{{- $port := dig "server" "healthPort" .Values.healthPort .Values.config }}
+{{- if $port }}{{ $port }}{{ end }}
+{{- end }}
+
+{{/* The extender's ignorable for a mode ("bundled" or "own"): the value when set, else false
+for the bundled second scheduler (only opted-in pods wait on runway) and true for the
+cluster's own scheduler (false deadlocks it while no replica answers: runway's own
+replacement pods could never be scheduled). */}}
+{{- define "runway.ignorable" -}}
+{{- $set := .root.Values.scheduler.extender.ignorable }}
+{{- if kindIs "bool" $set }}{{ $set }}{{ else }}{{ eq .mode "own" }}{{ end }}
+{{- end }}
+
+{{/* The extender URL for a scheduler outside the cluster's DNS (kubeadm's host-network static
+pod): the fixed service.clusterIP when set, else the Service's DNS name. */}}
+{{- define "runway.hostExtenderURL" -}}
+{{- if .Values.service.clusterIP }}
+{{- $prefix := dig "server" "urlPrefix" "/scheduler" .Values.config }}
+{{- printf "%s://%s:%v%s" (include "runway.scheme" .) .Values.service.clusterIP .Values.service.port $prefix }}
+{{- else }}
+{{- include "runway.extenderURL" . }}
+{{- end }}
 {{- end }}
 
 {{/* The Lease runway's replicas elect a leader on: config kubernetes.leaderElection.leaseName,
@@ -132,6 +164,9 @@ else the release's full name (two releases never share a Lease). */}}
 {{/* Where the certificates come from: "" (no TLS), "secret" (tls.secretName, the operator's),
 "cert-manager" or "helm" (genCA/genSignedCert). */}}
 {{- define "runway.tlsSource" -}}
+{{- if and .Values.tls.enabled .Values.tls.secretName .Values.certManager.enabled }}
+{{- fail "certManager.enabled and tls.secretName are exclusive: use your own Secret (tls.secretName) or cert-manager's (certManager.enabled), not both" }}
+{{- end }}
 {{- if .Values.tls.enabled }}
 {{- if .Values.tls.secretName }}secret{{ else if .Values.certManager.enabled }}cert-manager{{ else }}helm{{ end }}
 {{- end }}
@@ -205,6 +240,20 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- $_ := set $election "leaseName" (include "runway.fullname" .) }}
 {{- $_ := set $kube "leaderElection" $election }}
 {{- $_ := set $config "kubernetes" $kube }}
+{{- end }}
+{{- with .Values.healthPort }}
+{{- $server := default dict $config.server }}
+{{- if not (hasKey $server "healthPort") }}
+{{- $_ := set $server "healthPort" . }}
+{{- $_ := set $config "server" $server }}
+{{- end }}
+{{- end }}
+{{- /* runway never preempts its own release's pods (the extender and the bundled scheduler),
+     even where protectOwnNamespace is off (app/policy/shield.py). */}}
+{{- $shield := default dict $config.preemption }}
+{{- if not (hasKey $shield "protectedPodLabels") }}
+{{- $_ := set $shield "protectedPodLabels" (dict "app.kubernetes.io/name" (include "runway.name" .) "app.kubernetes.io/instance" .Release.Name) }}
+{{- $_ := set $config "preemption" $shield }}
 {{- end }}
 {{- if .Values.scheduler.enabled }}
 {{- /* A preemptor of the bundled scheduler must pass the preemption cross-check (SPEC §4). */}}

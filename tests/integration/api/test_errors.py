@@ -77,3 +77,19 @@ async def test_forbidden() -> None:
             "/v1/workloads/team-a/job-1:activate", headers={"Authorization": f"Bearer {GOOD}"}
         )
     assert_error(resp, 403, "forbidden: user 'alice'", "no RoleBinding")
+
+
+async def test_bad_verb_requests_are_logged_rate_limited(
+    http: httpx.AsyncClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 400 or 404 on a verb is counted and logged, at most once per 10 s per kind (a
+    misconfigured scheduler sends one per cycle)."""
+    from app.api import extender
+
+    extender.rejected._last.clear()
+    for _ in range(3):
+        assert (await http.post("/scheduler/filter", content=b"{not json")).status_code == 400
+    assert (await http.post("/scheduler/bind", content=b"{}")).status_code == 404
+    err = capsys.readouterr().err
+    assert err.count("extender request refused") == 2, err
+    assert "filter: request bod" in err and "unknown extender verb 'bind'" in err

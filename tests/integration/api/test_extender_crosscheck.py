@@ -166,6 +166,53 @@ def test_preempt_reads_victims_with_every_event_that_has_arrived(runway: Runway)
     assert [v.key for v in outcome.plan.victims] == ["prod/batch-fresh"]
 
 
+def _in(namespace: str, p: Pod, labels: dict[str, str] | None = None) -> Pod:
+    raw: dict[str, Any] = msgspec.to_builtins(p)
+    raw["metadata"].update(namespace=namespace, uid=f"uid-{namespace}-{p.metadata.name}")
+    raw["metadata"]["labels"] = labels or {}
+    return msgspec.convert(raw, Pod)
+
+
+@pytest.mark.parametrize(
+    ("config", "namespace", "labels"),
+    [
+        ({}, "kube-system", None),  # the control plane (preemption.protectedNamespaces)
+        ({}, "runway-system", None),  # runway's own namespace (POD_NAMESPACE)
+        (  # its own release, even where the operator does not protect its namespace
+            {"preemption": {"protectOwnNamespace": False, "protectedPodLabels": {"app": "rw"}}},
+            "runway-system",
+            {"app": "rw"},
+        ),
+    ],
+)
+def test_runway_never_preempts_itself_or_the_control_plane(
+    monkeypatch: pytest.MonkeyPatch,
+    config: dict[str, Any],
+    namespace: str,
+    labels: dict[str, str] | None,
+) -> None:
+    """Issue #26: kube-scheduler offered runway's own replicas (priority 0) as victims."""
+    monkeypatch.setenv("POD_NAMESPACE", "runway-system")
+    api = FakeApi()
+    # one replica, no election: it decides preemptions
+    config = {**config, "kubernetes": {"leaderElection": {"enable": False}}}
+    app = create_app(parse_config(config), ManualClock(NOW), kube=client(api.transport))
+    rt: Runway = app.state.runway
+    shielded = _in(namespace, pod("runway-7d9", node="n1", priority=0), labels)
+    tenant = pod("batch-low", node="n1", priority=10)
+    rt.cache.replace_pods([PREEMPTOR, shielded, tenant])
+    rt.cache.replace_nodes([])
+    offer = {"n1": [shielded.metadata.uid]}
+    _, outcome = plan_preempt(rt.api_context(), body(as_payload(PREEMPTOR), offer))
+    # the shielded pod is dropped; the tenant's lower-priority pod on the node replaces it
+    assert outcome.plan is not None
+    assert [v.key for v in outcome.plan.victims] == ["prod/batch-low"]
+    # offered alone on a node where nothing else may go: no preemption at all
+    rt.cache.replace_pods([PREEMPTOR, shielded])
+    _, outcome = plan_preempt(rt.api_context(), body(as_payload(PREEMPTOR), offer))
+    assert outcome.plan is None and api.requests == []
+
+
 # --- replicas (issue #27 item 3): only the leader decides preemptions -------------------------
 
 

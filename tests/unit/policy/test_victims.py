@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -773,3 +774,51 @@ def test_reference_scenario_uid_only_offer_is_ranked_by_pdb_violations() -> None
     }
     d = decide(Preemptor.from_pod(preemptor), offers, {}, NOW)
     assert d.chosen == "node-1" and sorted(d.victims) == sorted(p.uid for p in victims["node-1"])
+
+
+# --- shielded pods (issue #26: never runway's own pods or the control plane's) ---------------
+
+
+def shielded_pod(uid: str, **kwargs: Any) -> PodFacts:
+    facts = pod(uid, **kwargs)
+    return replace(facts, shield="is in protected namespace kube-system")
+
+
+def test_offered_shielded_pod_is_dropped_and_replaced() -> None:
+    offers = {
+        "n1": NodeOffer(
+            [shielded_pod("runway-0", priority=0)],
+            others=[shielded_pod("scheduler-0", priority=0), pod("batch", priority=10)],
+        )
+    }
+    d = run(offers)
+    assert d.reply() == {"n1": (["batch"], 0)}
+    assert outcome(d, "runway-0") == "dropped"
+    rec = node_record(d, "n1").records[0]
+    assert rec.reason == "ineligible: ns/runway-0 is in protected namespace kube-system"
+    assert d.counts.ineligible == {"reclaim": 1}
+
+
+def test_shielded_pods_alone_veto_the_node() -> None:
+    d = run({"n1": NodeOffer([shielded_pod("a", priority=0)], others=[shielded_pod("b")])})
+    assert d.reply() == {} and d.all_victims() == ()
+
+
+def test_gang_with_a_shielded_member_cannot_be_evicted() -> None:
+    members = [pod("g1", workload="ns/g"), shielded_pod("g2", node="n2", workload="ns/g")]
+    d = run({"n1": NodeOffer([members[0]])}, [workload("ns/g", members)])
+    assert d.reply() == {}
+    assert "gang ns/g: member ns/g2 is in protected namespace" in (
+        node_record(d, "n1").records[0].reason
+    )
+
+
+def test_shielded_elastic_member_is_dropped_its_siblings_may_go() -> None:
+    members = [
+        pod("e1", workload="ns/e", cpu=1000),
+        shielded_pod("e2", workload="ns/e", cpu=1000),
+        pod("e3", workload="ns/e", cpu=1000),
+    ]
+    wl = workload("ns/e", members, min_available=1)
+    d = run({"n1": NodeOffer([members[1]], others=[members[0], members[2]])}, [wl])
+    assert d.chosen == "n1" and "e2" not in d.victims and len(d.victims) == 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from hypothesis import given, settings
@@ -186,6 +186,32 @@ def test_answer_does_not_depend_on_input_order(c: Cluster, rnd: random.Random) -
 def test_gate_always_vetoes(c: Cluster) -> None:
     d = decide(P, c.offers, c.workloads, NOW, gated=True)
     assert d.reply() == {} and d.all_victims() == ()
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters(), st.data())
+def test_a_shielded_pod_is_never_a_victim(c: Cluster, data: st.DataObject) -> None:
+    """Whatever the scheduler offers (issue #26): shield any subset of the pods."""
+    chosen = data.draw(st.sets(st.sampled_from(sorted(c.pods))))
+
+    def mark(p: PodFacts) -> PodFacts:
+        return replace(p, shield="is shielded") if p.uid in chosen else p
+
+    offers = {
+        n: NodeOffer([mark(v) for v in o.victims], o.pdb_violations, [mark(p) for p in o.others])
+        for n, o in c.offers.items()
+    }
+    workloads = {
+        k: WorkloadFacts(w.key, w.min_available, w.running, tuple(mark(p) for p in w.pods))
+        for k, w in c.workloads.items()
+    }
+    d = decide(P, offers, workloads, NOW)
+    evicted = _evicted(d)
+    assert not evicted & chosen
+    for wl in c.workloads.values():  # a gang with a shielded member stays whole
+        uids = {p.uid for p in wl.pods}
+        if not wl.elastic and uids & chosen:
+            assert not uids & evicted
 
 
 # --- many preemptions at once (issue #27): one victim, one preemption; priority on claims -----

@@ -66,3 +66,11 @@ def test_a_bind_reuses_the_compacted_containers() -> None:
     after = compactor.pod(bound, pending)
     assert after == kept(bound) and after.spec.nodeName == "n7"
     assert after.spec.containers is pending.spec.containers
+
+
+def test_labels_a_config_rule_reads_are_kept_too() -> None:
+    """preemption.protectedPodLabels (the shield) reads labels outside READ_LABELS."""
+    raw = {"metadata": {"name": "p", "namespace": "ns", "uid": "u", "labels": {"app": "rw"}}}
+    pod = msgspec.convert(raw, Pod)
+    assert Compactor().pod(pod).metadata.labels is None  # dropped by default
+    assert Compactor(keep_labels=["app"]).pod(pod).metadata.labels == {"app": "rw"}
