@@ -514,7 +514,6 @@ def test_all_options_extender_url_matches_the_service() -> None:
     assert extender["urlPrefix"] == "https://runway-ext.runway-system.svc:443/runway/scheduler"
     wanted = values["scheduler"]["extender"]
     assert extender["filterVerb"] == "filter"
-    assert extender["prioritizeVerb"] == "prioritize"
     assert extender["preemptVerb"] == "preempt"
     assert extender["nodeCacheCapable"] is True
     assert extender["weight"] == wanted["weight"]
@@ -826,7 +825,7 @@ def test_notes_extender_stanza_matches_the_scheduler_config() -> None:
     bundled = scheduler_config(render({"scheduler": {"enabled": True}}))["extenders"][0]
     keys = ("urlPrefix", "filterVerb", "prioritizeVerb", "preemptVerb", "enableHTTPS", "weight")
     for key in (*keys, "httpTimeout", "nodeCacheCapable"):
-        assert extender[key] == bundled[key], key
+        assert extender.get(key) == bundled.get(key), key
     # no self-deadlock by default: the cluster's own scheduler goes on without runway, the
     # bundled one (only opted-in pods) waits for it
     assert (extender["ignorable"], bundled["ignorable"]) == (True, False)
@@ -1245,6 +1244,31 @@ def test_readme_scheduler_stanza_is_what_notes_print() -> None:
     assert yaml.safe_load(block) == notes_stanza(notes)
     (extender,) = notes_stanza(notes)["extenders"]
     assert {"caFile", "certFile", "keyFile", "serverName"} == extender["tlsConfig"].keys()
+
+
+@pytest.mark.parametrize(
+    ("config", "needed"),
+    [
+        ({}, False),
+        ({"waitForPodsReady": {"enable": True}}, True),
+        ({"waitForPodsReady": {"timeout": "5m"}}, True),  # v1beta2 shape: present = enabled
+        ({"waitForPodsReady": {"enable": False}}, False),
+        ({"waitForPodsReady": {"enable": True}, "prioritize": {"poolPreference": False}}, False),
+        ({"prioritize": {"locality": True}}, True),
+    ],
+)
+def test_the_stanzas_name_prioritize_only_when_a_preference_needs_it(
+    config: dict[str, Any], needed: bool
+) -> None:
+    """Issue 29: the chart follows `check-config` (app/config/prioritize.py)."""
+    values = {"config": config, "scheduler": {"enabled": True}}
+    (bundled,) = scheduler_config(render(values))["extenders"]
+    files = render_files({"config": config})
+    notes = next(text for path, text in files.items() if path.endswith("NOTES.txt"))
+    (own,) = notes_stanza(notes)["extenders"]
+    assert ("prioritizeVerb" in bundled, "prioritizeVerb" in own) == (needed, needed)
+    parsed = parse_config(config)  # as runway reads the file the chart renders
+    assert bool(parsed.prioritize.needed(parsed.wait_for_pods_ready.enable)) is needed
 
 
 def test_readme_names_the_image_the_chart_pulls() -> None:

@@ -288,3 +288,25 @@ the ServiceMonitor). */}}
 {{- fail "tls.requireClientCert with your own tls.secretName: set tls.clientCertSecretName (the client certificate the bundled scheduler and the ServiceMonitor present), or tls.requireClientCert=false" }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when kube-scheduler must call the prioritize verb (app/config/prioritize.py, `needed`):
+prioritize.poolPreference (unset: on with waitForPodsReady enabled — a block without `enable`
+is enabled, the v1beta2 shape) or prioritize.locality. Otherwise the stanzas leave
+prioritizeVerb out: one call per scheduling cycle fewer (issue #29).
+*/}}
+{{- define "runway.prioritizeNeeded" -}}
+{{- $c := .Values.config | default dict -}}
+{{- $p := $c.prioritize | default dict -}}
+{{- $w := $c.waitForPodsReady -}}
+{{- $pods := false -}}
+{{- if kindIs "map" $w -}}
+{{- $pods = ne (toString (dig "enable" "unset" $w)) "false" -}}
+{{- end -}}
+{{- $pool := $pods -}}
+{{- if not (kindIs "invalid" $p.poolPreference) -}}
+{{- $pool = $p.poolPreference -}}
+{{- end -}}
+{{- if or $pool $p.locality -}}true{{- end -}}
+{{- end }}
+
