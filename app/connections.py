@@ -114,6 +114,9 @@ class DirectVerbs:
     """Request path → verb."""
     answer: Answer
     max_body_bytes: int
+    close_after: Callable[[str], bool] = lambda verb: False
+    """Whether to close the connection after answering ``verb`` (a follower's ``preempt``:
+    kube-scheduler's next connection may reach the leader, which alone decides preemptions)."""
 
 
 def record_peer_expiry(peer: dict[str, Any] | None) -> None:
@@ -310,7 +313,8 @@ def bounded_protocol(
             verb, body = self._verb, b"".join(self._body)
             self._verb, self._body = None, None
             status, parts = direct.answer(verb, body)
-            self._reply(status, parts, keep_alive=self.parser.should_keep_alive())
+            keep_alive = self.parser.should_keep_alive() and not direct.close_after(verb)
+            self._reply(status, parts, keep_alive=keep_alive)
             self._direct_complete()
 
         def _direct_complete(self) -> None:

@@ -196,6 +196,13 @@ def _account(verb: str, outcome: str, elapsed: float) -> None:
         log.debug("extender call", verb=verb, outcome=outcome, seconds=elapsed)
 
 
+def closes_after(ctx: ApiContext, verb: str) -> bool:
+    """Whether the connection is closed after answering ``verb``: a follower's ``preempt``
+    (answered ``{}``: only the leader decides). kube-scheduler keeps one connection and a
+    Service balances connections, not calls: closed, its next one may reach the leader."""
+    return verb == "preempt" and ctx.cluster.leadership is False
+
+
 async def serve_verb(request: Request, verb: str) -> Response:
     """Read the body (capped), then ``answer_verb``."""
     ctx = context(request)
@@ -209,7 +216,10 @@ async def serve_verb(request: Request, verb: str) -> Response:
         _account(verb, "disconnected", time.perf_counter() - start)
         return error_response(400, f"{verb}: {exc}")
     status, parts = answer_verb(ctx, verb, body)
-    return BuffersResponse(parts, status_code=status)
+    response = BuffersResponse(parts, status_code=status)
+    if closes_after(ctx, verb):
+        response.headers["connection"] = "close"
+    return response
 
 
 def build_router(prefix: str) -> APIRouter:

@@ -249,3 +249,14 @@ def test_a_follower_holds_a_preemptor_the_leader_mirrored_on_its_record(runway: 
     args = json.dumps({"Pod": as_payload(PREEMPTOR), "NodeNames": ["n1", "n2"]}).encode()
     result = json.loads(handle_filter(ctx, args))
     assert result["NodeNames"] == ["n1"]  # only its nominated node
+
+
+def test_a_follower_closes_the_connection_after_preempt(runway: Runway) -> None:
+    """kube-scheduler keeps one connection, and a Service balances connections: closed after a
+    follower's refusal, the next one may reach the leader (direct path and ASGI route alike)."""
+    from app.api.extender import closes_after
+
+    follower = dataclasses.replace(runway.api_context(), cluster=_Follower())  # type: ignore[arg-type]
+    assert closes_after(follower, "preempt")
+    assert not closes_after(follower, "filter")
+    assert not closes_after(runway.api_context(), "preempt")  # the leader keeps it
