@@ -155,7 +155,8 @@ class Node:
             lambda: (
                 self.api.get(f"/apis/batch/v1/namespaces/{TEAM}/jobs/{name}").status_code == 404
             ),
-            within=90,
+            # the garbage collector and the kubelet's graceful stops, on 2 loaded cores
+            within=240,
             what=f"job {name} deleted",
         )
 
