@@ -208,7 +208,9 @@ def run_protection_scenario(
         return p is None or bool(p["metadata"].get("deletionTimestamp"))
 
     poll(preempted, within=D + 45, every=1, what="the victim is preempted after D")
-    assert time.monotonic() - bound_at >= D
+    # The start is the bind's PodScheduled time, of second precision (truncated): the
+    # protection may end up to 1 s before the test's own observation of the bind plus D.
+    assert time.monotonic() - bound_at >= D - 1
 
     # kube-scheduler itself also deletes the victims it was told about, so the deletion may be
     # seen before runway's task has patched the condition: wait for the condition.
