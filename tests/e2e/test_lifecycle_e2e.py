@@ -143,7 +143,11 @@ def test_partial_gang_times_out_and_the_workload_behind_it_binds(
     c.create_job("gang")
     runway = c.start_runway()
     c.until("two of the gang's three pods bind", lambda: len(bound_names(c)) == 2)
-    # admitted at its first bind, though not started
+    # admitted at its first bind, though not started (once runway's watch has the binds)
+    c.until(
+        "runway sees the gang admitted",
+        lambda: runway.get(f"/v1/workloads/{NS}/gang")["state"] == "admitted",
+    )
     view = runway.get(f"/v1/workloads/{NS}/gang")
     assert view["state"] == "admitted" and view["life"]["admitted"]["time"] is not None
     assert view["life"]["started"]["time"] is None
