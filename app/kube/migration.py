@@ -18,12 +18,12 @@ from app.kube.discovery import Discovery
 from app.kube.errors import KubeError
 from app.kube.reflector import ObjectList
 from app.kube.resources import PODS
-from app.kube.workloadrecords import KubeRecordStore, OwnerTuple
+from app.kube.workloadrecords import KubeRecordStore
 from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.model.owner import OwnerRef, owner_of
-from app.model.record import RecordState, record_name
+from app.model.record import OwnerTuple, RecordState, record_name
 from app.policy.migration import less_privileged
 from app.policy.workload import WorkloadKey, workload_of
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -33,6 +33,9 @@ from app.model.record import (
     KIND,
     PLURAL,
     VERSION,
+    Change,
+    Listener,
+    OwnerTuple,
     RecordState,
     WorkloadRecordObject,
     new_object,
@@ -44,13 +47,6 @@ from app.supervise import supervise
 log = get_logger("kube.workloadrecords")
 
 WORKLOAD_RECORDS = Resource(GROUP, VERSION, PLURAL)
-
-Change = Callable[[RecordState], RecordState | None]
-"""Computes the state to write from the current one; None = write nothing."""
-Listener = Callable[[str, RecordState | None, RecordState | None], None]
-"""Called with (namespace, old, new) on every change of a record in the store."""
-OwnerTuple = tuple[str, str, str, str]
-"""``(apiVersion, kind, name, uid)`` of a controller."""
 
 
 def _key(obj: WorkloadRecordObject) -> tuple[str, str]:

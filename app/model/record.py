@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -220,6 +221,13 @@ class RecordState:
 
 
 EMPTY_STATE: Final = RecordState()
+
+Change = Callable[[RecordState], RecordState | None]
+"""Computes the state to write from the current one; None = write nothing."""
+Listener = Callable[[str, RecordState | None, RecordState | None], None]
+"""Called with (namespace, old, new) on every change of a record in a store."""
+OwnerTuple = tuple[str, str, str, str]
+"""``(apiVersion, kind, name, uid)`` of a workload's controller (a record's owner)."""
 
 
 def record_name(name: str, source: str) -> str:

@@ -30,7 +30,7 @@ from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
-from app.model.record import EMPTY_STATE, RecordState, record_name
+from app.model.record import EMPTY_STATE, Change, Listener, OwnerTuple, RecordState, record_name
 from app.policy.backoff import JitterSource, reactivate
 from app.policy.budget import NO_BUDGET, PreemptionBudget, resolve_budget
 from app.policy.eviction import preempted
@@ -44,10 +44,6 @@ log = get_logger("state.records")
 
 Update = Callable[[EvictionRecord | None], EvictionRecord | None]
 """Computes the record to write from the current one; None = write nothing."""
-Change = Callable[[RecordState], RecordState | None]
-"""Computes the record state to write from the current one; None = write nothing."""
-Listener = Callable[[str, RecordState | None, RecordState | None], None]
-OwnerTuple = tuple[str, str, str, str]
 
 MEMO_LIMIT = 10_000
 """Bounded memos (life facts, preemptions counted)."""
