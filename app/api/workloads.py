@@ -90,7 +90,7 @@ class FactView(CamelModel):
 
     time: str | None = Field(description="RFC 3339; None when not known (or reset).")
     source: Source = Field(
-        description="`persisted` (read back from the runway.dev/workload-* annotations), "
+        description="`persisted` (read back from the workload's WorkloadRecord, `status.life`), "
         "`derived` (from the pods now; the leader persists it shortly), `unknown`."
     )
 
@@ -112,12 +112,12 @@ class MembersView(CamelModel):
     size_source: SizeSource = Field(
         "members",
         description="`declared` (runway.dev/min-available), `parallelism` (the owner Job's) or "
-        "`members` (the most members the workload has had: runway.dev/workload-size).",
+        "`members` (the most members the workload has had: the record's `status.life.size`).",
     )
 
 
 class LifeView(CamelModel):
-    """The workload's life as persisted facts: created, admitted, started, members."""
+    """The workload's life as persisted facts: created, admitted, started, ready, members."""
 
     created: FactView = Field(description="The `Creation` queue-order timestamp.")
     admitted: FactView = Field(
@@ -127,6 +127,10 @@ class LifeView(CamelModel):
     started: FactView = Field(
         description="The minAvailable-th bind; min-runtime counts from here. Only a full "
         "eviction resets it."
+    )
+    ready: FactView = Field(
+        description="First reached PodsReady since admitted (KEP-349): from then on a loss of "
+        "readiness runs recoveryTimeout, not timeout. Reset with admitted.",
     )
     members: MembersView
 
@@ -261,6 +265,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
             started=FactView(
                 time=format_optional_time(life.started), source=facts.source("started")
             ),
+            ready=FactView(time=format_optional_time(life.ready), source=facts.source("ready")),
             members=MembersView(
                 count=facts.members,
                 min_available=facts.min_available,

@@ -28,13 +28,14 @@ Check a file with `python -m app check-config FILE`; see a running runway's with
 
 The clocks below count from a workload's persisted facts (README, *Concepts*), read with
 `GET /v1/workloads/{namespace}/{name}` → `life`:
-**created** (owner's creationTimestamp; annotation `runway.dev/workload-created`) orders
-`Creation`; **admitted** (first bind since created or last fully evicted;
-`runway.dev/workload-admitted`) starts `waitForPodsReady.timeout`; **started** (the
-minAvailable-th bind; `runway.dev/workload-started`) starts min-runtime (`preemptMinRuntime`,
-`reclaimMinRuntime`); **members** (pods neither Failed nor being deleted) are what minAvailable
-and PodsReady count. Pod failures, replacements and elastic scaling move none of them; only a
-full eviction (no member left bound) resets admitted and started.
+**created** (the earliest pod's creationTimestamp; the WorkloadRecord's `status.life.created`)
+orders `Creation`; **admitted** (first bind since created or last fully evicted;
+`status.life.admitted`) starts `waitForPodsReady.timeout`; **started** (the minAvailable-th
+bind; `status.life.started`) starts min-runtime (`preemptMinRuntime`, `reclaimMinRuntime`);
+**ready** (first reached PodsReady since admitted; `status.life.ready`) switches a later loss of
+readiness to `recoveryTimeout`; **members** (pods neither Failed nor being deleted) are what
+minAvailable and PodsReady count. Pod failures, replacements and elastic scaling move none of
+them; only a full eviction (no member left bound) resets admitted, started and ready.
 
 | key | type | default | meaning |
 |---|---|---|---|

@@ -51,6 +51,9 @@ class Life:
     size: int | None = None
     """The most members the workload has had (KEP-349's PodsReady counts against the workload's
     size, not the pods alive now: a failed pod not yet replaced leaves it not ready)."""
+    ready: float | None = None
+    """When the workload first reached PodsReady since it was admitted (KEP-349: from then on a
+    loss of readiness runs ``recoveryTimeout``, not ``timeout``). Reset with admitted."""
 
     @property
     def empty(self) -> bool:
@@ -60,6 +63,7 @@ class Life:
             and self.admitted is None
             and self.started is None
             and self.size is None
+            and self.ready is None
         )
 
     def to_annotations(self) -> dict[str, str | None]:
@@ -86,7 +90,8 @@ class Life:
     def persisted(self) -> Life:
         """The facts as they read back after a write (second precision, like every
         ``runway.dev/`` time)."""
-        return Life.from_annotations({k: v for k, v in self.to_annotations().items() if v})
+        back = Life.from_annotations({k: v for k, v in self.to_annotations().items() if v})
+        return Life(back.created, back.admitted, back.started, back.size, _second(self.ready))
 
 
 EMPTY: Final = Life()
@@ -120,6 +125,10 @@ def _size(value: object) -> int | None:
         return None
     parsed = int(text)
     return parsed if 0 < parsed <= MAX_SIZE else None
+
+
+def _second(value: float | None) -> float | None:
+    return None if value is None else _time(format_time(value))
 
 
 def _fmt(value: float | None) -> str | None:

@@ -96,6 +96,7 @@ class LifeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     admitted: str | None = None
     started: str | None = None
     size: int | None = None
+    ready: str | None = None
 
 
 class EvictionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -282,6 +283,7 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
         "admitted": _fmt(life.admitted),
         "started": _fmt(life.started),
         "size": life.size,
+        "ready": _fmt(life.ready),
     }
     rec = state.eviction
     out["eviction"] = (
@@ -322,8 +324,13 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
 
 
 def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
-    """The conditions a person reads (``kubectl describe``): Admitted, Started, Evicted,
-    Deactivated, BackingOff, PreemptionInFlight."""
+    """The conditions a person reads (``kubectl describe``): Admitted, Started, PodsReady,
+    Evicted, Deactivated, BackingOff, PreemptionInFlight.
+
+    PodsReady is True once the workload *reached* PodsReady since it was admitted (ready +
+    succeeded members ≥ its size, KEP-349), and stays True if a pod fails later: from then on
+    ``recoveryTimeout`` applies, not ``timeout``. Whether it is ready at this moment is in
+    ``/v1/workloads`` (writing every flip would cost a write per pod restart)."""
     out: list[dict[str, str]] = []
     stamp = format_time(now)
 
@@ -353,6 +360,17 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
         "min-runtime counts from here" if life.started is not None else "not all pods bound",
         life.started,
     )
+    if life.admitted is not None:
+        add(
+            "PodsReady",
+            life.ready is not None,
+            "Reached" if life.ready is not None else "WaitingForPods",
+            f"ready + succeeded pods reached the workload's size{_of(life.size)} since admitted"
+            if life.ready is not None
+            else f"fewer ready + succeeded pods than the workload's size{_of(life.size)} "
+            "since admitted (waitForPodsReady.timeout counts from Admitted)",
+            life.ready if life.ready is not None else life.admitted,
+        )
     if rec is not None:
         add("Evicted", True, rec.reason, rec.message or rec.reason, rec.time or None)
         if rec.requeue_at is not None and rec.requeue_at > now:
@@ -382,6 +400,10 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
             e.since,
         )
     return out
+
+
+def _of(size: int | None) -> str:
+    return "" if size is None else f" ({size})"
 
 
 def new_object(
@@ -452,6 +474,7 @@ def _life(status: LifeStatus | None) -> Life:
         admitted=_time(status.admitted),
         started=_time(status.started),
         size=size,
+        ready=_time(status.ready),
     )
 
 

@@ -11,6 +11,9 @@ moves them by these rules, and nothing else does:
 - a **full eviction** (no member left bound) resets admitted and started. If the observer missed
   that moment (no leader then), the eviction record tells: the facts predate the last eviction and
   every member bound now was bound after it.
+- **ready** is when the workload first reached PodsReady (ready + succeeded members ≥ its size)
+  since admitted: the latest Ready transition among the members that made it so. A full eviction
+  resets it with admitted; losing readiness does not (KEP-349's recovery clock needs it).
 - **size** is the most members the workload has had (never shrinks; a partial view does not
   move it): PodsReady's target when neither a declared minAvailable nor the owner's parallelism
   gives one (``app.policy.workload.workload_size``).
@@ -23,7 +26,7 @@ moves them by these rules, and nothing else does:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from app.model import Pod
@@ -33,6 +36,7 @@ from app.policy.workload import (
     SizeSource,
     bind_time,
     declared_min_available,
+    is_ready,
     members,
     pods_ready,
     workload_size,
@@ -120,7 +124,23 @@ def observe(previous: Life, seen: Observation) -> Life:
         return Life(created, None, None, size)
     admitted = previous.admitted if previous.admitted is not None else seen.binds[0]
     started = previous.started if previous.started is not None else derived_start(seen)
-    return Life(created, admitted, started, size)
+    return Life(created, admitted, started, size, previous.ready)
+
+
+def ready_time(pods: Sequence[Pod], admitted: float) -> float:
+    """When PodsReady was reached, as the pods show it: the latest Ready transition (else bind)
+    of the ready or succeeded members, never before ``admitted``."""
+    times = [admitted]
+    for pod in members(pods):
+        if pod.status.phase != "Succeeded" and not is_ready(pod):
+            continue
+        cond = pod.condition("Ready")
+        t = parse_time(cond.lastTransitionTime) if cond is not None else None
+        if t is None:
+            t = bind_time(pod)
+        if t is not None:
+            times.append(t)
+    return max(times)
 
 
 @dataclass(frozen=True)
@@ -140,7 +160,7 @@ class LifeFacts:
     pods_ready: bool = False
     """Ready + succeeded members ≥ ``size`` now (DESIGN §5)."""
 
-    def source(self, fact: Literal["created", "admitted", "started"]) -> Source:
+    def source(self, fact: Literal["created", "admitted", "started", "ready"]) -> Source:
         """``persisted`` when the annotation holds the value, ``derived`` when it comes from the
         pods now, ``unknown`` when there is none."""
         value = getattr(self.life, fact)
@@ -171,6 +191,9 @@ def facts_of(
     declared = declared_min_available(pods)
     life = observe(persisted, seen)
     size, size_source = workload_size(pods, parallelism=parallelism, most=life.size)
+    ready = pods_ready(pods, size)
+    if ready and complete and life.ready is None and life.admitted is not None:
+        life = replace(life, ready=ready_time(pods, life.admitted))
     return LifeFacts(
         life=life,
         persisted=persisted,
@@ -179,5 +202,5 @@ def facts_of(
         min_available_source="declared" if declared is not None else "derived",
         size=size,
         size_source=size_source,
-        pods_ready=pods_ready(pods, size),
+        pods_ready=ready,
     )

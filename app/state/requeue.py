@@ -164,7 +164,11 @@ class RequeueView:
         facts = self.records.life(view)
         life = facts.life
         seen = self.index.ready_seen.get(view.key)
-        seen_ready = seen is not None and seen == life.admitted
+        # Reached PodsReady since admitted: seen by this process, or persisted in the record
+        # (which survives a restart and a new leader).
+        seen_ready = (seen is not None and seen == life.admitted) or (
+            life.ready is not None and life.admitted is not None
+        )
         ready = facts.pods_ready
         was = (
             not ready

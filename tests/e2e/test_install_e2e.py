@@ -37,6 +37,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -70,10 +71,11 @@ PODS_READY_TIMEOUT_S = 20.0
 BACKOFF_S = 10
 PREEMPT_WITHIN_S = MIN_RUNTIME_S + 540
 """How long a high pod may wait for its preemption: the min-runtime, then kube-scheduler 1.20's
-retries of an unschedulable pod (its 60 s flush, checked every 30 s). Only the leader decides a
-preemption (a follower answers ``{}``, not-leader) and the Service sends each preempt call to
-either replica: each retry reaches the leader with probability 1/2, so the wait is usually one or
-two retries and rarely more (7 misses in a row: under 1 %)."""
+retries of an unschedulable pod (its 60 s flush, checked every 30 s; sooner on cluster events:
+``_wait_bound(churn=True)``). Only the leader decides a preemption (a follower answers ``{}``,
+not-leader) and the Service sends each preempt call to either replica: a retry reaches the leader
+with probability 1/2 (one CI run missed 570 s without churn)."""
+CHURN_EVERY_S = 15.0
 RUNWAY_CPU = "200m"  # leaves the 2-CPU node room for the Jobs
 
 
@@ -432,13 +434,30 @@ class Runway:
         )
 
 
-def _wait_bound(node: Node, selector: str, within: float) -> dict[str, Any]:
-    pod: dict[str, Any] = poll(
-        lambda: next((p for p in node.pods(TEAM, selector) if _bound(p)), None),
-        within=within,
-        what=f"a pod of {selector} bound",
-        every=0.5,
-    )
+def _wait_bound(node: Node, selector: str, within: float, *, churn: bool = False) -> dict[str, Any]:
+    """Wait for a pod of ``selector`` bound. ``churn``: every ``CHURN_EVERY_S`` create a Service,
+    the kind of event a busy cluster has all the time: kube-scheduler 1.20 then retries its
+    unschedulable pods at once (ServiceAdd) instead of on its 60 s flush, so a preemption whose
+    call reached a follower is asked again soon (which replica answers is the Service's choice)."""
+    churned = [time.monotonic()]
+
+    def bound() -> dict[str, Any] | None:
+        if churn and time.monotonic() - churned[0] >= CHURN_EVERY_S:
+            churned[0] = time.monotonic()
+            name = f"churn-{int(churned[0] * 1000) % 10**9}"
+            node.api.post(
+                f"/api/v1/namespaces/{TEAM}/services",
+                json={
+                    "apiVersion": "v1",
+                    "kind": "Service",
+                    "metadata": {"name": name, "labels": {"runway-test": "churn"}},
+                    "spec": {"ports": [{"port": 80}], "clusterIP": "None"},
+                },
+            ).raise_for_status()
+            node.api.delete(f"/api/v1/namespaces/{TEAM}/services/{name}")
+        return next((p for p in node.pods(TEAM, selector) if _bound(p)), None)
+
+    pod: dict[str, Any] = poll(bound, within=within, what=f"a pod of {selector} bound", every=0.5)
     return pod
 
 
@@ -490,7 +509,7 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
         low = _wait_bound(node, "job-name=low", 90)
         poll(lambda: _ready(node.pods(TEAM, "job-name=low")[0]), within=60, what="low running")
         node.apply(_job("high", cpu="800m", priority="high", scheduler="runway-scheduler"))
-        high = _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S)
+        high = _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S, churn=True)
         # the min-runtime counts from the low pod's bind (its workload's start); seconds granularity
         waited = _since(high, "PodScheduled") - _since(low, "PodScheduled")
         assert waited >= MIN_RUNTIME_S - 1, (
@@ -646,7 +665,7 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         _wait_bound(node, "job-name=low", 90)
         assert runway.filters() > calls  # the cluster's scheduler calls runway
         node.apply(_job("high", cpu="250m", priority="high", scheduler=None))
-        _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S)
+        _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S, churn=True)
         offered = runway.decisions()
         assert any(
             p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"

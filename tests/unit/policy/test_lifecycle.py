@@ -188,6 +188,47 @@ def test_pods_ready_counts_against_the_workloads_size(
     assert (facts.size, facts.size_source, facts.pods_ready) == (size, source, is_ready)
 
 
+def ready_at(name: str, at: float, *, bound: float = T0 + 1) -> Pod:
+    p = pod(name, bound_at=bound, phase="Running")
+    conditions = [*(p.status.conditions or ()), PodCondition("Ready", "True", format_time(at))]
+    return Pod(p.metadata, p.spec, PodStatus(phase="Running", conditions=conditions))
+
+
+@pytest.mark.parametrize(
+    ("pods", "persisted", "expected"),
+    [
+        # reached: the latest Ready transition of the members that made it so
+        ([ready_at("a", T0 + 20), ready_at("b", T0 + 30)], EMPTY, T0 + 30),
+        # not every pod Ready: not reached
+        ([ready_at("a", T0 + 20), pod("b", bound_at=T0 + 2, phase="Running")], EMPTY, None),
+        # once reached it stays, whatever the pods do after (KEP-349's recovery clock needs it)
+        (
+            [ready_at("a", T0 + 20), pod("b", bound_at=T0 + 2, phase="Failed")],
+            Life(T0, T0 + 1, T0 + 2, 2, T0 + 30),
+            T0 + 30,
+        ),
+        # a full eviction resets it with admitted
+        ([pod("c", created=T0 + 60)], Life(T0, T0 + 1, T0 + 2, 1, T0 + 30), None),
+        # a Ready transition older than the admission (a clock skew) is not before admitted
+        ([ready_at("a", T0 - 50, bound=T0 + 5)], EMPTY, T0 + 5),
+    ],
+)
+def test_the_ready_fact(pods: list[Pod], persisted: Life, expected: float | None) -> None:
+    facts = facts_of(pods, persisted)
+    assert facts.life.ready == expected
+    if expected is not None and persisted.ready is None:
+        assert facts.dirty and facts.source("ready") == "derived"
+
+
+def test_a_partial_view_never_sets_the_ready_fact() -> None:
+    assert facts_of([ready_at("a", T0 + 20)], complete=False).life.ready is None
+
+
+def test_ready_round_trips_at_second_precision() -> None:
+    life = Life(T0, T0 + 1, T0 + 2, 3, T0 + 4.7)
+    assert life.persisted().ready == T0 + 4
+
+
 def test_partial_view_never_fails_open() -> None:
     # The embedded default sees only the 2 offered victims of a workload declaring 5: its start
     # is the latest seen bind (not "unknown", which would leave it unprotected), its floor 5.

@@ -238,6 +238,28 @@ async def test_a_failed_pod_does_not_shrink_the_target(c_was_ready: bool, cause:
     assert not state.pods_ready and check.cause == cause
 
 
+@pytest.mark.parametrize(
+    ("persisted_ready", "cause"), [(T0 + 5, "WaitForRecovery"), (None, "WaitForStart")]
+)
+async def test_the_persisted_ready_fact_keeps_the_recovery_clock_across_a_restart(
+    persisted_ready: float | None, cause: str
+) -> None:
+    # A gang of 2 reached PodsReady (the leader persisted when); a's Ready=False came within the
+    # flip margin of its start, so its pods alone cannot show it had been Ready. A new process
+    # (nothing in memory) must still run the recovery clock: the record says it was PodsReady.
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    a = pod("a", bound_at=T0, ready=False, ready_at=T0 + 1)
+    rt.cache.upsert_pod(a)
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
+    key = WorkloadKey("ns", "w", "label")
+    assert await rt.records.write_life(key, Life(None, T0, T0, 2, persisted_ready))
+    view = rt.cache.workload_of_pod(a)
+    assert view is not None
+    state, check = rt.requeue.evaluate(view, T0 + 40)
+    assert check.cause == cause
+    assert state.was_ready is (persisted_ready is not None)
+
+
 async def test_lost_pods_ready_with_no_trace_counts_from_when_it_is_first_seen() -> None:
     # A Job of 3 was PodsReady; c is deleted and its replacement not created yet: nothing on the
     # pods says when PodsReady was lost, so the recovery clock runs from the first evaluation.
