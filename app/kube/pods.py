@@ -8,14 +8,13 @@ carry the pod's UID as a precondition, so a re-created pod of the same name is n
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from app.kube.client import KubeClient
-from app.kube.errors import Conflict, NotFound
+from app.kube.errors import Conflict, Invalid, NotFound
 from app.kube.resources import PODS
 from app.logs import get_logger
 from app.model import Pod
@@ -39,6 +38,13 @@ def condition_patch(
     return {"status": {"conditions": [condition]}}
 
 
+def replaced(exc: Conflict | Invalid) -> bool:
+    """The call's UID precondition failed: the name belongs to another pod now. A DELETE's
+    precondition answers 409; a patch carrying ``metadata.uid`` answers 422 "field is
+    immutable" (kube-apiserver 1.20, checked on the real plane)."""
+    return isinstance(exc, Conflict) or "metadata.uid" in exc.message
+
+
 class KubePodWriter:
     """Pod writes through the shared client."""
 
@@ -48,13 +54,21 @@ class KubePodWriter:
     async def add_condition(
         self, pod: PodRef, type_: str, reason: str, message: str, now: float
     ) -> bool:
-        """Add (or update) condition ``type_``=True; False when the pod is already gone."""
-        with contextlib.suppress(NotFound):
-            await self._patch(
-                pod, condition_patch(type_, reason, message, now), "strategic", "status"
-            )
-            return True
-        return False
+        """Add (or update) condition ``type_``=True with a UID precondition; False when the pod
+        is gone or its name now belongs to another pod (409): a condition is never written on a
+        pod that is not the one meant."""
+        body = condition_patch(type_, reason, message, now)
+        body["metadata"] = {"uid": pod.uid}
+        try:
+            await self._patch(pod, body, "strategic", "status")
+        except NotFound:
+            return False
+        except (Conflict, Invalid) as exc:
+            if not replaced(exc):
+                raise
+            log.info("pod replaced: condition not written", pod=pod.key, uid=pod.uid)
+            return False
+        return True
 
     async def delete(self, pod: PodRef) -> bool:
         """Delete with a UID precondition; False when it was gone already (404), or the name now
@@ -85,7 +99,11 @@ class KubePodWriter:
         when the pod is gone or its name belongs to a re-created pod."""
         try:
             await self.patch_annotations(pod, annotations)
-        except (NotFound, Conflict):
+        except NotFound:
+            return False
+        except (Conflict, Invalid) as exc:
+            if not replaced(exc):
+                raise
             return False
         return True
 

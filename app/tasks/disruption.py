@@ -21,8 +21,11 @@ async def disrupt(
     *,
     then: Callable[[], Awaitable[object]] | None = None,
 ) -> bool:
-    """Mark ``pod`` a disruption target, run ``then``, delete it; False when it was gone."""
-    await pods.add_condition(pod, DISRUPTION_TARGET, reason, message, now)
+    """Mark ``pod`` a disruption target, run ``then``, delete it. False when the pod was gone
+    (or its name belongs to another pod now: the mark has a UID precondition): then nothing is
+    recorded or deleted — runway did not evict it."""
+    if not await pods.add_condition(pod, DISRUPTION_TARGET, reason, message, now):
+        return False
     if then is not None:
         await then()
     return await pods.delete(pod)

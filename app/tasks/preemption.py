@@ -290,14 +290,15 @@ class PreemptionExecutor:
                     if victim.uid not in plan.counted:  # else recorded by another preemption
                         await self._record(victim, plan.preemptor, now)
 
-                await disrupt(
+                if not await disrupt(
                     self.pods,
                     victim,
                     PREEMPTION_REASON,
                     for_reader(plan.message, plan.preemptor.key, victim.namespace),
                     now,
                     then=record_it,
-                )
+                ):
+                    return  # gone already (or replaced): not evicted by runway, no Event
                 self._events.emit(
                     EventNote(
                         ObjectRef.of_pod(victim),

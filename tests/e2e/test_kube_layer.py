@@ -227,3 +227,45 @@ def test_real_scheduler_calls_runway_and_the_cache_sees_the_binding(
         assert 'runway_extender_requests_total{outcome="ok",verb="filter"}' in metrics
     finally:
         plane.stop_scheduler()
+
+
+async def test_pod_writes_never_land_on_a_pod_recreated_under_the_same_name(
+    control_plane: ControlPlane,
+) -> None:
+    # The DisruptionTarget mark and the DELETE carry the pod's UID: when the name now belongs to
+    # another pod (a tenant re-created it, or named it in a forged gate), neither lands.
+    from app.kube.access import load_access
+    from app.kube.client import KubeClient
+    from app.kube.pods import KubePodWriter
+    from app.model.gate import PodRef
+
+    plane = control_plane
+    ns = f"uid-{uuid.uuid4().hex[:6]}"
+    plane.ensure_namespace(ns)
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]},
+    }
+    path = f"/api/v1/namespaces/{ns}/pods"
+    first = plane.api.post(path, json=body).raise_for_status().json()["metadata"]["uid"]
+    access = load_access(str(plane.kubeconfig))
+    assert access is not None
+    client = KubeClient(access)
+    try:
+        pods = KubePodWriter(client)
+        old = PodRef(first, ns, "p")
+        assert await pods.add_condition(old, "DisruptionTarget", "Test", "mine", time.time())
+        plane.api.delete(f"{path}/p", params={"gracePeriodSeconds": 0}).raise_for_status()
+        poll(lambda: plane.api.get(f"{path}/p").status_code == 404, within=30, what="p gone")
+        second = plane.api.post(path, json=body).raise_for_status().json()["metadata"]["uid"]
+        assert second != first
+        assert not await pods.add_condition(old, "DisruptionTarget", "Test", "not yours", 0.0)
+        assert not await pods.delete(old)
+        now = plane.api.get(f"{path}/p").raise_for_status().json()
+        assert now["metadata"]["uid"] == second and "deletionTimestamp" not in now["metadata"]
+        types = [c["type"] for c in now["status"].get("conditions") or []]
+        assert "DisruptionTarget" not in types
+    finally:
+        await client.aclose()

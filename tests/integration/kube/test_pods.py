@@ -79,6 +79,8 @@ async def test_the_calls_their_order_and_bodies() -> None:
         assert [m for m, _, _ in mine] == ["PATCH", "DELETE"]
         cond = mine[0][2]["status"]["conditions"][0]  # type: ignore[index]
         assert cond["type"] == "DisruptionTarget" and cond["reason"] == "PreemptionByScheduler"
+        # the condition too carries the UID: never written on a pod re-created under that name
+        assert mine[0][2]["metadata"] == {"uid": victim.uid}  # type: ignore[index]
         assert mine[1][2]["preconditions"] == {"uid": victim.uid}  # type: ignore[index]
     strategic = [
         c.request.headers["content-type"]
@@ -96,6 +98,38 @@ async def test_a_victim_already_gone_or_replaced_counts_as_done(code: int) -> No
     ex, _ = executor(router)
     record = await ex.run(PLAN)
     assert record.result == "success", record.error
+
+
+UID_IMMUTABLE = 'Pod "low-a" is invalid: metadata.uid: Invalid value: "uid-a": field is immutable'
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "message"),
+    [(404, "NotFound", "gone"), (409, "Conflict", "conflict"), (422, "Invalid", UID_IMMUTABLE)],
+)
+async def test_a_victim_gone_or_replaced_before_its_mark_is_neither_deleted_nor_announced(
+    code: int, reason: str, message: str
+) -> None:
+    # 422 on the status patch (what kube-apiserver 1.20 answers when the body's metadata.uid is
+    # not the pod's): the name belongs to another pod now — runway must not delete it, count its
+    # workload evicted or tell its namespace it was.
+    router = respx.Router(assert_all_called=False)
+    router.patch(url__regex=rf"{POD_PATH}/low-a/status$").mock(  # before the catch-all routes
+        return_value=httpx.Response(
+            code, json={"kind": "Status", "code": code, "reason": reason, "message": message}
+        )
+    )
+    api_server(router)
+    ex, _ = executor(router)
+    notes: list[object] = []
+    ex._events.emit = notes.append  # type: ignore[method-assign]
+    record = await ex.run(PLAN)
+    assert record.result == "success", record.error
+    seen = calls(router)
+    assert [m for m, p, _ in seen if "low-a" in p] == ["PATCH"]
+    assert [m for m, p, _ in seen if "low-b" in p] == ["PATCH", "DELETE"]
+    about = [n.regarding.name for n in notes]  # type: ignore[attr-defined]
+    assert "low-b" in about and "low-a" not in about
 
 
 async def test_a_persistent_5xx_fails_the_task_and_reverts_the_nomination() -> None:
