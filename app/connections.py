@@ -117,6 +117,9 @@ class DirectVerbs:
     close_after: Callable[[str], bool] = lambda verb: False
     """Whether to close the connection after answering ``verb`` (a follower's ``preempt``:
     kube-scheduler's next connection may reach the leader, which alone decides preemptions)."""
+    declines: Callable[[str], bool] = lambda verb: False
+    """Whether to leave a ``verb`` call to the ASGI path now (a follower's ``preempt`` it
+    forwards to the leader: that waits for I/O, which the direct path does not do)."""
 
 
 def record_peer_expiry(peer: dict[str, Any] | None) -> None:
@@ -263,7 +266,7 @@ def bounded_protocol(
             ``POST <path>`` (origin form, no query; anything else takes the ASGI path, whose
             fast path answers the same verbs)."""
             verb = direct.paths.get(self.url)
-            if verb is None:
+            if verb is None or direct.declines(verb):
                 return False
             parser = self.parser
             if (

@@ -112,7 +112,8 @@ class VerbCalls:
 
     REQUESTS = "runway_extender_requests"
     REQUESTS_DOC = (
-        "Extender calls by verb and outcome (ok, bad_request, too_large, not_found, error)."
+        "Extender calls by verb and outcome (ok, forwarded: a follower relayed the leader's "
+        "answer to preempt, bad_request, too_large, disconnected, not_found, error)."
     )
     DURATION = "runway_extender_request_duration_seconds"
     DURATION_DOC = (
@@ -194,6 +195,15 @@ PREEMPTIONS_REFUSED = Counter(
     "not of lower priority), or because this replica is not the leader (not-leader: only the "
     "leader decides preemptions), by reason. The verb answered {} and no API call was made.",
     ["reason"],
+    registry=REGISTRY,
+)
+PREEMPT_FORWARDED = Counter(
+    "runway_preempt_forwarded_total",
+    "preempt calls a follower forwarded to the leader (only the leader decides preemptions), by "
+    "outcome: ok (the leader's answer was relayed), error (unreachable, refused, not 200) or "
+    "timeout (kubernetes.leaderElection.forwardTimeout); on error and timeout the follower "
+    'answered {} (runway_preemptions_refused_total{reason="not-leader"}).',
+    ["outcome"],
     registry=REGISTRY,
 )
 

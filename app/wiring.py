@@ -8,6 +8,8 @@ dry-run). Each part gets only the parts it needs; nothing is filled in on first 
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from app import metrics
@@ -20,6 +22,7 @@ from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
 from app.kube.leader import LeaderElector, own_namespace
+from app.kube.peers import LeaderForwarder
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
 from app.kube.reviews import KubeReviewer
@@ -88,6 +91,8 @@ class Runway:
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
     reviewer: Reviewer | None = None
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
+    forwarder: LeaderForwarder | None = None
+    """A follower's ``preempt`` calls, relayed to the leader (None without an election)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
 
@@ -171,6 +176,7 @@ class Runway:
             executor=self.executor,
             cluster=self,
             events=self.events,
+            forwarder=self.forwarder,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -219,6 +225,8 @@ class Runway:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
             await self.events.stop()
+        if self.forwarder is not None:
+            await self.forwarder.aclose()
 
     async def load_records(self, within: float = 5.0) -> bool:
         """At startup: wait (bounded) until the workload records are listed, so the first
@@ -245,6 +253,21 @@ def same_queue_protection(
     node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
     defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
     return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
+
+
+def advertise_url(config: RunwayConfig, environ: Mapping[str, str]) -> str | None:
+    """Where the other replicas reach this one's verbs (``leaderElection.advertiseURL``, else
+    ``POD_IP`` with the server's scheme, port and urlPrefix; None: neither)."""
+    configured = config.kubernetes.leader_election.advertise_url
+    if configured:
+        return configured.rstrip("/")
+    ip = environ.get("POD_IP", "").strip()
+    if not ip:
+        return None
+    server = config.server
+    host = f"[{ip}]" if ":" in ip else ip
+    scheme = "https" if server.tls.enabled else "http"
+    return f"{scheme}://{host}:{server.port}{server.url_prefix}"
 
 
 def build(
@@ -347,7 +370,14 @@ def build(
         runway_ref[0].synced = True
 
     sync = (
-        ClusterSync(kube, cache.pod_store, cache.node_store, k8s, on_synced=synced)
+        ClusterSync(
+            kube,
+            cache.pod_store,
+            cache.node_store,
+            k8s,
+            on_synced=synced,
+            advertise=advertise_url(config, os.environ),
+        )
         if kube is not None
         else None
     )
@@ -435,6 +465,15 @@ def build(
         record_store=record_store,
         queue_source=queue_source,
         reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
+        forwarder=LeaderForwarder(
+            lambda: leader.leader_url,
+            config.server.tls,
+            ca_file=k8s.leader_election.forward_ca_file,
+            identity=leader.identity,
+            timeout=k8s.leader_election.forward_timeout,
+        )
+        if leader is not None
+        else None,
     )
     runway_ref.append(runway)
     # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.

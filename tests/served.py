@@ -15,13 +15,14 @@ import uvicorn
 
 
 @contextmanager
-def serve_in_thread(app: Any, host: str = "127.0.0.1") -> Iterator[str]:
-    """``app`` on a free port of ``host`` (no lifespan); yields its base URL."""
+def serve_in_thread(app: Any, host: str = "127.0.0.1", *, http: Any = "auto") -> Iterator[str]:
+    """``app`` on a free port of ``host`` (no lifespan); yields its base URL. ``http``:
+    uvicorn's protocol (runway's own: ``app.connections.bounded_protocol``)."""
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(app, lifespan="off", log_config=None, log_level="error")
+    config = uvicorn.Config(app, lifespan="off", log_config=None, log_level="error", http=http)
     server = uvicorn.Server(config)
     # uvicorn installs no signal handlers outside the main thread.
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)

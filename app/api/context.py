@@ -57,6 +57,16 @@ class ClusterInfo(Protocol):
         """The node reflector's resourceVersion."""
 
 
+class Forwarder(Protocol):
+    """Relays a follower's verb call to the leader (``app.kube.peers.LeaderForwarder``)."""
+
+    def leader_known(self) -> bool:
+        """Whether a call would be forwarded now."""
+
+    async def forward(self, verb: str, body: bytes) -> bytes | None:
+        """The leader's reply to ``verb`` with ``body``; None when it could not be had."""
+
+
 @dataclass(frozen=True)
 class ApiContext:
     """The parts handlers use (read-only but for the executor, which the verbs feed)."""
@@ -73,6 +83,8 @@ class ApiContext:
     executor: PreemptionExecutor
     cluster: ClusterInfo
     events: EventSink
+    forwarder: Forwarder | None = None
+    """A follower forwards ``preempt`` to the leader through it (None: no election)."""
     read_args: ArgsReader = field(default_factory=ArgsReader)
     """filter's and prioritize's request decoder (prioritize often repeats filter's body)."""
 

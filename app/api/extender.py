@@ -31,6 +31,7 @@ from app.wire import (
     encode_preemption_result,
     schema,
 )
+from app.wire.forwarding import FORWARDED_HEADER
 
 log = get_logger("extender")
 rejected = RateLimitedWarnings(log)
@@ -103,8 +104,8 @@ def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
     if ctx.cluster.leadership is False:
         # Only the leader decides and executes preemptions (DESIGN §7): a follower's picture of
         # the claims and reserved victims trails the leader's by its watch, and two deciders
-        # would choose the same victims. kube-scheduler retries the pod; its next preempt call
-        # may reach the leader.
+        # would choose the same victims. Here the call could not be forwarded to the leader
+        # (``serve_verb``): kube-scheduler retries the pod; its next preempt call may reach it.
         metrics.PREEMPTIONS_REFUSED.labels(NOT_LEADER).inc()
         return encode_preemption_result({}), PreemptOutcome(
             None, None, Refusal(NOT_LEADER, "this replica is not the leader")
@@ -198,9 +199,22 @@ def _account(verb: str, outcome: str, elapsed: float) -> None:
 
 def closes_after(ctx: ApiContext, verb: str) -> bool:
     """Whether the connection is closed after answering ``verb``: a follower's ``preempt``
-    (answered ``{}``: only the leader decides). kube-scheduler keeps one connection and a
-    Service balances connections, not calls: closed, its next one may reach the leader."""
+    answered ``{}`` (only the leader decides, and the call could not be forwarded to it).
+    kube-scheduler keeps one connection and a Service balances connections, not calls: closed,
+    its next one may reach the leader."""
     return verb == "preempt" and ctx.cluster.leadership is False
+
+
+def forwards(ctx: ApiContext, verb: str) -> bool:
+    """Whether a ``verb`` call is forwarded to the leader now (a follower's ``preempt``, a
+    leader known): the connection's direct path leaves such calls to ``serve_verb``, which
+    can wait for the leader's answer."""
+    return (
+        verb == "preempt"
+        and ctx.cluster.leadership is False
+        and ctx.forwarder is not None
+        and ctx.forwarder.leader_known()
+    )
 
 
 async def serve_verb(request: Request, verb: str) -> Response:
@@ -215,6 +229,16 @@ async def serve_verb(request: Request, verb: str) -> Response:
         log.info("extender client disconnected", verb=verb, detail=str(exc))
         _account(verb, "disconnected", time.perf_counter() - start)
         return error_response(400, f"{verb}: {exc}")
+    if (
+        body is not None
+        and ctx.forwarder is not None
+        and forwards(ctx, verb)
+        and FORWARDED_HEADER not in request.headers  # never forwarded twice
+    ):
+        reply = await ctx.forwarder.forward(verb, body)
+        if reply is not None:
+            _account(verb, "forwarded", time.perf_counter() - start)
+            return BuffersResponse([reply], status_code=200)
     status, parts = answer_verb(ctx, verb, body)
     response = BuffersResponse(parts, status_code=status)
     if closes_after(ctx, verb):

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from app.api.context import ApiContext
-from app.api.extender import VERBS, answer_verb, closes_after, serve_verb
+from app.api.extender import VERBS, answer_verb, closes_after, forwards, serve_verb
 from app.connections import DirectVerbs
 
 
@@ -47,6 +47,7 @@ class RunwayApp(FastAPI):
             answer=answer,
             max_body_bytes=ctx.config.server.max_body_bytes,
             close_after=lambda verb: closes_after(ctx, verb),
+            declines=lambda verb: forwards(ctx, verb),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

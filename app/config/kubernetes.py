@@ -10,7 +10,8 @@ from app.config.section import Section
 
 class LeaderElectionConfig(Section):
     """Lease-based leader election (as kube-scheduler's ``leaderElection``). Only the leader
-    evicts; every replica answers the extender verbs."""
+    evicts and decides preemptions (a follower forwards ``preempt`` to it); every replica
+    answers ``filter`` and ``prioritize``."""
 
     enable: bool = Field(True, description="Elect a leader among the replicas.")
     lease_name: str = Field("runway", min_length=1, description="Name of the Lease object.")
@@ -32,6 +33,32 @@ class LeaderElectionConfig(Section):
     )
     retry_period: Duration = Field(
         2.0, gt=0, description="Time between attempts to acquire or renew the Lease."
+    )
+    advertise_url: str | None = Field(
+        None,
+        alias="advertiseURL",
+        pattern=r"^https?://[^\s/]+(/[^\s]*)?$",
+        max_length=512,
+        description="Where the other replicas reach this one's extender verbs "
+        "(`https://10.1.2.3:8888/scheduler`), written on the Lease while it leads: only the "
+        "leader decides preemptions, and a follower forwards kube-scheduler's `preempt` calls "
+        "there. Unset: built from the `POD_IP` environment variable (the chart sets it from the "
+        "downward API) with `server`'s scheme, port and urlPrefix; no `POD_IP` either: no "
+        "forwarding, a follower answers `preempt` with `{}` and kube-scheduler retries later.",
+    )
+    forward_ca_file: str | None = Field(
+        None,
+        alias="forwardCAFile",
+        description="PEM bundle the leader's serving certificate is verified against when a "
+        "follower forwards `preempt` over HTTPS (the chain only: the leader is reached by pod IP "
+        "while its certificate names the Service). Unset: `server.tls.clientCAFile`; neither: "
+        "an HTTPS replica does not forward. The chart sets its CA.",
+    )
+    forward_timeout: Duration = Field(
+        2.0,
+        gt=0,
+        description="How long a follower waits for the leader's answer to a forwarded `preempt` "
+        "before answering `{}` itself (keep it below the scheduler stanza's `httpTimeout`).",
     )
 
     @model_validator(mode="after")

@@ -7,6 +7,10 @@ replicas may disagree). Writes are compare-and-swap on resourceVersion, so two r
 for an expired lease cannot both win. A leader that cannot renew for ``renew_deadline`` (shorter
 than the lease duration) steps down before anyone else may take over. On clean shutdown the
 lease is released (empty holder, 1 s duration) so the next replica takes over at once.
+
+The leader also writes where it answers the extender verbs on the Lease (``ADVERTISE_ANNOTATION``,
+when it has an address): a follower forwards kube-scheduler's ``preempt`` calls there
+(``app.kube.peers``), as only the leader decides preemptions.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from app.kube.resources import LEASES
 from app.logs import get_logger
 
 log = get_logger("kube.leader")
+
+ADVERTISE_ANNOTATION = "runway.dev/leader-url"
+"""On the Lease: the holder's extender URL prefix (``https://10.1.2.3:8888/scheduler``)."""
+MAX_URL = 512
 
 
 def default_identity() -> str:
@@ -55,8 +63,11 @@ class LeaderElector:
         retry_period: float = 2.0,
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
+        advertise: str | None = None,
     ) -> None:
         self.client = client
+        self.advertise = advertise
+        """This replica's extender URL prefix, written on the Lease while it leads."""
         self.namespace = namespace
         self.name = name
         self.identity = identity or default_identity()
@@ -70,6 +81,7 @@ class LeaderElector:
         self._callbacks: list[Callable[[bool], None]] = []
         self._observed: LeaseSpec | None = None
         self._observed_at = 0.0
+        self._holder_url: str | None = None
         self._lease: Lease | None = None
         self._rng = random.Random()
 
@@ -77,6 +89,20 @@ class LeaderElector:
     def is_leader(self) -> bool:
         """True while this replica holds the Lease."""
         return self.leading.is_set()
+
+    @property
+    def leader_url(self) -> str | None:
+        """Another replica's extender URL prefix while it holds the Lease (as last read, and
+        not expired as observed here); None when this replica leads, nobody does, or the holder
+        advertised none."""
+        spec = self._observed
+        if self.is_leader or spec is None or self._holder_url is None:
+            return None
+        holder = spec.holderIdentity or ""
+        if not holder or holder == self.identity:
+            return None
+        duration = spec.leaseDurationSeconds or _seconds(self.lease_duration)
+        return self._holder_url if self._observed_at + duration > self.monotonic() else None
 
     def on_change(self, callback: Callable[[bool], None]) -> None:
         """Call ``callback(is_leader)`` on every gain or loss of leadership."""
@@ -155,7 +181,9 @@ class LeaderElector:
             lease = await self.client.get(LEASES, self.name, self.namespace, into=Lease)
         except NotFound:
             lease = Lease(
-                metadata=LeaseMeta(name=self.name, namespace=self.namespace),
+                metadata=LeaseMeta(
+                    name=self.name, namespace=self.namespace, annotations=self._annotations(None)
+                ),
                 spec=LeaseSpec(
                     holderIdentity=self.identity,
                     leaseDurationSeconds=_seconds(self.lease_duration),
@@ -165,9 +193,9 @@ class LeaderElector:
                 ),
             )
             self._lease = await self.client.create(LEASES, lease, self.namespace, into=Lease)
-            self._observe(self._lease.spec)
+            self._observe(self._lease)
             return True
-        self._observe(lease.spec)
+        self._observe(lease)
         spec = lease.spec
         holder = spec.holderIdentity or ""
         if holder and holder != self.identity:
@@ -180,16 +208,29 @@ class LeaderElector:
         spec.holderIdentity = self.identity
         spec.leaseDurationSeconds = _seconds(self.lease_duration)
         spec.renewTime = micro_time(now)
+        lease.metadata.annotations = self._annotations(lease.metadata.annotations)
         self._lease = await self.client.replace(
             LEASES, self.name, lease, self.namespace, into=Lease
         )
-        self._observe(self._lease.spec)
+        self._observe(self._lease)
         return True
 
-    def _observe(self, spec: LeaseSpec) -> None:
+    def _annotations(self, current: dict[str, str] | None) -> dict[str, str] | None:
+        """The Lease's annotations with this replica's URL (or none) as the holder's."""
+        out = {k: v for k, v in (current or {}).items() if k != ADVERTISE_ANNOTATION}
+        if self.advertise:
+            out[ADVERTISE_ANNOTATION] = self.advertise
+        return out or None
+
+    def _observe(self, lease: Lease) -> None:
+        spec = lease.spec
         if spec != self._observed:
             self._observed = LeaseSpec(**{f: getattr(spec, f) for f in spec.__struct_fields__})
             self._observed_at = self.monotonic()
+        url = (lease.metadata.annotations or {}).get(ADVERTISE_ANNOTATION, "")
+        # Written by runway's replicas only (runway's namespace); still checked before use.
+        ok = url.startswith(("http://", "https://")) and len(url) <= MAX_URL
+        self._holder_url = url.rstrip("/") if ok else None
 
     async def _release(self) -> None:
         """Give the lease up (empty holder, 1 s duration) if we still hold it."""

@@ -65,6 +65,7 @@ class LeaseMeta(msgspec.Struct, omit_defaults=True):
     namespace: str = ""
     resourceVersion: str | None = None
     uid: str | None = None
+    annotations: dict[str, str] | None = None
 
 
 class Lease(msgspec.Struct, omit_defaults=True):

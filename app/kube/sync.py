@@ -32,6 +32,7 @@ class ClusterSync:
         config: KubernetesConfig,
         *,
         on_synced: Callable[[], None] | None = None,
+        advertise: str | None = None,
     ) -> None:
         self.client = client
         self.config = config
@@ -66,6 +67,7 @@ class ClusterSync:
                 lease_duration=le.lease_duration,
                 renew_deadline=le.renew_deadline,
                 retry_period=le.retry_period,
+                advertise=advertise,
             )
         self._tasks: list[asyncio.Task[None]] = []
 

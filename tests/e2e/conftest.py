@@ -503,14 +503,16 @@ class RunwayFactory:
         *,
         args: tuple[str, ...] = (),
         wait_ready: bool = True,
+        env: dict[str, str] | None = None,
     ) -> RunwayHandle:
-        """``python -m app serve --kubeconfig <plane> --port <free> [--config <file>]``."""
+        """``python -m app serve --kubeconfig <plane> --port <free> [--config <file>]``
+        (``env``: added to the process's environment)."""
         full_args = ["--kubeconfig", str(self.plane.kubeconfig), *args]
         if config is not None:
             path = self.write_config(config, f"runway-{len(self.handles)}.yaml")
             full_args += ["--config", str(path)]
         stack = contextlib.ExitStack()
-        process = stack.enter_context(run_runway(self.tmp, full_args))
+        process = stack.enter_context(run_runway(self.tmp, full_args, env=env))
         handle = RunwayHandle(process, stack)
         self.handles.append(handle)
         if wait_ready:

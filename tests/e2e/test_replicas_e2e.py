@@ -4,7 +4,8 @@ Two replicas (Lease election on) behind ``AlternatingProxy``: every extender cal
 other replica. runway's API calls go through ``DelayProxy`` (+100 ms each, a loaded API server);
 every pod DELETE is slowed by a webhook (+250 ms). The storm: preemptors that each need a whole
 node of low-priority victims. Only the leader decides and executes preemptions (a follower
-answers ``preempt`` with ``{}`` and holds the gates mirrored on records), so: every preemptor
+forwards ``preempt`` to the leader's address on the Lease — ``{}`` when it cannot reach it — and
+holds the gates mirrored on records), so: every preemptor
 binds, the DELETEs runway sent over both replicas equal the victims, and each victim's workload
 records one preemption — also when the leader is SIGKILLed in the middle (the hand-over time is
 printed).
@@ -84,7 +85,13 @@ def stack(
         delay = stack.enter_context(DelayProxy(api.hostname, api.port, delay_s=0.1))
         kubeconfig = delayed_kubeconfig(plane, delay.port, tmp / "delayed.kubeconfig")
         stack.callback(factory.close)
-        replicas = [factory.start(CONFIG, args=("--kubeconfig", str(kubeconfig))) for _ in range(2)]
+        # POD_IP, as the chart sets it: the leader advertises http://127.0.0.1:<its port>/scheduler
+        replicas = [
+            factory.start(
+                CONFIG, args=("--kubeconfig", str(kubeconfig)), env={"POD_IP": "127.0.0.1"}
+            )
+            for _ in range(2)
+        ]
         proxy = stack.enter_context(AlternatingProxy([r.url for r in replicas]))
         hook = stack.enter_context(DeleteWebhook(delay_s=0.25))
         hook.register(plane)
@@ -113,17 +120,20 @@ def leader_of(replicas: list[RunwayHandle]) -> RunwayHandle | None:
     return None
 
 
-def pod_deletes(rw: RunwayHandle) -> float:
-    """DELETE requests this replica sent for pods (every answer code)."""
+def sample(rw: RunwayHandle, name: str, **labels: str) -> float:
+    """One series of one replica's /metrics (0 when absent)."""
     text = rw.client.get("/metrics").raise_for_status().text
     return sum(
         s.value
         for family in text_string_to_metric_families(text)
         for s in family.samples
-        if s.name == "runway_kube_api_requests_total"
-        and s.labels.get("verb") == "delete"
-        and s.labels.get("resource") == "pods"
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
     )
+
+
+def pod_deletes(rw: RunwayHandle) -> float:
+    """DELETE requests this replica sent for pods (every answer code)."""
+    return sample(rw, "runway_kube_api_requests_total", verb="delete", resource="pods")
 
 
 def deleted_by(rw: RunwayHandle, ns: str) -> dict[str, int]:
@@ -177,6 +187,10 @@ def storm(s: Stack, ns: str, kill_leader: bool) -> dict[str, Any]:
         )
         uids = {kubelet.uid_of[v] for v in victims}
         before = {r.url: pod_deletes(r) for r in s.replicas}
+        forwarded = {
+            r.url: sample(r, "runway_preempt_forwarded_total", outcome="ok") for r in s.replicas
+        }
+        started = time.monotonic()
         for i in range(PREEMPTORS):
             r = plane.api.post(f"/api/v1/namespaces/{ns}/pods", json=pod(f"p-{i}", "high", "4"))
             assert r.status_code == 201, r.text
@@ -205,9 +219,13 @@ def storm(s: Stack, ns: str, kill_leader: bool) -> dict[str, Any]:
             every=0.5,
             what="every preemptor bound",
         )
+        bound_in = time.monotonic() - started
         if kubelet.error is not None:
             raise kubelet.error
     alive = [r for r in s.replicas if r is not killed]
+    relayed = sum(
+        sample(r, "runway_preempt_forwarded_total", outcome="ok") - forwarded[r.url] for r in alive
+    )
     sent = sum(pod_deletes(r) - before[r.url] for r in alive)
     by_runway: dict[str, list[Any]] = {}
     for c in s.hook.calls:
@@ -226,6 +244,8 @@ def storm(s: Stack, ns: str, kill_leader: bool) -> dict[str, Any]:
         "killed": killed,
         "deleted_by": {r.url: deleted_by(r, ns) for r in s.replicas},
         "proxy": dict(s.proxy.sent),
+        "forwarded": relayed,
+        "bound_in": bound_in,
     }
 
 
@@ -262,8 +282,14 @@ def test_a_storm_on_two_replicas_deletes_each_victim_once(stack: Stack) -> None:
     assert_one_victim_one_preemption(seen)
     # runway's own count, summed over both replicas: one DELETE per victim.
     assert seen["sent"] == PREEMPTORS * VICTIMS, seen["sent"]
-    # The proxy really spread the calls over both replicas.
+    # The proxy really spread the calls over both replicas, and the follower's preempt calls
+    # reached the leader through it (forwarded, not refused).
     assert all(n > 0 for n in seen["proxy"].values()), seen["proxy"]
+    assert seen["forwarded"] > 0, "no preempt call was forwarded to the leader"
+    print(
+        f"storm on two replicas: every preemptor bound in {seen['bound_in']:.1f} s; "
+        f"{seen['forwarded']:.0f} preempt call(s) forwarded by the follower"
+    )
 
 
 def test_the_leader_killed_mid_storm_deletes_nothing_twice(stack: Stack) -> None:

@@ -101,6 +101,8 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
             config.setdefault("logging", {})[key] = value
     election = config.setdefault("kubernetes", {}).setdefault("leaderElection", {})
     election.setdefault("leaseName", fullname)
+    if tls["enabled"]:  # a follower verifies the leader it forwards preempt to
+        election.setdefault("forwardCAFile", "/etc/runway/tls/ca.crt")
     if settings["healthPort"]:
         config.setdefault("server", {}).setdefault("healthPort", settings["healthPort"])
     config.setdefault("preemption", {}).setdefault(
@@ -450,6 +452,7 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         require_client_cert=True,
     )
     expected["kubernetes"]["leader_election"]["lease_name"] = "rw-runway"
+    expected["kubernetes"]["leader_election"]["forward_ca_file"] = "/etc/runway/tls/ca.crt"
     expected["server"]["health_port"] = 8081  # the kubelet's probes
     expected["preemption"]["protected_pod_labels"] = {  # never preempt its own release
         "app.kubernetes.io/name": "runway",
@@ -843,9 +846,13 @@ def test_default_network_policy_admits_the_scheduler_and_prometheus_only() -> No
         == (deployment["spec"]["selector"]["matchLabels"])
     )
     assert policy["spec"]["policyTypes"] == ["Ingress"]
-    verbs, metrics = policy["spec"]["ingress"]
-    for rule in (verbs, metrics):
+    verbs, replicas, metrics = policy["spec"]["ingress"]
+    for rule in (verbs, replicas, metrics):
         assert rule["ports"] == [{"port": "http", "protocol": "TCP"}]
+    # a follower forwards preempt to the leader: runway's own pods, nobody else
+    assert replicas["from"] == [
+        {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}}
+    ]
     scheduler_pods = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]
     peers = [p["podSelector"]["matchLabels"] for p in verbs["from"] if "namespaceSelector" not in p]
     assert peers and peers[0].items() <= scheduler_pods["metadata"]["labels"].items()
@@ -873,7 +880,7 @@ def test_network_policy_selectors_are_configurable() -> None:
             }
         }
     )
-    verbs, metrics, more = one(objects, "NetworkPolicy", "rw-runway")["spec"]["ingress"]
+    verbs, _replicas, metrics, more = one(objects, "NetworkPolicy", "rw-runway")["spec"]["ingress"]
     assert (verbs["from"], metrics["from"], more) == ([block], [prom], extra)
     assert not find(render({"networkPolicy": {"enabled": False}}), "NetworkPolicy")
 
@@ -968,8 +975,20 @@ def test_lease_is_named_after_the_release() -> None:
 
 
 def test_pod_name_is_not_passed_since_nothing_reads_it() -> None:
-    env = {e["name"] for e in runway_container(render())["env"]}
-    assert env == {"POD_NAMESPACE"}
+    env = {
+        e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+        for e in runway_container(render())["env"]
+    }
+    # the namespace (the Lease's) and the IP the leader advertises for forwarded preempt calls
+    assert env == {"POD_NAMESPACE": "metadata.namespace", "POD_IP": "status.podIP"}
+
+
+def test_the_serving_certificate_also_authenticates_a_follower_to_the_leader() -> None:
+    objects = render({"certManager": {"enabled": True}})
+    (serving,) = [
+        c for c in find(objects, "Certificate") if c["metadata"]["name"] == "rw-runway-tls"
+    ]
+    assert "client auth" in serving["spec"]["usages"] and "server auth" in serving["spec"]["usages"]
 
 
 def test_startup_probe_covers_the_startup_records_wait() -> None:

@@ -236,11 +236,15 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- end }}
 {{- $kube := default dict $config.kubernetes }}
 {{- $election := default dict $kube.leaderElection }}
+{{- if and .Values.tls.enabled (not $election.forwardCAFile) }}
+{{- /* a follower forwards preempt to the leader over HTTPS: the chart's CA verifies it */}}
+{{- $_ := set $election "forwardCAFile" "/etc/runway/tls/ca.crt" }}
+{{- end }}
 {{- if not $election.leaseName }}
 {{- $_ := set $election "leaseName" (include "runway.fullname" .) }}
+{{- end }}
 {{- $_ := set $kube "leaderElection" $election }}
 {{- $_ := set $config "kubernetes" $kube }}
-{{- end }}
 {{- with .Values.healthPort }}
 {{- $server := default dict $config.server }}
 {{- if not (hasKey $server "healthPort") }}

@@ -53,7 +53,7 @@ class FakeLeases:
         return httpx.Response(201 if request.method == "POST" else 200, json=body)
 
 
-def elector(fake: FakeLeases, identity: str) -> LeaderElector:
+def elector(fake: FakeLeases, identity: str, advertise: str | None = None) -> LeaderElector:
     return LeaderElector(
         client(httpx.MockTransport(fake.router.async_handler), retry_total=0),
         namespace="ns",
@@ -62,6 +62,7 @@ def elector(fake: FakeLeases, identity: str) -> LeaderElector:
         lease_duration=1.0,
         renew_deadline=0.6,
         retry_period=0.1,
+        advertise=advertise,
     )
 
 
@@ -155,3 +156,53 @@ async def test_expired_lease_of_a_crashed_holder_is_taken_over(
     await until(lambda: b.is_leader, within=2, what="b takes over the expired lease")
     assert fake.lease["spec"]["holderIdentity"] == "b"
     assert fake.lease["spec"]["leaseTransitions"] == 5
+
+
+async def test_the_leader_advertises_its_url_and_followers_see_it_until_it_expires(
+    fake: FakeLeases, running: Running
+) -> None:
+    a = elector(fake, "a", "https://10.0.0.1:8888/scheduler")
+    running.start(a)
+    await until(lambda: a.is_leader, what="a leads")
+    assert fake.lease is not None
+    assert fake.lease["metadata"]["annotations"] == {
+        "runway.dev/leader-url": "https://10.0.0.1:8888/scheduler"
+    }
+    assert a.leader_url is None  # the leader forwards to nobody
+    b = elector(fake, "b", "https://10.0.0.2:8888/scheduler")
+    running.start(b)
+    await until(lambda: b.leader_url is not None, what="b sees the leader's URL")
+    assert b.leader_url == "https://10.0.0.1:8888/scheduler" and not b.is_leader
+    # the leader dies without releasing: b stops forwarding once the lease expired, then leads
+    # and advertises its own URL in place of a's
+    task = running.tasks.pop("a")
+    task.cancel()
+    fake.down = True  # a's release fails too
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    fake.down = False
+    await until(lambda: b.is_leader, within=3, what="b takes over")
+    assert b.leader_url is None
+    assert fake.lease["metadata"]["annotations"]["runway.dev/leader-url"].endswith(
+        "10.0.0.2:8888/scheduler"
+    )
+
+
+@pytest.mark.parametrize("url", ["ftp://x", "javascript:alert(1)", "https://" + "a" * 600, ""])
+async def test_a_lease_url_runway_would_not_write_is_never_forwarded_to(
+    fake: FakeLeases, url: str
+) -> None:
+    fake.lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": "runway",
+            "namespace": "ns",
+            "resourceVersion": "1",
+            "annotations": {"runway.dev/leader-url": url},
+        },
+        "spec": {"holderIdentity": "other", "leaseDurationSeconds": 30},
+    }
+    b = elector(fake, "b")
+    assert not await b._try_acquire_or_renew()  # held by "other", recently renewed
+    assert b.leader_url is None
