@@ -103,7 +103,8 @@ def build_context(config: TLSConfig) -> ssl.SSLContext:
     return ctx
 
 
-def _stat(path: str | None) -> tuple[int, int, int] | None:
+def file_stamp(path: str | None) -> tuple[int, int, int] | None:
+    """What changes when a certificate file is replaced (inode, mtime, size); None: no file."""
     if path is None:
         return None
     try:
@@ -139,7 +140,7 @@ class ReloadingTLS:
         self.context.sni_callback = self._on_client_hello
 
     def _stamps(self) -> _Stamp:
-        return tuple(_stat(p) for p in self._paths)
+        return tuple(file_stamp(p) for p in self._paths)
 
     def maybe_reload(self, *, force: bool = False) -> bool:
         """Rebuild ``current`` if the files changed (checked at most once per reloadInterval).

@@ -310,15 +310,19 @@ async def get_workload(
     return found
 
 
+_WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **_404,
+    401: {"model": ErrorBody, "description": "No or bad bearer token"},
+    403: {"model": ErrorBody, "description": "Not allowed"},
+}
+"""What ``:activate`` and ``:deactivate`` may answer besides the workload."""
+
+
 @router.post(
     "/workloads/{namespace}/{name}:activate",
     response_model=WorkloadResponse,
     summary="Reactivate a workload: reset its requeue count and backoff",
-    responses={
-        **_404,
-        401: {"model": ErrorBody, "description": "No or bad bearer token"},
-        403: {"model": ErrorBody, "description": "Not allowed"},
-    },
+    responses=_WRITE_RESPONSES,
 )
 async def activate_workload(
     request: Request,
@@ -347,11 +351,7 @@ async def activate_workload(
     "/workloads/{namespace}/{name}:deactivate",
     response_model=WorkloadResponse,
     summary="Deactivate a workload: never admitted until activated (spec.active: false)",
-    responses={
-        **_404,
-        401: {"model": ErrorBody, "description": "No or bad bearer token"},
-        403: {"model": ErrorBody, "description": "Not allowed"},
-    },
+    responses=_WRITE_RESPONSES,
 )
 async def deactivate_workload(
     request: Request,

@@ -17,7 +17,6 @@ plus a certificate of runway's CA. The files are re-read when they change (rotat
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Callable
 
@@ -26,11 +25,12 @@ import httpx
 from app import metrics
 from app.config.security import TLSConfig
 from app.logs import get_logger
+from app.tls import file_stamp
 from app.wire.forwarding import FORWARDED_HEADER
 
 log = get_logger("kube.peers")
 
-_Stamp = tuple[tuple[int, int] | None, ...]
+_Stamp = tuple[tuple[int, int, int] | None, ...]
 
 
 class LeaderForwarder:
@@ -120,7 +120,7 @@ class LeaderForwarder:
         """The client, rebuilt when the certificate files changed (a rotation)."""
         tls = self._tls
         files = (tls.cert_file, tls.key_file, self._ca_file) if tls.enabled else ()
-        stamp = tuple(_stat(f) for f in files)
+        stamp = tuple(file_stamp(f) for f in files)
         if self._client is None or stamp != self._stamp:
             if self._client is not None:
                 # Kept until ``aclose``: a call may be in flight on it (rotations are rare).
@@ -142,13 +142,3 @@ class LeaderForwarder:
             )
             self._stamp = stamp
         return self._client
-
-
-def _stat(path: str | None) -> tuple[int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size)

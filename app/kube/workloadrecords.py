@@ -39,6 +39,7 @@ from app.model.record import (
     RecordState,
     WorkloadRecordObject,
     new_object,
+    next_state,
     state_of,
     status_of,
 )
@@ -229,8 +230,8 @@ class KubeRecordStore(RecordStore):
     ) -> RecordState | None:
         obj = self.object(namespace, name)
         current = state_of(obj) if obj is not None else RecordState()
-        new = change(current)
-        if new is None or new == current:
+        new = next_state(change, current)
+        if new is None:
             return None
         if obj is None:
             obj = await self._create(namespace, identity, owners, active=new.active)

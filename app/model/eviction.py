@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeGuard
 
 from app.config.queues import HISTORY_LIMIT
-from app.model.timestamps import format_time, parse_time
+from app.model.timestamps import format_time, parse_stored_time
 
 EvictionReason = Literal["Preempted", "PodsReadyTimeout"]
 PREEMPTED: Final = "Preempted"
@@ -132,7 +132,7 @@ class EvictionRecord:
         if not annotations:
             return None
         reason = annotations.get(REASON_KEY)
-        time = _time(annotations.get(TIME_KEY))
+        time = parse_stored_time(annotations.get(TIME_KEY))
         if not is_reason(reason) or time is None:
             return None
         return cls(
@@ -140,8 +140,8 @@ class EvictionRecord:
             time=time,
             preemptor_uid=_text(annotations.get(PREEMPTOR_UID_KEY)),
             count=_count(annotations.get(COUNT_KEY)),
-            requeue_at=_time(annotations.get(REQUEUE_AT_KEY)),
-            first_eviction_time=_time(annotations.get(FIRST_TIME_KEY)),
+            requeue_at=parse_stored_time(annotations.get(REQUEUE_AT_KEY)),
+            first_eviction_time=parse_stored_time(annotations.get(FIRST_TIME_KEY)),
             deactivated=_flag(annotations.get(DEACTIVATED_KEY)),
             message=_text(annotations.get(MESSAGE_KEY)),
             failed_pools=_pools(annotations.get(FAILED_POOLS_KEY)),
@@ -153,24 +153,12 @@ def _ceil(seconds: float) -> float:
     return float(math.ceil(seconds))
 
 
-MAX_TIME: Final = 2.0**37
-"""Times past this (year ~6325) are not ones runway wrote: ignored (formatting them could fail)."""
-
 MAX_COUNT_DIGITS: Final = 9
 """A longer count is not one runway wrote (and ``int()`` of 4,300+ digits raises)."""
 
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _time(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    parsed = parse_time(value.strip())
-    if parsed is None or not math.isfinite(parsed) or not 0 <= parsed <= MAX_TIME:
-        return None
-    return parsed
 
 
 def parse_count(value: object) -> int | None:
@@ -217,7 +205,7 @@ def parse_history(value: object) -> tuple[float, ...] | None:
         return None
     times: list[float] = []
     for part in parts:
-        t = _time(part)
+        t = parse_stored_time(part)
         if t is None:
             return None
         times.append(t)
@@ -237,7 +225,7 @@ def invalid_record_fields(annotations: Mapping[str, str] | None) -> list[str]:
 
     check(REASON_KEY, is_reason(annotations.get(REASON_KEY)))
     for key in (TIME_KEY, REQUEUE_AT_KEY, FIRST_TIME_KEY):
-        check(key, _time(annotations.get(key)) is not None)
+        check(key, parse_stored_time(annotations.get(key)) is not None)
     check(COUNT_KEY, parse_count(annotations.get(COUNT_KEY)) is not None)
     value = annotations.get(DEACTIVATED_KEY, "")
     check(DEACTIVATED_KEY, value.strip().lower() in ("true", "false"))

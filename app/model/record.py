@@ -33,7 +33,8 @@ from app.model.eviction import EvictionRecord, is_reason
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
 from app.model.lifecycle import EMPTY, Life
 from app.model.lifecycle import KEYS as LIFE_KEYS
-from app.model.timestamps import format_time, parse_time
+from app.model.pod import PodCondition
+from app.model.timestamps import format_time, parse_stored_time
 
 GROUP: Final = "runway.dev"
 VERSION: Final = "v1alpha1"
@@ -45,8 +46,6 @@ RETIRED_ANNOTATIONS: Final = frozenset((*EVICTION_KEYS, *LIFE_KEYS, GATE_ANNOTAT
 """Annotations earlier versions kept state in: never read as state (only ``app migrate`` imports
 them, once, in the direction that makes a workload less privileged)."""
 
-MAX_TIME: Final = 2.0**37
-"""A time past this (year ~6325) is not one runway wrote."""
 MAX_LIST: Final = 1024
 """Longer lists (victims, pools, history) are not ones runway wrote: the field reads as absent."""
 
@@ -136,16 +135,6 @@ class PreemptionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     holder: str | None = None
 
 
-class Condition(msgspec.Struct, frozen=True, omit_defaults=True):
-    """``status.conditions[]`` (the Kubernetes condition shape)."""
-
-    type: str = ""
-    status: str = ""
-    reason: str | None = None
-    message: str | None = None
-    lastTransitionTime: str | None = None
-
-
 class ProtectionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     """``status.protection``: until when min-runtime protects the workload."""
 
@@ -162,7 +151,7 @@ class RecordStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     life: LifeStatus | None = None
     eviction: EvictionStatus | None = None
     preemptions: list[PreemptionStatus] | None = None
-    conditions: list[Condition] | None = None
+    conditions: list[PodCondition] | None = None  # the Kubernetes condition shape
 
 
 class WorkloadRecordObject(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -225,6 +214,15 @@ EMPTY_STATE: Final = RecordState()
 
 Change = Callable[[RecordState], RecordState | None]
 """Computes the state to write from the current one; None = write nothing."""
+
+
+def next_state(change: Change, current: RecordState) -> RecordState | None:
+    """What ``change`` makes of ``current``; None when there is nothing to write (it said so, or
+    the state would not change). Every store writes through this."""
+    new = change(current)
+    return None if new is None or new == current else new
+
+
 Listener = Callable[[str, RecordState | None, RecordState | None], None]
 """Called with (namespace, old, new) on every change of a record in a store."""
 OwnerTuple = tuple[str, str, str, str]
@@ -264,7 +262,9 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
             for e in (_entry(p, obj.metadata.namespace) for p in (status.preemptions or ())[:64])
             if e is not None
         ),
-        protected_until=_time(status.protection.preemptUntil) if status.protection else None,
+        protected_until=parse_stored_time(status.protection.preemptUntil)
+        if status.protection
+        else None,
         version=obj.metadata.resourceVersion,
         uid=obj.metadata.uid,
         owned=bool(obj.metadata.ownerReferences),
@@ -444,15 +444,6 @@ def _label_value(source: str) -> str:
 # --- lenient readers --------------------------------------------------------------------------
 
 
-def _time(value: object) -> float | None:
-    if not isinstance(value, str):
-        return None
-    parsed = parse_time(value.strip())
-    if parsed is None or not math.isfinite(parsed) or not 0 <= parsed <= MAX_TIME:
-        return None
-    return parsed
-
-
 def _fmt(value: float | None) -> str | None:
     return None if value is None else format_time(value)
 
@@ -470,31 +461,31 @@ def _life(status: LifeStatus | None) -> Life:
         return EMPTY
     size = status.size if isinstance(status.size, int) and 0 < status.size < 10**6 else None
     return Life(
-        created=_time(status.created),
-        admitted=_time(status.admitted),
-        started=_time(status.started),
+        created=parse_stored_time(status.created),
+        admitted=parse_stored_time(status.admitted),
+        started=parse_stored_time(status.started),
         size=size,
-        ready=_time(status.ready),
+        ready=parse_stored_time(status.ready),
     )
 
 
 def _eviction(status: EvictionStatus | None) -> EvictionRecord | None:
     if status is None or not is_reason(status.reason):
         return None
-    time = _time(status.time)
+    time = parse_stored_time(status.time)
     if time is None:
         return None
     count = status.count if isinstance(status.count, int) and 0 <= status.count < 10**9 else 0
     history = status.preemptionHistory or []
-    times = [t for t in (_time(h) for h in history[:MAX_LIST]) if t is not None]
+    times = [t for t in (parse_stored_time(h) for h in history[:MAX_LIST]) if t is not None]
     pools = [p for p in (status.failedPools or [])[:MAX_LIST] if isinstance(p, str) and p]
     return EvictionRecord(
         reason=status.reason,
         time=time,
         preemptor_uid=status.preemptorUID or None,
         count=count,
-        requeue_at=_time(status.requeueAt),
-        first_eviction_time=_time(status.firstEvictionTime),
+        requeue_at=parse_stored_time(status.requeueAt),
+        first_eviction_time=parse_stored_time(status.firstEvictionTime),
         deactivated=bool(status.deactivated),
         message=status.message or None,
         failed_pools=tuple(sorted(set(pools))),
@@ -503,7 +494,7 @@ def _eviction(status: EvictionStatus | None) -> EvictionRecord | None:
 
 
 def _entry(status: PreemptionStatus, namespace: str) -> GateEntry | None:
-    since, deadline = _time(status.since), _time(status.deadline)
+    since, deadline = parse_stored_time(status.since), parse_stored_time(status.deadline)
     victims = status.victims or []
     if (
         not status.preemptorUID

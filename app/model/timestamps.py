@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Final
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+MAX_TIME: Final = 2.0**37
+"""A time past this (year ~6325) is not one runway wrote."""
 
 
 def parse_time(value: str | None) -> float | None:
@@ -17,6 +21,17 @@ def parse_time(value: str | None) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def parse_stored_time(value: object) -> float | None:
+    """A time runway could have written (RFC 3339, from 1970 to ``MAX_TIME``), else None: the
+    one lenient reader of stored times (records, annotations), which never raises."""
+    if not isinstance(value, str):
+        return None
+    parsed = parse_time(value.strip())
+    if parsed is None or not math.isfinite(parsed) or not 0 <= parsed <= MAX_TIME:
+        return None
+    return parsed
 
 
 def format_time(seconds: float) -> str:

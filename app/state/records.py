@@ -30,7 +30,15 @@ from app.model.eviction import PREEMPTED, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
-from app.model.record import EMPTY_STATE, Change, Listener, OwnerTuple, RecordState, record_name
+from app.model.record import (
+    EMPTY_STATE,
+    Change,
+    Listener,
+    OwnerTuple,
+    RecordState,
+    next_state,
+    record_name,
+)
 from app.policy.backoff import JitterSource, reactivate
 from app.policy.budget import NO_BUDGET, PreemptionBudget, resolve_budget
 from app.policy.eviction import preempted
@@ -99,8 +107,8 @@ class MemoryRecords:
     ) -> RecordState | None:
         """Change the record in memory."""
         old = self.states.get((namespace, name))
-        new = change(old or EMPTY_STATE)
-        if new is None or new == (old or EMPTY_STATE):
+        new = next_state(change, old or EMPTY_STATE)
+        if new is None:
             return None
         new = replace(new, workload=identity, owned=bool(owners))
         self.states[(namespace, name)] = new
