@@ -72,9 +72,8 @@ BACKOFF_S = 10
 PREEMPT_WITHIN_S = MIN_RUNTIME_S + 540
 """How long a high pod may wait for its preemption: the min-runtime, then kube-scheduler 1.20's
 retries of an unschedulable pod (its 60 s flush, checked every 30 s; sooner on cluster events:
-``_wait_bound(churn=True)``). Only the leader decides a preemption (a follower answers ``{}``,
-not-leader) and the Service sends each preempt call to either replica: a retry reaches the leader
-with probability 1/2 (one CI run missed 570 s without churn)."""
+``_wait_bound(churn=True)``). Only the leader decides a preemption; a follower the Service chose
+forwards the call to it (``app/kube/peers.py``), so no retry is lost to a follower."""
 CHURN_EVERY_S = 15.0
 RUNWAY_CPU = "200m"  # leaves the 2-CPU node room for the Jobs
 
@@ -666,6 +665,19 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         assert runway.filters() > calls  # the cluster's scheduler calls runway
         node.apply(_job("high", cpu="250m", priority="high", scheduler=None))
         _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S, churn=True)
+        # whichever replica the Service chose, the preempt call reached the leader: a follower
+        # forwarded it (POD_IP on the Lease, the chart's mutual TLS), none was refused
+        replicas = node.ready_runway()
+        refused = sum(
+            runway.metric(p, "runway_preemptions_refused_total", reason="not-leader")
+            for p in replicas
+        )
+        forwarded_errors = sum(
+            runway.metric(p, "runway_preempt_forwarded_total", outcome=o)
+            for p in replicas
+            for o in ("error", "timeout")
+        )
+        assert (refused, forwarded_errors) == (0, 0)
         offered = runway.decisions()
         assert any(
             p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"
