@@ -1,6 +1,8 @@
 """Scheduling throughput on the real kube-scheduler (SPEC §7): runway vs the Go peer.
 
-Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]``.
+Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]
+[--extenders runway,go]``; issue #29's four-way comparison: ``--modes cache --extenders
+stock,go,runway-filter,runway``.
 
 One control plane (``control-plane.sh up`` in a temporary directory, always ``down``) with
 ``--nodes`` production-sized Node objects (``bench.payloads.node``: 32 CPUs, 110 pods, ~10 KB of
@@ -9,7 +11,9 @@ neither extender always runs first):
 
 1. start the extender by itself: runway (``python -m app serve --kubeconfig <plane> --config``,
    leader election off, so it watches the plane's pods and nodes as in production) or the Go peer
-   (``tools/go-peer``: official Kubernetes types, encoding/json);
+   (``tools/go-peer``: official Kubernetes types, encoding/json); ``runway-filter`` is runway with
+   the stanza runway documents when no preference needs ``prioritize`` (no ``prioritizeVerb``:
+   one call per cycle); ``stock`` is no extender at all (kube-scheduler alone);
 2. start a kube-scheduler whose only profile (a schedulerName unique to the run) calls that
    extender for filter and prioritize, ``nodeCacheCapable`` true (mode ``cache``: node names) or
    false (mode ``list``: full NodeList bodies), with ``clientConnection`` qps/burst 1000 so that
@@ -61,6 +65,11 @@ from tests.e2e.conftest import (
 from tests.runway_process import free_port, run_runway
 
 EXTENDERS = ("runway", "go")
+"""The pair issue #13's bars compare."""
+KINDS = ("stock", "go", "runway-filter", "runway")
+"""Every configuration a run can measure (``--extenders``)."""
+FILTER_ONLY_BAR = 0.75
+"""Issue #29: pods/s with runway filter-only >= this x kube-scheduler alone (cache mode)."""
 MODES = {"cache": True, "list": False}  # mode -> nodeCacheCapable
 RUN_DEADLINE_S = 600.0
 CREATE_THREADS = 8
@@ -291,8 +300,10 @@ def histogram_p50(url: str, metric: str, verb: str) -> float | None:
 # --------------------------------------------------------------------------- extenders
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time used so far by process ``pid`` (Linux /proc)."""
+def cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time used so far by process ``pid`` (Linux /proc); 0 for no process."""
+    if pid is None:
+        return 0.0
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -313,10 +324,14 @@ def _healthy(url: str) -> bool:
 @contextmanager
 def start_extender(
     name: str, plane: ControlPlane, tmp: Path, runway_config: dict[str, Any] | None = None
-) -> Iterator[tuple[str, int]]:
+) -> Iterator[tuple[str, int | None]]:
     """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid.
-    runway reads ``runway_config`` (default: leader election off)."""
-    if name == "runway":
+    runway reads ``runway_config`` (default: leader election off). ``stock``: nothing runs
+    (yields ``("", None)``)."""
+    if name == "stock":
+        yield "", None
+        return
+    if name.startswith("runway"):
         config = tmp / "runway.yaml"
         default = {"kubernetes": {"leaderElection": {"enable": False}}}
         config.write_text(yaml.safe_dump(runway_config or default))
@@ -430,12 +445,17 @@ def measure(
     with start_extender(extender, plane, tmp, runway_config) as (url, pid):
         config = write_scheduler_config(
             tmp / f"{tag}.yaml",
-            url,
+            url or "http://unused",
             node_cache_capable=MODES[mode],
             scheduler_name=tag,
             http_timeout="30s",
             extra={"clientConnection": {"qps": 1000, "burst": 1000}},
+            prioritize=extender != "runway-filter",
         )
+        if extender == "stock":  # kube-scheduler alone
+            stanza = yaml.safe_load(config.read_text())
+            del stanza["extenders"]
+            config.write_text(yaml.safe_dump(stanza, sort_keys=False))
         (plane.dir / "scheduler-config.yaml").unlink(missing_ok=True)
         failure: list[BaseException] = []
         created_at: list[float] = []
@@ -452,16 +472,17 @@ def measure(
             thread.start()
             return thread
 
-        spy = profile_dir / f"{tag}.txt" if profile_dir and extender == "runway" else None
+        is_runway = extender.startswith("runway")
+        spy = profile_dir / f"{tag}.txt" if profile_dir and is_runway else None
         try:
-            events0 = watch_events(url) if extender == "runway" else 0.0
-            calls0 = api_calls(url) if extender == "runway" else {}
+            events0 = watch_events(url) if is_runway else 0.0
+            calls0 = api_calls(url) if is_runway else {}
             create_cpu: float | None = None
             cpu0 = cpu_seconds(pid)
             api0 = plane_cpu(plane, "apiserver")
             steal0 = steal_seconds()
             t0 = time.monotonic()
-            with sampling(pid, spy):
+            with sampling(pid or 0, spy):
                 if start == "stream":
                     plane.start_scheduler(config)
                     t0 = time.monotonic()
@@ -510,7 +531,7 @@ def measure(
                 e2e_ms=e2e,
                 steal_s=steal,
             )
-            if extender == "runway":
+            if is_runway:
                 run.watch_events = watch_events(url) - events0
                 run.runway_api_calls = {
                     k: v - calls0.get(k, 0.0)
@@ -532,8 +553,8 @@ def measure(
             plane.stop_scheduler()
         delete_pods(plane, tag)
     print(
-        f"  round {rnd} {extender:6s} {mode:5s}: {run.seconds:6.2f} s, {run.pods_per_s:6.1f} pods/s"
-        f" (creates done at {run.create_seconds:.2f} s)",
+        f"  round {rnd} {extender:13s} {mode:5s}: {run.seconds:6.2f} s, "
+        f"{run.pods_per_s:6.1f} pods/s (creates done at {run.create_seconds:.2f} s)",
         flush=True,
     )
     return run
@@ -591,6 +612,42 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
     return out
 
 
+def against_stock(runs: Sequence[Run], mode: str = "cache") -> dict[str, Any] | None:
+    """Issue #29: each configuration's pods/s as a ratio to kube-scheduler alone in the same
+    round (median over the rounds), CPU-s per 1,000 pods of the extender and of the scheduler,
+    and the bar: runway filter-only >= ``FILTER_ONLY_BAR`` x stock. None without stock runs."""
+    mine = [r for r in runs if r.mode == mode]
+    stock = {r.round: r.pods_per_s for r in mine if r.extender == "stock"}
+    if not stock:
+        return None
+    rows: dict[str, dict[str, Any]] = {}
+    for kind in KINDS:
+        of_kind = [r for r in mine if r.extender == kind]
+        if not of_kind:
+            continue
+        ratios = [r.pods_per_s / stock[r.round] for r in of_kind if r.round in stock]
+        rows[kind] = {
+            "pods_per_s": statistics.median(r.pods_per_s for r in of_kind),
+            "ratio_to_stock": statistics.median(ratios) if ratios else None,
+            "same_round_ratios": ratios,
+            "interval": median_interval(ratios),
+            "extender_cpu_per_1000": statistics.median(
+                r.extender_cpu_s / r.pods * 1000 for r in of_kind
+            ),
+            "scheduler_cpu_per_1000": statistics.median(
+                (r.scheduler_cpu_s or 0.0) / r.pods * 1000 for r in of_kind
+            ),
+        }
+    filter_only = rows.get("runway-filter", {}).get("ratio_to_stock")
+    return {
+        "mode": mode,
+        "rows": rows,
+        "bar": f"pods/s with runway filter-only >= {FILTER_ONLY_BAR}x kube-scheduler alone "
+        "(same-round ratio, median over the rounds)",
+        "met": filter_only is not None and filter_only >= FILTER_ONLY_BAR,
+    }
+
+
 def median_interval(
     values: Sequence[float], level: float = 0.9, draws: int = 4000
 ) -> tuple[float, float] | None:
@@ -625,7 +682,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=OUT / "throughput.json")
     parser.add_argument(
-        "--extenders", default=",".join(EXTENDERS), help="comma-separated: runway,go"
+        "--extenders",
+        default=",".join(EXTENDERS),
+        help=f"comma-separated, of {','.join(KINDS)}",
     )
     parser.add_argument(
         "--profile",
@@ -672,7 +731,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"control plane up at {plane.url}; {ns.nodes} nodes created", flush=True)
         for rnd in range(ns.rounds):
             for mode in modes:
-                chosen = [e for e in EXTENDERS if e in ns.extenders.split(",")]
+                chosen = [e for e in KINDS if e in ns.extenders.split(",")]
                 order = chosen if rnd % 2 == 0 else chosen[::-1]
                 for ext in order:
                     runs.append(
@@ -764,6 +823,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     for k, v in sorted(r.profile.items(), key=lambda kv: -kv[1])
                 ],
             )
+    four_way = against_stock(runs)
+    if four_way is not None:
+        print_table(
+            "against kube-scheduler alone (issue #29; same-round ratios, median of the rounds; "
+            "CPU-s per 1,000 pods)",
+            ("configuration", "pods/s", "x stock", "90% interval", "extender CPU", "scheduler CPU"),
+            [
+                (
+                    kind,
+                    f"{row['pods_per_s']:.1f}",
+                    fmt_opt(row["ratio_to_stock"]),
+                    "-"
+                    if row["interval"] is None
+                    else f"{row['interval'][0]:.2f}-{row['interval'][1]:.2f}",
+                    f"{row['extender_cpu_per_1000']:.2f}",
+                    f"{row['scheduler_cpu_per_1000']:.2f}",
+                )
+                for kind, row in four_way["rows"].items()
+            ],
+        )
+        print(f"  [{'MET' if four_way['met'] else 'MISSED':6s}] {four_way['bar']}")
     info["loadavg_end"] = os.getloadavg()
     result = {
         "machine": info,
@@ -775,11 +855,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seconds": round(time.time() - started, 1),
         "runs": [asdict(r) for r in runs],
         "bars": bars,
+        "against_stock": four_way,
     }
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {ns.out} ({result['seconds']} s)")
-    return 0 if all(b["met"] for b in bars) else 1
+    met = all(b["met"] for b in bars) and (four_way is None or four_way["met"])
+    return 0 if met else 1
 
 
 if __name__ == "__main__":
