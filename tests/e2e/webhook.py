@@ -22,8 +22,8 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 import uuid
