@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Final
 
 import msgspec
@@ -229,10 +230,12 @@ OwnerTuple = tuple[str, str, str, str]
 """``(apiVersion, kind, name, uid)`` of a workload's controller (a record's owner)."""
 
 
+@lru_cache(maxsize=1 << 16)
 def record_name(name: str, source: str) -> str:
     """The record's object name for a workload (namespace implied): a DNS subdomain derived from
     the identity, unique per (name, source). A name that had to be changed to be valid (or cut)
-    carries a hash of the original, so two identities never share a record."""
+    carries a hash of the original, so two identities never share a record. Memoised: a preempt
+    call looks up the record of every offered victim's workload."""
     kind = source.split(":", 1)
     prefix = {"label": "wl", "pod-group": "pg", "pod": "pod"}.get(source) or (
         kind[1].lower() if kind[0] == "owner" and len(kind) == 2 else "wl"

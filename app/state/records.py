@@ -246,8 +246,8 @@ class RecordBook:
         """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``);
         memoised until its pods, its persisted facts or its eviction record change."""
         key = view.key
-        persisted = self.persisted_life(key)
-        record = self.read(key)
+        state = self.state(key)  # one lookup for both
+        persisted, record = state.life, state.record
         evicted = record.time if record is not None else None
         memo = self._life_memo.get(key)
         if memo is not None and memo[0] is view and memo[1] == persisted and memo[2] == evicted:
