@@ -66,8 +66,12 @@ from tests.runway_process import free_port, run_runway
 
 EXTENDERS = ("runway", "go")
 """The pair issue #13's bars compare."""
-KINDS = ("stock", "go", "runway-filter", "runway")
-"""Every configuration a run can measure (``--extenders``)."""
+KINDS = ("stock", "go", "runway-filter", "runway", "runway-managed")
+"""Every configuration a run can measure (``--extenders``). ``runway-managed``: runway's
+filter-only stanza with ``managedResources: [nvidia.com/gpu]`` — kube-scheduler calls it only for
+pods requesting a GPU (``--gpu-pods``)."""
+GPU = "nvidia.com/gpu"
+GPUS_PER_NODE = "8"
 FILTER_ONLY_BAR = 0.75
 """Issue #29: pods/s with runway filter-only >= this x kube-scheduler alone (cache mode)."""
 MODES = {"cache": True, "list": False}  # mode -> nodeCacheCapable
@@ -92,6 +96,8 @@ class Run:
     runway_filter_p50_ms: float | None = None
     runway_prioritize_p50_ms: float | None = None
     watch_events: float | None = None
+    runway_filter_calls: float | None = None
+    """filter calls runway answered during the run (managedResources: only GPU pods')."""
     profile: dict[str, float] | None = None
     extender_create_cpu_s: float | None = None
     """backlog: the part of ``extender_cpu_s`` spent while the pods were created (runway
@@ -146,11 +152,15 @@ def sampling(pid: int, out: Path | None) -> Iterator[None]:
 # --------------------------------------------------------------------------- cluster objects
 
 
-def create_nodes(plane: ControlPlane, count: int) -> None:
-    """``count`` production-sized nodes, status set through the status subresource."""
+def create_nodes(plane: ControlPlane, count: int, gpus: bool = False) -> None:
+    """``count`` production-sized nodes, status set through the status subresource (``gpus``:
+    each with ``GPUS_PER_NODE`` of the extended resource ``GPU``)."""
 
     def one(i: int) -> None:
         node = payloads.node(i)
+        if gpus:
+            for key in ("capacity", "allocatable"):
+                node["status"][key] = {**node["status"][key], GPU: GPUS_PER_NODE}
         meta = {k: node["metadata"][k] for k in ("name", "labels", "annotations")}
         r = plane.api.post(
             "/api/v1/nodes",
@@ -174,8 +184,11 @@ def create_nodes(plane: ControlPlane, count: int) -> None:
         list(pool.map(one, range(count)))
 
 
-def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
-    """A small pending pod for ``scheduler_name``."""
+def pod_body(name: str, scheduler_name: str, gpu: bool = False) -> dict[str, Any]:
+    """A small pending pod for ``scheduler_name`` (``gpu``: it also requests one ``GPU``)."""
+    resources: dict[str, Any] = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+    if gpu:  # an extended resource: requests == limits
+        resources = {"requests": {**resources["requests"], GPU: "1"}, "limits": {GPU: "1"}}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -187,15 +200,18 @@ def pod_body(name: str, scheduler_name: str) -> dict[str, Any]:
                 {
                     "name": "main",
                     "image": "registry.k8s.io/pause:3.9",
-                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                    "resources": resources,
                 }
             ],
         },
     }
 
 
-def create_pods(plane: ControlPlane, namespace: str, scheduler_name: str, count: int) -> None:
-    """Create ``count`` pods as fast as the API server takes them (a thread pool)."""
+def create_pods(
+    plane: ControlPlane, namespace: str, scheduler_name: str, count: int, gpu_pods: int = 0
+) -> None:
+    """Create ``count`` pods as fast as the API server takes them (a thread pool); ``gpu_pods``
+    of them, spread evenly, request a GPU."""
     client = httpx.Client(
         base_url=plane.url,
         headers={"Authorization": f"Bearer {plane.env['TOKEN']}"},
@@ -205,7 +221,8 @@ def create_pods(plane: ControlPlane, namespace: str, scheduler_name: str, count:
     )
 
     def one(i: int) -> None:
-        body = pod_body(f"tp-{i:05d}", scheduler_name)
+        gpu = (i * gpu_pods) // count != ((i + 1) * gpu_pods) // count  # spread evenly
+        body = pod_body(f"tp-{i:05d}", scheduler_name, gpu=gpu)
         r = client.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
         if r.status_code != 201:
             raise RuntimeError(f"create pod {i}: {r.status_code} {r.text}")
@@ -417,6 +434,15 @@ def api_calls(url: str) -> dict[str, float]:
     return calls
 
 
+def verb_calls(url: str, verb: str) -> float:
+    """runway's ``runway_extender_requests_total`` for ``verb`` (every outcome)."""
+    return sum(
+        v
+        for n, labels, v in samples(f"{url}/metrics")
+        if n == "runway_extender_requests_total" and labels.get("verb") == verb
+    )
+
+
 def watch_events(url: str) -> float:
     """runway's ``runway_watch_events_total`` over every resource and type."""
     return sum(v for n, _, v in samples(f"{url}/metrics") if n == "runway_watch_events_total")
@@ -432,6 +458,7 @@ def measure(
     start: str,
     profile_dir: Path | None = None,
     runway_config: dict[str, Any] | None = None,
+    gpu_pods: int = 0,
 ) -> Run:
     """Start the extender and a scheduler pointing at it, schedule ``pods`` pods, clean up.
 
@@ -450,11 +477,16 @@ def measure(
             scheduler_name=tag,
             http_timeout="30s",
             extra={"clientConnection": {"qps": 1000, "burst": 1000}},
-            prioritize=extender != "runway-filter",
+            prioritize=extender not in ("runway-filter", "runway-managed"),
         )
-        if extender == "stock":  # kube-scheduler alone
+        if extender in ("stock", "runway-managed"):
             stanza = yaml.safe_load(config.read_text())
-            del stanza["extenders"]
+            if extender == "stock":  # kube-scheduler alone
+                del stanza["extenders"]
+            else:  # only pods requesting a GPU reach the extender
+                stanza["extenders"][0]["managedResources"] = [
+                    {"name": GPU, "ignoredByScheduler": False}
+                ]
             config.write_text(yaml.safe_dump(stanza, sort_keys=False))
         (plane.dir / "scheduler-config.yaml").unlink(missing_ok=True)
         failure: list[BaseException] = []
@@ -475,6 +507,7 @@ def measure(
         is_runway = extender.startswith("runway")
         spy = profile_dir / f"{tag}.txt" if profile_dir and is_runway else None
         try:
+            filters0 = verb_calls(url, "filter") if is_runway else 0.0
             events0 = watch_events(url) if is_runway else 0.0
             calls0 = api_calls(url) if is_runway else {}
             create_cpu: float | None = None
@@ -486,9 +519,9 @@ def measure(
                 if start == "stream":
                     plane.start_scheduler(config)
                     t0 = time.monotonic()
-                    thread = in_thread(lambda: create_pods(plane, tag, tag, pods))
+                    thread = in_thread(lambda: create_pods(plane, tag, tag, pods, gpu_pods))
                 else:
-                    create_pods(plane, tag, tag, pods)
+                    create_pods(plane, tag, tag, pods, gpu_pods)
                     created_at.append(time.monotonic())
                     create_cpu = cpu_seconds(pid) - cpu0
                     thread = in_thread(lambda: plane.start_scheduler(config))
@@ -532,6 +565,7 @@ def measure(
                 steal_s=steal,
             )
             if is_runway:
+                run.runway_filter_calls = verb_calls(url, "filter") - filters0
                 run.watch_events = watch_events(url) - events0
                 run.runway_api_calls = {
                     k: v - calls0.get(k, 0.0)
@@ -637,6 +671,7 @@ def against_stock(runs: Sequence[Run], mode: str = "cache") -> dict[str, Any] | 
             "scheduler_cpu_per_1000": statistics.median(
                 (r.scheduler_cpu_s or 0.0) / r.pods * 1000 for r in of_kind
             ),
+            "filter_calls": statistics.median(r.runway_filter_calls or 0.0 for r in of_kind),
         }
     filter_only = rows.get("runway-filter", {}).get("ratio_to_stock")
     return {
@@ -679,6 +714,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="stream",
         help="stream: create pods while the scheduler runs (time from the first create); "
         "backlog: create them first, then start the scheduler (time from the first bind)",
+    )
+    parser.add_argument(
+        "--gpu-pods",
+        type=int,
+        default=0,
+        help=f"of --pods, how many request a GPU ({GPU}; every node gets {GPUS_PER_NODE}): "
+        "issue #29's mixed cluster is --pods 1200 --gpu-pods 200 with runway-managed",
     )
     parser.add_argument("--out", type=Path, default=OUT / "throughput.json")
     parser.add_argument(
@@ -727,7 +769,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
         control_plane_up() as plane,
     ):
-        create_nodes(plane, ns.nodes)
+        create_nodes(plane, ns.nodes, gpus=ns.gpu_pods > 0)
         print(f"control plane up at {plane.url}; {ns.nodes} nodes created", flush=True)
         for rnd in range(ns.rounds):
             for mode in modes:
@@ -745,6 +787,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ns.start,
                             ns.profile,
                             runway_config,
+                            ns.gpu_pods,
                         )
                     )
     print_table(
@@ -828,7 +871,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print_table(
             "against kube-scheduler alone (issue #29; same-round ratios, median of the rounds; "
             "CPU-s per 1,000 pods)",
-            ("configuration", "pods/s", "x stock", "90% interval", "extender CPU", "scheduler CPU"),
+            (
+                "configuration",
+                "pods/s",
+                "x stock",
+                "90% interval",
+                "extender CPU",
+                "scheduler CPU",
+                "filter calls",
+            ),
             [
                 (
                     kind,
@@ -839,6 +890,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     else f"{row['interval'][0]:.2f}-{row['interval'][1]:.2f}",
                     f"{row['extender_cpu_per_1000']:.2f}",
                     f"{row['scheduler_cpu_per_1000']:.2f}",
+                    f"{row['filter_calls']:.0f}",
                 )
                 for kind, row in four_way["rows"].items()
             ],
@@ -850,6 +902,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "nodes": ns.nodes,
         "pods": ns.pods,
         "rounds": ns.rounds,
+        "gpu_pods": ns.gpu_pods,
         "start": ns.start,
         "started": started,
         "seconds": round(time.time() - started, 1),
