@@ -66,10 +66,11 @@ from tests.runway_process import free_port, run_runway
 
 EXTENDERS = ("runway", "go")
 """The pair issue #13's bars compare."""
-KINDS = ("stock", "go", "runway-filter", "runway", "runway-managed")
+KINDS = ("stock", "go", "runway-filter", "runway", "runway-managed", "runway-base")
 """Every configuration a run can measure (``--extenders``). ``runway-managed``: runway's
 filter-only stanza with ``managedResources: [nvidia.com/gpu]`` — kube-scheduler calls it only for
-pods requesting a GPU (``--gpu-pods``)."""
+pods requesting a GPU (``--gpu-pods``); ``runway-base``: runway (both verbs) from another tree
+(``--base-tree``: a same-run A/B of a change)."""
 GPU = "nvidia.com/gpu"
 GPUS_PER_NODE = "8"
 FILTER_ONLY_BAR = 0.75
@@ -340,11 +341,15 @@ def _healthy(url: str) -> bool:
 
 @contextmanager
 def start_extender(
-    name: str, plane: ControlPlane, tmp: Path, runway_config: dict[str, Any] | None = None
+    name: str,
+    plane: ControlPlane,
+    tmp: Path,
+    runway_config: dict[str, Any] | None = None,
+    base_tree: Path | None = None,
 ) -> Iterator[tuple[str, int | None]]:
     """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid.
-    runway reads ``runway_config`` (default: leader election off). ``stock``: nothing runs
-    (yields ``("", None)``)."""
+    runway reads ``runway_config`` (default: leader election off); ``runway-base`` runs the
+    ``app`` package of ``base_tree``. ``stock``: nothing runs (yields ``("", None)``)."""
     if name == "stock":
         yield "", None
         return
@@ -353,7 +358,12 @@ def start_extender(
         default = {"kubernetes": {"leaderElection": {"enable": False}}}
         config.write_text(yaml.safe_dump(runway_config or default))
         args = ["--kubeconfig", str(plane.kubeconfig), "--config", str(config)]
-        with run_runway(tmp, args) as proc:
+        env = None
+        if name == "runway-base":
+            if base_tree is None:
+                raise ValueError("runway-base needs --base-tree")
+            env = {"PYTHONPATH": str(base_tree)}
+        with run_runway(tmp, args, env=env) as proc:
             poll(lambda: _healthy(proc.url), within=60, what="runway ready")
             yield proc.url, proc.proc.pid
         return
@@ -459,6 +469,7 @@ def measure(
     profile_dir: Path | None = None,
     runway_config: dict[str, Any] | None = None,
     gpu_pods: int = 0,
+    base_tree: Path | None = None,
 ) -> Run:
     """Start the extender and a scheduler pointing at it, schedule ``pods`` pods, clean up.
 
@@ -469,7 +480,7 @@ def measure(
     """
     tag = f"tp-r{rnd}-{extender}-{mode}"
     plane.ensure_namespace(tag)
-    with start_extender(extender, plane, tmp, runway_config) as (url, pid):
+    with start_extender(extender, plane, tmp, runway_config, base_tree) as (url, pid):
         config = write_scheduler_config(
             tmp / f"{tag}.yaml",
             url or "http://unused",
@@ -722,6 +733,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"of --pods, how many request a GPU ({GPU}; every node gets {GPUS_PER_NODE}): "
         "issue #29's mixed cluster is --pods 1200 --gpu-pods 200 with runway-managed",
     )
+    parser.add_argument(
+        "--base-tree",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="a checkout of another commit (git worktree add DIR REV): runway-base runs its "
+        "app package, for a same-run A/B",
+    )
     parser.add_argument("--out", type=Path, default=OUT / "throughput.json")
     parser.add_argument(
         "--extenders",
@@ -788,6 +807,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                             ns.profile,
                             runway_config,
                             ns.gpu_pods,
+                            ns.base_tree,
                         )
                     )
     print_table(
