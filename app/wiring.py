@@ -19,6 +19,7 @@ from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
+from app.kube.jobs import JobSource
 from app.kube.leader import LeaderElector, own_namespace
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
@@ -35,10 +36,11 @@ from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.shield import Shield
-from app.policy.workload import DEFAULT_QUEUE, WorkloadKey, queue_of
+from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey, queue_of
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
+from app.state.jobs import JobSizes
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.requeue import RequeueIndex, RequeueView
@@ -78,6 +80,8 @@ class Runway:
     """Deletes unowned records of long-gone workloads (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
+    jobs: JobSizes
+    """The Jobs' sizes (PodsReady's target of a Job's workload; empty without a cluster)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
@@ -86,6 +90,8 @@ class Runway:
     """The WorkloadRecord list+watch and writes (None without a cluster: in memory)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    job_source: JobSource | None = None
+    """The Job list+watch feeding ``jobs`` (read only; None without a cluster)."""
     reviewer: Reviewer | None = None
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     synced: bool = field(default=False)
@@ -147,6 +153,17 @@ class Runway:
         return self.queue_source.error if self.queue_source is not None else None
 
     @property
+    def jobs_readable(self) -> bool | None:
+        """Whether runway reads Jobs' sizes: False while the API server refuses (no
+        permission), None before its first answer or without a cluster."""
+        return self.job_source.readable if self.job_source is not None else None
+
+    @property
+    def job_count(self) -> int:
+        """Jobs whose size runway knows."""
+        return len(self.jobs)
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
         return self.sync.pods.resource_version if self.sync is not None else None
@@ -181,6 +198,8 @@ class Runway:
             self.events.start()
         if self.sync is not None:
             self.sync.start()
+        if self.job_source is not None:
+            self.job_source.start()
         if self.queue_source is not None:
             self.queue_source.start()
             if not await self.queue_source.wait_synced(
@@ -194,6 +213,11 @@ class Runway:
             within = self.config.kubernetes.startup_records_timeout
             if not await self.load_records(within):
                 log.warning("eviction records not all loaded at startup; serving anyway")
+        if self.job_source is not None and not await self.job_source.wait_settled(
+            self.config.kubernetes.startup_records_timeout
+        ):
+            # Until they are: PodsReady's target for a Job's pods is the members it has had.
+            log.warning("Jobs not listed at startup; serving anyway")
         self.gatekeeper.start()
         # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
         self.evictor.start()
@@ -215,6 +239,8 @@ class Runway:
             await self.record_store.stop()
         if self.queue_source is not None:
             await self.queue_source.stop()
+        if self.job_source is not None:
+            await self.job_source.stop()
         if self.sync is not None:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
@@ -282,6 +308,14 @@ def build(
             watch_timeout=int(k8s.watch_timeout),
         )
     gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
+
+    def job_changed(namespace: str, name: str) -> None:
+        # A Job's size appeared, changed or went: PodsReady of its workload may have moved
+        # (the record book's memo compares the size itself); nothing to do without its pods.
+        if cache.has_workload(WorkloadKey(namespace, name, JOB_SOURCE)):
+            index.bump_facts()
+
+    jobs = JobSizes(on_change=job_changed)
     pods: PodApi
     record_store: KubeRecordStore | None = None
     store: RecordStore
@@ -307,6 +341,7 @@ def build(
         protection=lambda key, started: same_queue_protection(
             cache, queues, config.min_runtime, key, started
         ),
+        jobs=jobs,
     )
     records.on_gates = gate.set_mirrored
     requeue = RequeueView(
@@ -430,10 +465,20 @@ def build(
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
         janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
+        jobs=jobs,
         kube=kube,
         sync=sync,
         record_store=record_store,
         queue_source=queue_source,
+        job_source=JobSource(
+            kube,
+            jobs,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            batch_window=k8s.watch_batch_window,
+        )
+        if kube is not None
+        else None,
         reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
     )
     runway_ref.append(runway)
