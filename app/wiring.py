@@ -8,6 +8,7 @@ dry-run). Each part gets only the parts it needs; nothing is filled in on first 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from app import metrics
@@ -206,16 +207,16 @@ class Runway:
                 self.config.kubernetes.startup_records_timeout
             ):
                 log.warning("KAI Queue objects not listed at startup; serving anyway")
-        if self.sync is not None:
-            # Serve nothing until the eviction records are read back: a filter answered without
-            # them would let a workload out of its backoff early after a restart. Bounded (below
-            # the liveness probe's window); past it the records arrive through the watch.
-            within = self.config.kubernetes.startup_records_timeout
-            if not await self.load_records(within):
-                log.warning("eviction records not all loaded at startup; serving anyway")
-        if self.job_source is not None and not await self.job_source.wait_settled(
-            self.config.kubernetes.startup_records_timeout
-        ):
+        within = self.config.kubernetes.startup_records_timeout
+        waiting_since = time.monotonic()
+        # Serve nothing until the eviction records are read back: a filter answered without them
+        # would let a workload out of its backoff early after a restart. Bounded (below the
+        # liveness probe's window); past it the records arrive through the watch.
+        if self.sync is not None and not await self.load_records(within):
+            log.warning("eviction records not all loaded at startup; serving anyway")
+        # The Jobs' sizes, within the same bound (listed along with the records, as a rule).
+        left = max(0.0, within - (time.monotonic() - waiting_since))
+        if self.job_source is not None and not await self.job_source.wait_settled(left):
             # Until they are: PodsReady's target for a Job's pods is the members it has had.
             log.warning("Jobs not listed at startup; serving anyway")
         self.gatekeeper.start()
