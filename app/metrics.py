@@ -266,6 +266,14 @@ CACHE_OBJECTS = Gauge(
     ["resource"],
     registry=REGISTRY,
 )
+JOBS_READABLE = Gauge(
+    "runway_jobs_readable",
+    "1 while runway reads batch/v1 Jobs (a Job's parallelism, no more than its completions, is "
+    "PodsReady's target for its pods), else 0 (the API server refuses to list them, no RBAC "
+    "permission; not listed yet; no API server): the target is then the most members the "
+    "workload has had.",
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "runway_leader",
     "1 while this replica holds the leader Lease (only the leader evicts), else 0.",

@@ -9,6 +9,7 @@ dry-run). Each part gets only the parts it needs; nothing is filled in on first 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
+from app.kube.jobs import JobSource
 from app.kube.leader import LeaderElector, own_namespace
 from app.kube.peers import LeaderForwarder
 from app.kube.pods import KubePodWriter
@@ -38,10 +40,11 @@ from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.shield import Shield
-from app.policy.workload import DEFAULT_QUEUE, WorkloadKey, queue_of
+from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey, queue_of
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
+from app.state.jobs import JobSizes
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.requeue import RequeueIndex, RequeueView
@@ -81,6 +84,8 @@ class Runway:
     """Deletes unowned records of long-gone workloads (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
+    jobs: JobSizes
+    """The Jobs' sizes (PodsReady's target of a Job's workload; empty without a cluster)."""
     kube: KubeClient | None = None
     """The API server client; None on the embedded default (no cluster: writes are dry-run)."""
     sync: ClusterSync | None = None
@@ -89,6 +94,8 @@ class Runway:
     """The WorkloadRecord list+watch and writes (None without a cluster: in memory)."""
     queue_source: KaiQueueSource | None = None
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
+    job_source: JobSource | None = None
+    """The Job list+watch feeding ``jobs`` (read only; None without a cluster)."""
     reviewer: Reviewer | None = None
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     forwarder: LeaderForwarder | None = None
@@ -152,6 +159,17 @@ class Runway:
         return self.queue_source.error if self.queue_source is not None else None
 
     @property
+    def jobs_readable(self) -> bool | None:
+        """Whether runway reads Jobs' sizes: False while the API server refuses (no
+        permission), None before its first answer or without a cluster."""
+        return self.job_source.readable if self.job_source is not None else None
+
+    @property
+    def job_count(self) -> int:
+        """Jobs whose size runway knows."""
+        return len(self.jobs)
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
         return self.sync.pods.resource_version if self.sync is not None else None
@@ -187,19 +205,26 @@ class Runway:
             self.events.start()
         if self.sync is not None:
             self.sync.start()
+        if self.job_source is not None:
+            self.job_source.start()
         if self.queue_source is not None:
             self.queue_source.start()
             if not await self.queue_source.wait_synced(
                 self.config.kubernetes.startup_records_timeout
             ):
                 log.warning("KAI Queue objects not listed at startup; serving anyway")
-        if self.sync is not None:
-            # Serve nothing until the eviction records are read back: a filter answered without
-            # them would let a workload out of its backoff early after a restart. Bounded (below
-            # the liveness probe's window); past it the records arrive through the watch.
-            within = self.config.kubernetes.startup_records_timeout
-            if not await self.load_records(within):
-                log.warning("eviction records not all loaded at startup; serving anyway")
+        within = self.config.kubernetes.startup_records_timeout
+        waiting_since = time.monotonic()
+        # Serve nothing until the eviction records are read back: a filter answered without them
+        # would let a workload out of its backoff early after a restart. Bounded (below the
+        # liveness probe's window); past it the records arrive through the watch.
+        if self.sync is not None and not await self.load_records(within):
+            log.warning("eviction records not all loaded at startup; serving anyway")
+        # The Jobs' sizes, within the same bound (listed along with the records, as a rule).
+        left = max(0.0, within - (time.monotonic() - waiting_since))
+        if self.job_source is not None and not await self.job_source.wait_settled(left):
+            # Until they are: PodsReady's target for a Job's pods is the members it has had.
+            log.warning("Jobs not listed at startup; serving anyway")
         self.gatekeeper.start()
         # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
         self.evictor.start()
@@ -221,6 +246,8 @@ class Runway:
             await self.record_store.stop()
         if self.queue_source is not None:
             await self.queue_source.stop()
+        if self.job_source is not None:
+            await self.job_source.stop()
         if self.sync is not None:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
@@ -305,6 +332,14 @@ def build(
             watch_timeout=int(k8s.watch_timeout),
         )
     gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
+
+    def job_changed(namespace: str, name: str) -> None:
+        # A Job's size appeared, changed or went: PodsReady of its workload may have moved
+        # (the record book's memo compares the size itself); nothing to do without its pods.
+        if cache.has_workload(WorkloadKey(namespace, name, JOB_SOURCE)):
+            index.bump_facts()
+
+    jobs = JobSizes(on_change=job_changed)
     pods: PodApi
     record_store: KubeRecordStore | None = None
     store: RecordStore
@@ -330,6 +365,7 @@ def build(
         protection=lambda key, started: same_queue_protection(
             cache, queues, config.min_runtime, key, started
         ),
+        jobs=jobs,
     )
     records.on_gates = gate.set_mirrored
     requeue = RequeueView(
@@ -460,10 +496,20 @@ def build(
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
         janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
+        jobs=jobs,
         kube=kube,
         sync=sync,
         record_store=record_store,
         queue_source=queue_source,
+        job_source=JobSource(
+            kube,
+            jobs,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            batch_window=k8s.watch_batch_window,
+        )
+        if kube is not None
+        else None,
         reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
         forwarder=LeaderForwarder(
             lambda: leader.leader_url,

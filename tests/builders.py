@@ -3,7 +3,8 @@ msgspec ``app.model`` types), Jobs, the bound/Ready status a kubelet would write
 
 ``raw_pod``/``raw_node`` emit only the fields they are given; ``pod_obj``/``job_obj`` are the
 objects "as the API server returns them" (resourceVersion, creationTimestamp, empty maps).
-``pod``/``node`` convert a raw dict to ``Pod``/``Node`` the way the reflector decodes it.
+``pod``/``node`` convert a raw dict to ``Pod``/``Node`` the way the reflector decodes it, ``job``
+to the ``Job`` runway reads.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import msgspec
 from hypothesis import strategies as st
 
 from app.model import Pod
+from app.model.job import Job
 from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.queues import QueueNode, QueueTree
@@ -171,6 +173,28 @@ def job_obj(
         },
         "spec": {"parallelism": 2, "template": {"spec": {"containers": [{"name": "c"}]}}},
     }
+
+
+def job(
+    name: str,
+    namespace: str = "team",
+    *,
+    uid: str | None = None,
+    parallelism: int | None = 2,
+    completions: int | None = None,
+) -> Job:
+    """The ``Job`` runway reads of ``job_obj(name, namespace)`` with these counts (``uid``
+    defaults to ``uid-job-<name>``, what ``raw_pod(job=name)`` names as the controller)."""
+    obj = job_obj(name, namespace)
+    obj["spec"].pop("parallelism")
+    if parallelism is not None:
+        obj["spec"]["parallelism"] = parallelism
+    if completions is not None:
+        obj["spec"]["completions"] = completions
+    if uid is not None:
+        obj["metadata"]["uid"] = uid
+    obj["status"] = {"active": 2, "ready": 1, "succeeded": 0}
+    return msgspec.convert(obj, Job)
 
 
 def raw_node(

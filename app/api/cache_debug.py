@@ -58,6 +58,17 @@ class CacheSummary(CamelModel):
     nodes: int
     workloads: int
     queues: dict[str, int] = Field(description="Pods per leaf queue.")
+    jobs: int = Field(
+        0,
+        description="batch/v1 Jobs whose size runway knows (parallelism, no more than "
+        "completions: PodsReady's target for their pods).",
+    )
+    jobs_readable: bool | None = Field(
+        None,
+        description="Whether runway may list and watch Jobs: false while the API server refuses "
+        "(no permission; the log said why once): PodsReady's target for a Job's pods is then the "
+        "most members its workload has had. null: no answer yet, or no API server.",
+    )
     pod_resource_version: str | None = Field(description="Where the pod watch resumes from.")
     node_resource_version: str | None = Field(description="Where the node watch resumes from.")
     pod_items: list[CachedPod] | None = None
@@ -97,6 +108,8 @@ async def cache_summary(
         nodes=cache.node_count(),
         workloads=len(cache.workload_keys()),
         queues={q: len(cache.pods_in_queue(q)) for q in cache.queues()},
+        jobs=cluster.job_count,
+        jobs_readable=cluster.jobs_readable,
         pod_resource_version=cluster.pod_resource_version,
         node_resource_version=cluster.node_resource_version,
     )

@@ -49,6 +49,14 @@ class ClusterInfo(Protocol):
         """Why the last change of the KAI Queue objects was refused; None when current."""
 
     @property
+    def jobs_readable(self) -> bool | None:
+        """Whether Jobs' sizes are read (False: refused; None: no answer yet, or no cluster)."""
+
+    @property
+    def job_count(self) -> int:
+        """Jobs whose size runway knows."""
+
+    @property
     def pod_resource_version(self) -> str | None:
         """The pod reflector's resourceVersion."""
 

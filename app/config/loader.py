@@ -109,7 +109,8 @@ def section_at(loc: Loc) -> type[BaseModel] | None:
 
 RETIRED: dict[tuple[str, ...], str] = {
     ("kubernetes", "ownerKinds"): "retired: runway keeps each workload's state in its own "
-    "WorkloadRecord resource and needs no access to owner kinds; delete this key (and "
+    "WorkloadRecord resource and writes no owner kind (it reads Jobs' parallelism only); "
+    "delete this key (and "
     "`rbac.ownerKinds` from the chart's values); docs/state.md",
 }
 """Keys earlier versions knew: named with what to do instead of a bare 'unknown field'."""

@@ -58,6 +58,10 @@ class ApiError(KubeError):
         super().__init__(f"{where}{code} {reason or 'Error'}: {message}")
 
 
+class Forbidden(ApiError):
+    """403: runway's identity may not do this (RBAC); retrying the same call will not help."""
+
+
 class NotFound(ApiError):
     """404: the object (or its namespace) does not exist."""
 
@@ -91,6 +95,7 @@ class Timeout(ServerError):
 
 
 _BY_CODE: dict[int, type[ApiError]] = {
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     410: Gone,

@@ -79,8 +79,12 @@ class Reflector(Generic[T]):
         backoff: Backoff | None = None,
         transform: Callable[[T], T] | None = None,
         batch_window: float = 0.0,
+        refused: tuple[type[KubeError], ...] = (),
     ) -> None:
         self.client = client
+        self.refused = refused
+        """Errors that end ``run`` (raised to the caller) instead of being retried: what a
+        caller can live without the resource for (the Job sizes: 403, no permission)."""
         self.resource = resource
         self.name = resource.plural
         self.store = store
@@ -132,7 +136,8 @@ class Reflector(Generic[T]):
             self.failing_since = time.monotonic()
 
     async def run(self) -> None:
-        """List and watch until cancelled. Never raises (except CancelledError)."""
+        """List and watch until cancelled. Never raises (except CancelledError, and the errors
+        the caller said it handles: ``refused``)."""
         failures = 0
         last_gone = -1e9
         while True:
@@ -158,6 +163,8 @@ class Reflector(Generic[T]):
                 if not again:
                     continue  # relist at once, unless 410s come back to back
             except KubeError as exc:
+                if isinstance(exc, self.refused):
+                    raise
                 self._failed()
                 if self.events > seen:
                     failures = 0  # the stream worked for a while: a fresh break, short wait

@@ -141,7 +141,12 @@ def _is_replacement(pod: Pod, started: float) -> bool:
 
 
 def was_pods_ready(
-    pods: Sequence[Pod], started: float | None, size: int, was_ready: bool = False
+    pods: Sequence[Pod],
+    started: float | None,
+    size: int,
+    was_ready: bool = False,
+    *,
+    most: int | None = None,
 ) -> bool:
     """Whether the workload *as a whole* has been PodsReady since its admission (KEP-349: the
     recovery clock is for a job that "has already started and some pod failed"; one pod having
@@ -150,7 +155,9 @@ def was_pods_ready(
     ``was_ready``: runway saw it PodsReady (in memory). Otherwise, derived from the pods so that
     it survives a restart: it has started, and every pod it started with that runway still sees
     (members and failed pods) shows it has been Ready; the pods it started with that are gone
-    (deleted, maybe replaced) cannot tell and are presumed to have been."""
+    (deleted, maybe replaced) cannot tell and are presumed to have been. ``most``: the most
+    members it has had (``Life.size``): no more pods than that can be gone — a size its pods
+    never reached (a Job's parallelism its controller has not filled) was never PodsReady."""
     if was_ready:
         return True
     if started is None:
@@ -159,7 +166,8 @@ def was_pods_ready(
         p for p in pods if p.metadata.deletionTimestamp is None and not _is_replacement(p, started)
     ]
     evidenced = sum(1 for p in originals if _has_been_ready(p))
-    gone = max(0, size - len(originals))
+    had = size if most is None else min(size, most)
+    gone = max(0, had - len(originals))
     return evidenced + gone >= size
 
 
@@ -171,10 +179,12 @@ def not_ready_since(
     *,
     size: int | None = None,
     ready: bool | None = None,
+    most: int | None = None,
 ) -> float | None:
     """When PodsReady went false after the workload as a whole had been PodsReady
     (``was_pods_ready``); None if it never was (or is ready now: ``ready``, else the pods' own
-    ``pods_ready``; or it was, but the pods do not show when it was lost).
+    ``pods_ready``; or it was, but the pods do not show when it was lost). ``size`` and
+    ``most``: ``was_pods_ready``'s.
 
     Derived from the pods so that it survives a restart, among the pods since ``admitted``: the
     earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw the
@@ -185,7 +195,7 @@ def not_ready_since(
     if (pods_ready(pods) if ready is None else ready) or admitted is None:
         return None
     target = size if size is not None else len(members(pods))
-    if not was_pods_ready(pods, started, target, was_ready):
+    if not was_pods_ready(pods, started, target, was_ready, most=most):
         return None
     flips: list[float] = []
     for pod in pods:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from app.model import Pod
 from app.model.eviction import parse_count
+from app.model.lifecycle import MAX_SIZE
 from app.model.timestamps import parse_time
 from app.policy.queues import QueueTree
 
@@ -186,6 +187,37 @@ def is_ready(pod: Pod) -> bool:
 
 
 SizeSource = Literal["declared", "parallelism", "members"]
+
+JOB_SOURCE = "owner:Job"
+"""``WorkloadKey.source`` of a workload named after its pods' controlling Job."""
+
+
+def job_size(parallelism: int | None, completions: int | None) -> int | None:
+    """The size of a ``batch/v1`` Job's workload, as Kueue counts a Job's pods
+    (``podsCount`` in ``pkg/controller/jobs/job/job_controller.go``: its PodSet's count and
+    PodsReady's target): ``parallelism`` (the API server defaults it to 1), but no more than
+    ``completions`` when that is set. Fixed for the Job's spec: succeeded pods count as ready,
+    not against the target (Kueue's ``PodsReady``: succeeded + ready ≥ podsCount).
+
+    The values are a tenant's: a count ≤ 0 (a Job scaled to nothing) or above ``MAX_SIZE`` (no
+    pod count runway keeps is larger) gives no size (None: PodsReady's target comes from the
+    members the workload has had)."""
+    count = 1 if parallelism is None else parallelism
+    if completions is not None and completions < count:
+        count = completions
+    return count if 0 < count <= MAX_SIZE else None
+
+
+def owned_by(pods: Iterable[Pod], uid: str) -> bool:
+    """Whether one of ``pods`` names the object of ``uid`` as its controller (a Job's size is
+    its workload's only for the pods of that very Job: not a namesake that replaced it)."""
+    if not uid:
+        return False
+    for pod in pods:
+        for ref in pod.metadata.ownerReferences or ():
+            if ref.uid == uid and ref.controller:
+                return True
+    return False
 
 
 def workload_size(

@@ -248,6 +248,10 @@ class ClusterCache:
         """Every workload that has at least one pod."""
         return list(self._by_workload)
 
+    def has_workload(self, key: WorkloadKey) -> bool:
+        """Whether workload ``key`` has a pod in the cache (a set lookup)."""
+        return key in self._by_workload
+
     def workload_key_of(self, uid: str) -> WorkloadKey | None:
         """The workload of the pod with this UID (as indexed)."""
         entry = self._indexed.get(uid)

@@ -47,6 +47,7 @@ from app.policy.queues import QueueTree
 from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
+from app.state.jobs import JobSize, JobSizes
 
 log = get_logger("state.records")
 
@@ -151,8 +152,12 @@ class RecordBook:
         default_budget: PreemptionBudget = NO_BUDGET,
         queue_of_pod: Callable[[Pod], str] | None = None,
         protection: Callable[[WorkloadKey, float], float | None] | None = None,
+        jobs: JobSizes | None = None,
     ) -> None:
         self.cache = cache
+        self.jobs = jobs
+        """The Jobs' sizes (PodsReady's target of a Job's workload); None: none known (the
+        embedded default)."""
         self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
@@ -169,7 +174,9 @@ class RecordBook:
         """The queue a pod is in (namespace permissions applied: ``RequeueView.queue_of``)."""
         self.on_gates: Callable[[str, GateEntry | None], None] = lambda uid, entry: None
         """Told (preemptor UID, entry or None) as preemptions in flight appear and go."""
-        self._life_memo: dict[WorkloadKey, tuple[WorkloadView, Life, float | None, LifeFacts]] = {}
+        self._life_memo: dict[
+            WorkloadKey, tuple[WorkloadView, Life, float | None, JobSize | None, LifeFacts]
+        ] = {}
         self._gone: dict[tuple[str, str], float] = {}
         """Unowned records whose workload has no pod in the cache → since when (retention)."""
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
@@ -242,20 +249,35 @@ class RecordBook:
         """The facts the record holds."""
         return self.state(key).life
 
+    def job_size(self, view: WorkloadView) -> int | None:
+        """The size of the workload's Job (``owner:Job``, one of its pods controlled by the Job's
+        UID), PodsReady's target unless minAvailable is declared; None: not a Job's, or not
+        known (Jobs not readable, the Job gone or of no size)."""
+        return self.jobs.size_of(view.key, view.pods) if self.jobs is not None else None
+
     def life(self, view: WorkloadView) -> LifeFacts:
-        """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``);
-        memoised until its pods, its persisted facts or its eviction record change."""
+        """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``;
+        PodsReady against its Job's size when it has one); memoised until its pods, its
+        persisted facts, its eviction record or its Job's size change."""
         key = view.key
         state = self.state(key)  # one lookup for both
         persisted, record = state.life, state.record
         evicted = record.time if record is not None else None
+        job = self.jobs.lookup(key) if self.jobs is not None else None
         memo = self._life_memo.get(key)
-        if memo is not None and memo[0] is view and memo[1] == persisted and memo[2] == evicted:
-            return memo[3]
-        facts = facts_of(view.pods, persisted, last_eviction=evicted)
+        if (
+            memo is not None
+            and memo[0] is view
+            and memo[1] == persisted
+            and memo[2] == evicted
+            and memo[3] == job
+        ):
+            return memo[4]
+        parallelism = self.job_size(view) if job is not None else None
+        facts = facts_of(view.pods, persisted, last_eviction=evicted, parallelism=parallelism)
         if len(self._life_memo) > MEMO_LIMIT:
             self._life_memo.clear()
-        self._life_memo[key] = (view, persisted, evicted, facts)
+        self._life_memo[key] = (view, persisted, evicted, job, facts)
         return facts
 
     async def write_life(self, key: WorkloadKey, life: Life) -> bool:

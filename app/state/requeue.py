@@ -173,13 +173,19 @@ class RequeueView:
         was = (
             not ready
             and life.admitted is not None
-            and was_pods_ready(view.pods, life.started, facts.size, seen_ready)
+            and was_pods_ready(view.pods, life.started, facts.size, seen_ready, most=life.size)
         )
         return PodsReadyState(
             admitted_at=life.admitted,
             pods_ready=ready,
             not_ready_since=not_ready_since(
-                view.pods, life.admitted, life.started, seen_ready, size=facts.size, ready=ready
+                view.pods,
+                life.admitted,
+                life.started,
+                seen_ready,
+                size=facts.size,
+                ready=ready,
+                most=life.size,
             )
             if was
             else None,
@@ -200,10 +206,15 @@ class RequeueView:
             view = cache.workload(key)
             if view is None or not view.bound:
                 continue  # nothing bound: not admitted
-            if view.pods_ready and all(is_member(p) for p in view.pods):
-                # Ready by its pods, none failed or going: its size can exceed its members only
-                # for the moment between a pod's deletion and its replacement's creation (then
-                # pending: not ready). Saves reading the records of every running workload.
+            if (
+                view.pods_ready
+                and all(is_member(p) for p in view.pods)
+                and (self.records.job_size(view) or 0) <= len(view.pods)
+            ):
+                # Ready by its pods, none failed or going, no more than them in its Job: its size
+                # can exceed its members only for the moment between a pod's deletion and its
+                # replacement's creation (then pending: not ready). Saves reading the records of
+                # every running workload.
                 continue
             state = self.pods_ready_state(view)
             admitted = state.admitted_at

@@ -569,7 +569,7 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
         # re-created by the Job controller, held by runway until its backoff ended
         assert _since(again, "PodScheduled") >= requeue_at - 1
         # the record is owned by the Job: the cluster's garbage collector deletes it with the
-        # Job (issue #25; runway has no access to Jobs at all)
+        # Job (issue #25; runway never writes a Job: it only reads its parallelism)
         owners = node.record("job.stuck")["metadata"]["ownerReferences"]
         assert [(o["kind"], o["name"]) for o in owners] == [("Job", "stuck")]
         node.delete_job("stuck")

@@ -11,6 +11,9 @@ kube-scheduler with runway as its extender; the test plays the kubelet and the J
   never evicted, even with a short ``recoveryTimeout``.
 * A gang never PodsReady as a whole (one pod Ready then crashed, the other never Ready) stays on
   the ``timeout`` clock and is evicted, with ``recoveryTimeout`` unset (KEP-349).
+* A Job of parallelism 3 with 2 pods Ready and 1 Failed, not replaced, is not PodsReady: its
+  size is the Job's ``parallelism`` (read from the Job, KEP-349's ready + succeeded ≥ size), and
+  the ``timeout`` evicts it.
 * A Job whose pod is re-created keeps its place in ``Creation`` order (its *created* fact is the
   creationTimestamp of the earliest pod runway first saw, persisted in its record, not the new
   pod's).
@@ -281,6 +284,61 @@ def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
         lambda: c.eviction("crash").get("reason") == "PodsReadyTimeout",
         within=40,
     )
+
+
+def test_a_job_with_a_failed_pod_is_short_of_its_parallelism_and_times_out(
+    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+) -> None:
+    """KEP-349: PodsReady is measured against the workload's size, "we don't take failed pods
+    into account". A Job of 3 whose pods are all bound, 2 Ready and 1 Failed (no replacement: the
+    test's Job controller makes none) is not PodsReady; its size comes from the Job's
+    ``parallelism``, which runway reads (and never writes), and ``timeout`` evicts it."""
+    config = {"waitForPodsReady": {"enable": True, "timeout": "15s", "blockAdmission": False}}
+    c = cluster(plane, tmp_path, "lc-parallel-node", "8", config, {"short": 3})
+    c.ready = False  # the test's kubelet starts the pods not Ready; the test makes two Ready
+    tmp_cluster.append(c)
+    c.create_job("short")
+    runway = c.start_runway()
+    names = {"short-0", "short-1", "short-2"}
+    c.until("the Job's three pods bind", lambda: bound_names(c) == names)
+    c.until(
+        "the three pods run",
+        lambda: all(c.pods()[n]["status"].get("phase") == "Running" for n in names),
+    )
+    c.jobs["short"] = 0  # no replacement of the failed pod
+    set_ready(c, "short-0", True)
+    set_ready(c, "short-1", True)
+    # short-2 fails without ever having been Ready (its Ready=False is the kubelet's first)
+    ready_false = next(
+        cond for cond in c.pods()["short-2"]["status"]["conditions"] if cond["type"] == "Ready"
+    )
+    status = {"phase": "Failed", "conditions": [ready_false]}
+    r = c.plane.api.patch(
+        f"/api/v1/namespaces/{NS}/pods/short-2/status",
+        json={"status": status},
+        headers={"Content-Type": "application/strategic-merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+
+    def seen() -> dict[str, Any] | None:
+        view: dict[str, Any] = runway.get(f"/v1/workloads/{NS}/short")
+        ready = {p["name"] for p in view["pods"] if p["ready"]}
+        failed = {p["name"] for p in view["pods"] if p["phase"] == "Failed"}
+        return view if ready == {"short-0", "short-1"} and failed == {"short-2"} else None
+
+    view = c.until("runway sees 2 Ready and 1 Failed", seen)
+    members = view["life"]["members"]
+    assert (members["count"], members["size"], members["sizeSource"]) == (2, 3, "parallelism")
+    assert view["podsReady"] is False
+    assert view["podsReadyClock"] == "WaitForStart"  # never PodsReady: the start clock
+    summary = runway.get("/v1/cache/summary")
+    assert summary["jobsReadable"] is True and summary["jobs"] >= 1
+    c.until(
+        "evicted by the start timeout",
+        lambda: c.eviction("short").get("reason") == "PodsReadyTimeout",
+        within=60,
+    )
+    c.assert_job_untouched("short")  # read, never written
 
 
 def test_recreated_job_keeps_its_place_in_creation_order(

@@ -125,7 +125,7 @@ class Cluster:
         return bool(self.record(name).get("spec", {}).get("active", True))
 
     def assert_job_untouched(self, name: str = "train") -> None:
-        """runway keeps no state on the Job (it needs no access to Jobs at all)."""
+        """runway keeps no state on the Job (it only reads its parallelism, never writes it)."""
         notes = self.job(name)["metadata"].get("annotations") or {}
         assert not [k for k in notes if k.startswith("runway.dev/")], notes
 

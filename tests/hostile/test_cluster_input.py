@@ -148,7 +148,8 @@ async def test_row5_controllers_of_any_kind_own_the_record_without_being_read(
     embedded: Embedded,
 ) -> None:
     """A workload's controller of a kind runway was never told about (a CRD, even a Secret) is
-    only named as its record's owner: runway reads nothing of it and needs no access to it."""
+    only named as its record's owner: runway reads nothing of it (of a Job: its parallelism, from
+    the Job reflector, not here) and needs no access to it."""
     book = embedded.runway.records
     for i, kind in enumerate((("v1", "Secret"), ("example.com/v1", "Thing"), ("batch/v1", "Job"))):
         owner = {"apiVersion": kind[0], "kind": kind[1], "name": f"o{i}", "uid": f"u{i}"}

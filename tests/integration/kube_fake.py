@@ -114,7 +114,9 @@ def status(code: int, reason: str, message: str, **details: Any) -> dict[str, An
 
 @dataclass
 class FakeApiServer:
-    """Pods and nodes with list/watch semantics; ``router`` is the respx router to inject."""
+    """Pods, nodes and Jobs with list/watch semantics; ``router`` is the respx router to inject.
+    ``list_errors`` answer the next LISTs of any kind; ``refuse`` the LISTs and WATCHes of a kind
+    with that code (403: no permission) while set."""
 
     rv: int = 100
     objects: dict[str, dict[str, dict[str, Any]]] = field(
@@ -130,6 +132,8 @@ class FakeApiServer:
     watches: list[dict[str, str]] = field(default_factory=list)
     list_errors: list[int] = field(default_factory=list)
     """HTTP codes to answer the next LISTs with (popped one per LIST)."""
+    refuse: dict[str, int] = field(default_factory=dict)
+    """kind → HTTP code answered to its every LIST and WATCH (403: RBAC says no)."""
     router: respx.Router = field(init=False)
     _wakers: set[asyncio.Task[None]] = field(init=False, default_factory=set)
     changed: asyncio.Condition = field(init=False)
@@ -139,6 +143,9 @@ class FakeApiServer:
         self.router = respx.Router(base_url=BASE, assert_all_called=False)
         self.router.get(path="/api/v1/pods").mock(side_effect=self._handle("pods"))
         self.router.get(path="/api/v1/nodes").mock(side_effect=self._handle("nodes"))
+        self.router.get(path="/apis/batch/v1/jobs").mock(side_effect=self._handle("jobs"))
+        self.objects.setdefault("jobs", {})
+        self.history.setdefault("jobs", [])
 
     @property
     def transport(self) -> httpx.MockTransport:
@@ -149,7 +156,8 @@ class FakeApiServer:
 
     def _key(self, kind: str, obj: dict[str, Any]) -> str:
         meta = obj["metadata"]
-        return f"{meta.get('namespace', '')}/{meta['name']}" if kind == "pods" else meta["name"]
+        namespaced = kind in ("pods", "jobs")
+        return f"{meta.get('namespace', '')}/{meta['name']}" if namespaced else meta["name"]
 
     def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
         self.rv += 1
@@ -181,7 +189,7 @@ class FakeApiServer:
         self._record(kind, "MODIFIED" if exists else "ADDED", obj)
 
     def delete(self, kind: str, key: str) -> None:
-        """Delete an object by key (``ns/name`` for pods, name for nodes)."""
+        """Delete an object by key (``ns/name`` for pods and jobs, name for nodes)."""
         self._record(kind, "DELETED", self.objects[kind][key])
 
     def silently(self, kind: str, change: str, obj: dict[str, Any] | str) -> None:
@@ -220,6 +228,11 @@ class FakeApiServer:
     def _handle(self, kind: str) -> Any:
         def handler(request: httpx.Request) -> httpx.Response:
             params = dict(request.url.params)
+            code = self.refuse.get(kind)
+            if code is not None:
+                self.lists.append({"kind": kind, "refused": str(code), **params})
+                reason = "Forbidden" if code == 403 else "NotFound"
+                return httpx.Response(code, json=status(code, reason, f"{kind} is forbidden"))
             if params.get("watch") == "true":
                 return self._watch(kind, params)
             return self._list(kind, params)

@@ -239,12 +239,14 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected = {("", "pods", v) for v in ("get", "list", "watch", "delete", "patch")}
     expected |= {("", "pods/status", "patch")}
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
+    # a Job's parallelism (PodsReady's target): read only, never a patch
+    expected |= {("batch", "jobs", v) for v in ("get", "list", "watch")}
     expected |= {("", "events", "create"), ("", "events", "patch")}
     expected |= {("events.k8s.io", "events", "create")}
     expected |= {("authentication.k8s.io", "tokenreviews", "create")}
     expected |= {("authorization.k8s.io", "subjectaccessreviews", "create")}
     # runway's own state: the records (list+watch feed the store; create, status update; delete
-    # for retention), and nothing on any owner kind
+    # for retention), and no write on any owner kind
     expected |= {
         ("runway.dev", "workloadrecords", v)
         for v in ("get", "list", "watch", "create", "patch", "delete")

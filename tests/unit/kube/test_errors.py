@@ -9,6 +9,7 @@ from app.kube.errors import (
     ApiError,
     ApiUnavailable,
     Conflict,
+    Forbidden,
     Gone,
     Invalid,
     NotFound,
@@ -36,7 +37,8 @@ from app.kube.retry import Backoff, RetryPolicy, retrying, should_retry
         (503, "ServiceUnavailable", ServerError),
         (504, "Timeout", Timeout),
         (500, "Timeout", Timeout),
-        (403, "Forbidden", ApiError),
+        (403, "Forbidden", Forbidden),
+        (401, "Unauthorized", ApiError),
     ],
 )
 def test_error_class_by_code_and_reason(code: int, reason: str, expected: type[ApiError]) -> None:

@@ -16,6 +16,8 @@ import pytest
 
 from app.config import parse_config
 from app.config.requeue import WaitForPodsReadyConfig
+from app.model import Pod
+from app.model.timestamps import format_time
 from app.policy.podsready import (
     WAIT_FOR_RECOVERY,
     WAIT_FOR_START,
@@ -23,7 +25,9 @@ from app.policy.podsready import (
     blocks_admission,
     evaluate_pods_ready,
     timeout_message,
+    was_pods_ready,
 )
+from tests.builders import condition, pod, raw_pod
 from tests.reference import upstream_cases
 
 NOW = 1_800_000_000.0
@@ -130,3 +134,46 @@ def test_messages_name_the_setting() -> None:
     assert "waitForPodsReady.timeout (300s)" in timeout_message("ns/wl", start, ON)
     rec = evaluate_pods_ready(PodsReadyState(NOW, False, NOW + 1), NOW + 400, ON)
     assert "recoveryTimeout (120s)" in timeout_message("ns/wl", rec, ON)
+
+
+def _bound(name: str, *, ready: bool, phase: str = "Running") -> Pod:
+    t = format_time(NOW)
+    conditions = [condition("PodScheduled", True, t), condition("Ready", ready, t)]
+    return pod(
+        raw_pod(
+            name,
+            created=format_time(NOW - 10),
+            node="n1",
+            phase=phase,
+            start_time=t,
+            conditions=conditions,
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("pods", "size", "most", "was"),
+    [
+        # a Job of 3 whose third pod was never created (a quota): never PodsReady
+        ([_bound("a", ready=True), _bound("b", ready=True)], 3, 2, False),
+        # ... the same with the third pod seen and gone since (deleted): presumed Ready
+        ([_bound("a", ready=True), _bound("b", ready=True)], 3, 3, True),
+        # the most members unknown: every pod missing is presumed gone (and Ready)
+        ([_bound("a", ready=True), _bound("b", ready=True)], 3, None, True),
+        # a failed pod that never was Ready: the Job never was PodsReady
+        (
+            [
+                _bound("a", ready=True),
+                _bound("b", ready=True),
+                _bound("c", ready=False, phase="Failed"),
+            ],
+            3,
+            3,
+            False,
+        ),
+    ],
+)
+def test_only_pods_the_workload_has_had_are_presumed_ready_when_gone(
+    pods: list[Pod], size: int, most: int | None, was: bool
+) -> None:
+    assert was_pods_ready(pods, NOW, size, most=most) is was

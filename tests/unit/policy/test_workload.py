@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from app.model import Pod
+from app.model.lifecycle import MAX_SIZE
 from app.model.pod import ObjectMeta, OwnerReference, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
 from app.policy.queues import QueueNode, QueueTree
@@ -18,12 +19,15 @@ from app.policy.workload import (
     declared_min_available,
     is_active,
     is_ready,
+    job_size,
     min_available,
+    owned_by,
     pods_ready,
     queue_denied,
     queue_of,
     start_time,
     workload_of,
+    workload_size,
 )
 
 T0 = 1_800_000_000.0
@@ -272,3 +276,78 @@ def test_is_active(kw: dict[str, Any], active: bool) -> None:
 )
 def test_pods_ready(pods: list[Pod], ready: bool) -> None:
     assert pods_ready(pods) is ready
+
+
+# --- the workload's size: PodsReady's target (KEP-349) ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "completions", "size"),
+    [
+        (3, None, 3),  # completions unset: parallelism
+        (None, None, 1),  # the API server's default parallelism
+        (3, 5, 3),  # more completions than run at once: parallelism (Kueue's podsCount)
+        (5, 2, 2),  # fewer completions than parallelism: only that many pods ever run at once
+        (3, 3, 3),
+        (0, None, None),  # scaled to nothing: no size (the members it has had decide)
+        (3, 0, None),
+        (-1, None, None),  # not from an API server, but a value is a tenant's: ignored
+        (MAX_SIZE, None, MAX_SIZE),
+        (MAX_SIZE + 1, None, None),  # above any pod count runway keeps
+        (10**30, 2, 2),
+        (10**30, None, None),
+    ],
+)
+def test_job_size_is_kueues_pods_count_bounded(
+    parallelism: int | None, completions: int | None, size: int | None
+) -> None:
+    assert job_size(parallelism, completions) == size
+
+
+def _job_ref(uid: str, *, controller: bool | None = True) -> OwnerReference:
+    return OwnerReference("batch/v1", "Job", "train", uid, controller)
+
+
+@pytest.mark.parametrize(
+    ("owners", "uid", "owned"),
+    [
+        ([_job_ref("u1")], "u1", True),
+        ([_job_ref("u0")], "u1", False),  # a Job of the same name re-created: another Job
+        ([_job_ref("u1", controller=None)], "u1", False),  # an owner, not the controller
+        (None, "u1", False),
+        ([_job_ref("")], "", False),
+    ],
+)
+def test_owned_by_matches_the_controllers_uid(
+    owners: list[OwnerReference] | None, uid: str, owned: bool
+) -> None:
+    assert owned_by([make("a"), make("b", owners=owners)], uid) is owned
+
+
+DECLARED = {"runway.dev/min-available": "2"}
+
+
+@pytest.mark.parametrize(
+    ("pods", "parallelism", "most", "expected"),
+    [
+        # a Job of 3: 2 Ready, 1 Failed and not replaced yet. Its parallelism says 3.
+        ([make("a"), make("b"), make("c", phase="Failed")], 3, None, (3, "parallelism")),
+        # the same, parallelism unknown (Jobs not readable): the most members it has had
+        ([make("a"), make("b"), make("c", phase="Failed")], None, 3, (3, "members")),
+        # ... never fewer than the members now
+        ([make("a"), make("b")], None, 1, (2, "members")),
+        ([make("a"), make("b")], None, None, (2, "members")),
+        # a declared minAvailable wins over the Job
+        ([make("a", annotations=DECLARED), make("b")], 3, 3, (2, "declared")),
+        # a Job scaled up before its pods exist: the Job says
+        ([make("a")], 4, 1, (4, "parallelism")),
+        # a Job scaled down: the Job says (the pods above it are being deleted)
+        ([make("a"), make("b"), make("c", deleting=True)], 2, 3, (2, "parallelism")),
+        # no size from the Job (0: nothing runs): the members
+        ([make("a")], 0, None, (1, "members")),
+    ],
+)
+def test_workload_size_declared_then_the_jobs_then_the_most_members(
+    pods: list[Pod], parallelism: int | None, most: int | None, expected: tuple[int, str]
+) -> None:
+    assert workload_size(pods, parallelism=parallelism, most=most) == expected

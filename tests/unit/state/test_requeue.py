@@ -23,7 +23,7 @@ from app.policy.podsready import not_ready_since
 from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey
 from app.wiring import Runway, build
-from tests.builders import condition, raw_pod
+from tests.builders import condition, job, raw_pod
 from tests.builders import pod as build_pod
 
 T0 = 1_800_000_000.0
@@ -38,7 +38,9 @@ def pod(
     started: float | None = None,
     workload: str = "w",
     uid: str | None = None,
+    job: str | None = None,
 ) -> Pod:
+    """A pod of workload ``workload`` (its label), or of Job ``job`` (its controller)."""
     conditions: list[dict[str, Any]] = []
     start = None
     if bound_at is not None:
@@ -51,7 +53,8 @@ def pod(
         name,
         namespace="ns",
         uid=uid,
-        labels={"runway.dev/workload": workload},
+        labels=None if job else {"runway.dev/workload": workload},
+        job=job,
         node="n1" if bound_at is not None else None,
         start_time=start,
         conditions=conditions,
@@ -236,6 +239,67 @@ async def test_a_failed_pod_does_not_shrink_the_target(c_was_ready: bool, cause:
     assert (facts.size, facts.size_source, facts.pods_ready) == (3, "members", False)
     state, check = rt.requeue.evaluate(view, T0 + 41)
     assert not state.pods_ready and check.cause == cause
+
+
+@pytest.mark.parametrize(
+    ("c_was_ready", "cause"),
+    [(True, "WaitForRecovery"), (False, "WaitForStart")],
+)
+async def test_a_failed_pod_does_not_shrink_a_jobs_parallelism(
+    c_was_ready: bool, cause: str
+) -> None:
+    # The same Job of 3, its size from its parallelism (Kueue's podsCount): nothing persisted
+    # needed (the third pod failed before the leader saw 3 members, or runway restarted).
+    rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, ready_at=T0 + 5, job="train"))
+    rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5, job="train"))
+    c = pod("c", bound_at=T0, ready=False, ready_at=T0 + (40 if c_was_ready else 0), job="train")
+    rt.cache.upsert_pod(failed(c))
+    view = rt.cache.workload_of_pod(c)
+    assert view is not None and view.key == WorkloadKey("ns", "train", "owner:Job")
+    facts = rt.records.life(view)
+    assert (facts.size, facts.size_source, facts.pods_ready) == (2, "members", True)
+    generation = rt.requeue.index.facts
+    rt.jobs.upsert(job("train", "ns", parallelism=3))
+    assert rt.requeue.index.facts > generation  # the memos that read PodsReady are stale
+    facts = rt.records.life(view)  # the same view: its memo knows the Job's size moved
+    assert (facts.size, facts.size_source, facts.pods_ready) == (3, "parallelism", False)
+    state, check = rt.requeue.evaluate(view, T0 + 41)
+    assert not state.pods_ready and check.cause == cause
+    # the Job scaled down to the pods it has left: PodsReady
+    rt.jobs.upsert(job("train", "ns", parallelism=2))
+    facts = rt.records.life(view)
+    assert (facts.size, facts.size_source, facts.pods_ready) == (2, "parallelism", True)
+    # a Job of that name re-created (another UID): not this workload's size
+    rt.jobs.upsert(job("train", "ns", uid="uid-new", parallelism=3))
+    assert rt.records.life(view).size_source == "members"
+
+
+def test_a_job_short_of_its_parallelism_blocks_admission() -> None:
+    # A Job of 3 whose third pod was never created (a quota): its 2 pods are Ready, and the pods
+    # alone would say PodsReady; its parallelism says not, so blockAdmission holds the others.
+    rt = runtime({"waitForPodsReady": POD_READY_CONFIG})
+    for name in ("a", "b"):
+        rt.cache.upsert_pod(pod(name, bound_at=T0, ready=True, ready_at=T0 + 5, job="train"))
+    assert rt.requeue.blockers(T0 + 10) == ()  # its size unknown: the members it has
+    rt.jobs.upsert(job("train", "ns", parallelism=3))
+    assert [b.workload for b in rt.requeue.blockers(T0 + 10)] == ["ns/train"]
+    rt.jobs.upsert(job("train", "ns", parallelism=3, completions=2))  # two to run: ready
+    assert rt.requeue.blockers(T0 + 10) == ()
+
+
+def test_a_job_known_before_its_pods_tells_no_one() -> None:
+    # Jobs come and go far more often than they matter: a Job with no pod in the cache bumps no
+    # memo (its pods' arrival makes a new view).
+    rt = runtime()
+    generation = rt.requeue.index.facts
+    rt.jobs.upsert(job("train", "ns", parallelism=3))
+    assert rt.requeue.index.facts == generation
+    rt.cache.upsert_pod(pod("a", bound_at=T0, ready=True, job="train"))
+    view = rt.cache.workload_of_pod(pod("a", job="train"))
+    assert view is not None
+    facts = rt.records.life(view)
+    assert (facts.size, facts.size_source, facts.pods_ready) == (3, "parallelism", False)
 
 
 @pytest.mark.parametrize(
