@@ -62,7 +62,8 @@ _FINISH, _READY, _PODSREADY, _ARRIVE, _WAKE, _FLUSH = range(6)
 
 @dataclass(slots=True)
 class SimPod:
-    """One pod of a workload (re-created pending when evicted: same UID in the model)."""
+    """One pod of a workload (re-created pending when evicted: same ``uid`` in the model, a new
+    ``api_uid``)."""
 
     uid: str
     node: str | None = None
@@ -70,6 +71,14 @@ class SimPod:
     ready: bool = False
     token: int = 0
     """Bumped at each bind: a Ready event of an earlier bind is stale."""
+    incarnation: int = 0
+    """Bumped when the pod is evicted (and re-created)."""
+
+    @property
+    def api_uid(self) -> str:
+        """The UID the API server would give this incarnation: a re-created pod is a new pod
+        (the eviction record tells one preemption from the next by its preemptor's UID)."""
+        return f"{self.uid}.{self.incarnation}" if self.incarnation else self.uid
 
 
 @dataclass(slots=True)
@@ -510,6 +519,7 @@ class Simulation:
             if pod.bound_at is not None:
                 lost += self.now - pod.bound_at
             self._unbind(w, pod)
+            pod.incarnation += 1
             self._pending[w.name] = w
         was_started = w.life.started is not None
         self._observe(w)
@@ -804,7 +814,7 @@ class Simulation:
             owner = self._active_set[name]
             owner.record = eviction.preempted(
                 owner.record,
-                pod.uid,
+                pod.api_uid,
                 self.now,
                 self.wait_cfg.requeuing_strategy,
                 self._budget(owner.spec.queue).budget,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app.simulator.engine import SimOptions, simulate
@@ -51,8 +51,25 @@ def replay(items: list[dict[str, Any]], seed: int) -> Any:
     return simulate(CONFIG, trace, options=SimOptions(seed=seed, check_invariants=True))
 
 
+# Found by hypothesis: w2 preempts w3, times out (PodsReadyTimeout), is re-created and preempts w3
+# again, three times in 202 s. The budget saw one preemption: the simulator re-created w2's pod
+# with the same UID, and a record naming the same preemptor is "the same preemption" (a gang's
+# other pods). A re-created pod is a new pod (``SimPod.api_uid``).
+SAME_PREEMPTOR_AGAIN = [
+    {"arrival": 1, "queue": "a", "priority": 0, "pods": 1, "requests": {"cpu": "1"},
+     "duration": 5, "readyAfter": None},
+    {"arrival": 1, "queue": "a", "priority": 0, "pods": 1, "requests": {"cpu": "1"},
+     "duration": 5, "readyAfter": None},
+    {"arrival": 1, "queue": "a", "priority": 5, "pods": 1, "requests": {"cpu": "2"},
+     "duration": 5, "readyAfter": None},
+    {"arrival": 0, "queue": "a", "priority": 0, "pods": 3, "requests": {"cpu": "3"},
+     "duration": 5, "readyAfter": 41},
+]  # fmt: skip
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(workload, min_size=1, max_size=14), st.integers(0, 3))
+@example(SAME_PREEMPTOR_AGAIN, 0)
 def test_replay_invariants(items: list[dict[str, Any]], seed: int) -> None:
     out = replay(items, seed)
     # No node is ever over capacity (checked after every instant).
