@@ -412,15 +412,17 @@ LOOP_RESTARTS = Counter(
 INVALID_OBJECTS = Counter(
     "runway_invalid_objects_total",
     "Cluster objects carrying a value runway cannot use, by field (min-available, "
-    "owner-reference, state-annotation: a retired runway.dev state annotation, never read); "
+    "owner-reference, state-annotation: a retired runway.dev state annotation, never read; "
+    "namespace-labels: more labels than runway keeps, matched by no namespaceSelector); "
     "counted once per object version, the value is ignored for that object.",
     ["field"],
     registry=REGISTRY,
 )
 QUEUE_DENIED = Counter(
     "runway_queue_denied_total",
-    "Pods naming a queue their namespace may not use (the queue's `namespaces`), queued in "
-    "`default` instead; counted once per pod version, by the queue named.",
+    "Pods naming a queue their namespace may not use (the queue's `namespaces` or "
+    "`namespaceSelector`), queued in `default` instead; counted once per pod version, and "
+    "again when a change of its namespace's labels denies it, by the queue named.",
     ["queue"],
     registry=REGISTRY,
 )

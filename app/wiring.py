@@ -205,6 +205,8 @@ class Runway:
             self.events.start()
         if self.sync is not None:
             self.sync.start()
+            if self.queues.uses_selectors():
+                self.sync.watch_namespaces()  # the file's tree; KAI's: when adopted
         if self.job_source is not None:
             self.job_source.start()
         if self.queue_source is not None:
@@ -220,7 +222,11 @@ class Runway:
         # liveness probe's window); past it the records arrive through the watch.
         if self.sync is not None and not await self.load_records(within):
             log.warning("eviction records not all loaded at startup; serving anyway")
-        # The Jobs' sizes, within the same bound (listed along with the records, as a rule).
+        # A selector read against namespaces not listed yet would deny their pods: wait for the
+        # labels too, and for the Jobs' sizes, within the same bound (only when they are watched).
+        left = max(0.0, within - (time.monotonic() - waiting_since))
+        if self.sync is not None and not await self.sync.namespaces_synced(left):
+            log.warning("namespaces not listed at startup; serving anyway")
         left = max(0.0, within - (time.monotonic() - waiting_since))
         if self.job_source is not None and not await self.job_source.wait_settled(left):
             # Until they are: PodsReady's target for a Job's pods is the members it has had.
@@ -276,7 +282,11 @@ def same_queue_protection(
     preemption within its own leaf queue: its queue's resolved preemptMinRuntime, with the pool
     defaults of the node its first bound pod runs on (``policy.minruntime``)."""
     pods = cache.workload_pods(key)
-    queue = queue_of(pods[0], queues) if pods else DEFAULT_QUEUE
+    queue = (
+        queue_of(pods[0], queues, cache.namespace_labels(pods[0].metadata.namespace))
+        if pods
+        else DEFAULT_QUEUE
+    )
     node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
     defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
     return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
@@ -314,12 +324,16 @@ def build(
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
     cache.queue_tree = queues  # namespace permissions decide each pod's queue
+    # a namespace relabelled moves pods between queues: every requeue memo is stale
+    cache.queue_listeners.append(index.bump_facts)
     metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
     queue_source: KaiQueueSource | None = None
     if kube is not None and config.queue_source != "file":
 
         def adopt(tree: QueueTree) -> None:
             queues.adopt(tree)
+            if sync is not None and tree.uses_selectors():
+                sync.watch_namespaces()  # a Queue object's selector: labels matter from now on
             cache.reindex_queues()
             metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
             index.bump_facts()
@@ -361,7 +375,7 @@ def build(
         on_life_change=index.bump,
         queues=queues,
         default_budget=default_budget(config.min_runtime),
-        queue_of_pod=lambda pod: queue_of(pod, queues),
+        queue_of_pod=cache.queue_of_pod,
         protection=lambda key, started: same_queue_protection(
             cache, queues, config.min_runtime, key, started
         ),
@@ -411,6 +425,7 @@ def build(
             cache.pod_store,
             cache.node_store,
             k8s,
+            namespaces=cache.namespace_store,
             on_synced=synced,
             advertise=advertise_url(config, os.environ),
         )

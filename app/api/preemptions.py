@@ -222,7 +222,8 @@ class ExplainView(BaseModel):
     queueDenied: dict[str, str] = Field(
         default_factory=dict,
         description="`preemptor`/`victim` → the queue its label names but its namespace may "
-        "not use (the queue's `namespaces`): it is queued in `default` instead",
+        "not use (the queue's `namespaces` or `namespaceSelector`): it is queued in `default` "
+        "instead",
     )
 
 
@@ -268,7 +269,12 @@ async def explain(
     denied = {
         role: queue
         for role, pod in (("preemptor", p_pod), ("victim", v_pod))
-        if (queue := queue_denied(pod, ctx.queues)) is not None
+        if (
+            queue := queue_denied(
+                pod, ctx.queues, ctx.cache.namespace_labels(pod.metadata.namespace)
+            )
+        )
+        is not None
     }
     if denied:
         answer["queueDenied"] = denied

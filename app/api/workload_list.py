@@ -22,7 +22,7 @@ from app.model.timestamps import format_optional_time
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import preemptor_anchors, queue_order_key
 from app.policy.podsready import workload_state
-from app.policy.workload import WorkloadKey, queue_of
+from app.policy.workload import WorkloadKey
 from app.state.cache import WorkloadView
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
@@ -113,7 +113,7 @@ def _rows(
         view = cache.workload(key)
         if view is None or not view.pods:
             continue
-        q = queue_of(view.pods[0], cache.queue_tree)
+        q = cache.queue_of_pod(view.pods[0])
         if queue is not None and q != queue:
             continue
         out.append(_Row(key, view, q, positions.get(str(key))))

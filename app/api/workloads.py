@@ -37,7 +37,7 @@ from app.policy.ordering import (
     queue_order_key,
 )
 from app.policy.podsready import workload_state
-from app.policy.workload import SizeSource, WorkloadKey, is_ready, queue_of
+from app.policy.workload import SizeSource, WorkloadKey, is_ready
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
@@ -221,7 +221,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
     facts = ctx.requeue.life(view)
     life = facts.life
     _, check = ctx.requeue.evaluate(view, now)
-    queue = queue_of(view.pods[0], ctx.cache.queue_tree)
+    queue = ctx.cache.queue_of_pod(view.pods[0])
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
     res = resolve_preempt(ctx.queues, defaults, queue)
     gates = []
@@ -378,7 +378,7 @@ async def deactivate_workload(
 def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> None:
     """Count the reactivation and tell the workload's pods and owners (Events)."""
     pods = ctx.cache.workload_pods(key)
-    queue = queue_of(pods[0], ctx.cache.queue_tree) if pods else ""
+    queue = ctx.cache.queue_of_pod(pods[0]) if pods else ""
     metrics.REACTIVATED_WORKLOADS.labels(metrics.queue_label(queue), str(deactivated).lower()).inc()
     message = "Reactivated through the REST API: requeue count and backoff reset" + (
         ", deactivation cleared" if deactivated else ""

@@ -4,7 +4,10 @@ unset inherits), the same tree checks (unknown parent, cycles), the same error l
 the object (``Queue/team-a: preemptMinRuntime: ...``).
 
 Only ``metadata.name``, ``spec.parentQueue``, ``spec.preemptMinRuntime`` and
-``spec.reclaimMinRuntime`` are read; KAI's other fields (resources, priority...) are KAI's.
+``spec.reclaimMinRuntime`` are read, with two annotations of runway's: ``runway.dev/namespaces``
+(the namespaces that may use the queue, comma-separated) and ``runway.dev/namespace-selector``
+(a label selector over the namespaces' labels, ``kubectl -l`` syntax, parsed strictly:
+``app.config.selectors``). KAI's other fields (resources, priority...) are KAI's.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from pydantic import ValidationError
 
 from app.config.loader import ConfigError, format_validation_error
 from app.config.queues import QueueConfig, tree_problems
+from app.config.selectors import parse_selector
 
 KAI_QUEUE_API_VERSION = "scheduling.run.ai/v2"
 KAI_QUEUE_FIELDS = ("parentQueue", "preemptMinRuntime", "reclaimMinRuntime")
 NAMESPACES_ANNOTATION = "runway.dev/namespaces"
 """On a (cluster-scoped, administrator-written) KAI Queue: the namespaces that may use it."""
+NAMESPACE_SELECTOR_ANNOTATION = "runway.dev/namespace-selector"
+"""On a KAI Queue: the labels of the namespaces that may use it (``team=a,tier in (x,y)``)."""
 
 
 def origin(name: str) -> str:
@@ -29,22 +35,37 @@ def origin(name: str) -> str:
 
 
 def queue_from_kai(obj: Mapping[str, Any]) -> QueueConfig:
-    """One Queue object as a queue of the tree; ``ConfigError`` names the object and field."""
+    """One Queue object as a queue of the tree; ``ConfigError`` names the object and field
+    (every problem of the object, one line each)."""
     meta = obj.get("metadata") or {}
     name = meta.get("name") or ""
+    where = origin(name or "<no name>")
     spec = obj.get("spec") or {}
     data: dict[str, Any] = {"name": name}
     data |= {k: spec[k] for k in KAI_QUEUE_FIELDS if spec.get(k) is not None}
-    allowed = (meta.get("annotations") or {}).get(NAMESPACES_ANNOTATION)
+    annotations = meta.get("annotations") or {}
+    allowed = annotations.get(NAMESPACES_ANNOTATION)
     if isinstance(allowed, str):
         data["namespaces"] = [n.strip() for n in allowed.split(",") if n.strip()]
+    problems: list[str] = []
+    selector = annotations.get(NAMESPACE_SELECTOR_ANNOTATION)
+    if isinstance(selector, str):
+        try:
+            data["namespaceSelector"] = parse_selector(selector).model_dump(by_alias=True)
+        except ValueError as exc:
+            shown = selector if len(selector) <= 200 else selector[:200] + "..."
+            problems.append(
+                f"  {where}: metadata.annotations[{NAMESPACE_SELECTOR_ANNOTATION}]: {exc} "
+                f"(got {shown!r})"
+            )
     try:
-        return QueueConfig.model_validate(data)
+        queue = QueueConfig.model_validate(data)
     except ValidationError as exc:
-        message = format_validation_error(exc, data, origin(name or "<no name>"))
-        raise ConfigError(
-            message.replace("invalid configuration", "invalid Queue object")
-        ) from None
+        message = format_validation_error(exc, data, where)
+        problems += message.splitlines()[1:]
+    if problems:
+        raise ConfigError("invalid Queue object:\n" + "\n".join(problems))
+    return queue
 
 
 def queues_from_kai(objects: Sequence[Mapping[str, Any]]) -> list[QueueConfig]:

@@ -8,6 +8,8 @@ queues:
     parent: research          # KAI's `parentQueue` is accepted too
     preemptMinRuntime: 5m     # unset = inherit; "0s" = no protection, stops inheritance
     queueingStrategy: StrictFIFO
+    namespaces: [team-a, "team-a-*"]                 # who may use the subtree, by name...
+    namespaceSelector: {matchLabels: {team: a}}      # ...or by the namespace's labels
     preemptionBudget: {maxPreemptions: 3, window: 1h}  # maxPreemptions 0 = none, stops inheritance
 minRuntime:
   defaultPreemptMinRuntime: 0s
@@ -38,6 +40,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 
 from app.config.durations import Duration, format_duration
 from app.config.section import Section
+from app.config.selectors import LabelSelectorConfig
 
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
 ReclaimResolveMethod = Literal["lca", "queue"]
@@ -128,11 +131,26 @@ class QueueConfig(Section):
         None,
         description="The namespaces whose pods may use this subtree's queues (names, or "
         "shell patterns such as `team-a-*`; `*` = every namespace), as Kueue reaches a "
-        "ClusterQueue only through a LocalQueue an administrator made in the namespace. Unset = "
-        "inherit from the parent; unset on every ancestor = every namespace (a single-tenant "
-        "cluster). A pod naming a queue its namespace may not use is queued in `default` "
-        "instead, counted in `runway_queue_denied_total` and explained in `/v1/explain`. On "
-        "KAI Queue objects: the annotation `runway.dev/namespaces` (comma-separated).",
+        "ClusterQueue only through a LocalQueue an administrator made in the namespace. The "
+        "nearest queue up the tree that sets `namespaces` or `namespaceSelector` decides (a "
+        "namespace may use the queue when it matches either); neither set on the queue or any "
+        "ancestor = every namespace (a single-tenant cluster). A pod naming a queue its "
+        "namespace may not use is queued in `default` instead, counted in "
+        "`runway_queue_denied_total` and explained in `/v1/explain`. On KAI Queue objects: the "
+        "annotation `runway.dev/namespaces` (comma-separated).",
+    )
+    namespace_selector: LabelSelectorConfig | None = Field(
+        None,
+        description="The namespaces whose pods may use this subtree's queues, by the "
+        "namespace's labels: a Kubernetes `LabelSelector` (`matchLabels`, `matchExpressions` "
+        "with `In`, `NotIn`, `Exists`, `DoesNotExist`), as Kueue's ClusterQueue "
+        "`namespaceSelector`; `{}` matches every namespace. Decided together with `namespaces` "
+        "(the nearest queue that sets either; a match of either allows). runway watches "
+        "Namespaces only while some queue has a selector (RBAC: get/list/watch namespaces); "
+        "a namespace it has not seen (the embedded default sees none) has no labels, and one "
+        "with more than 256 labels matches no selector. On KAI Queue objects: the annotation "
+        "`runway.dev/namespace-selector` in `kubectl -l` syntax (`team=a,tier in (gold,silver),"
+        "!legacy`).",
     )
 
     @field_validator("namespaces")
@@ -146,6 +164,17 @@ class QueueConfig(Section):
                     f"{item!r} is not a namespace name or pattern (lowercase letters, digits, "
                     "'-', and the wildcards '*' and '?')"
                 )
+        return value
+
+    @field_validator("namespace_selector", mode="before")
+    @classmethod
+    def _selector_is_an_object(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            raise ValueError(
+                "a LabelSelector object, e.g. {matchLabels: {team: a}} or {matchExpressions: "
+                "[{key: tier, operator: In, values: [gold]}]} (the string form is for a KAI "
+                "Queue's runway.dev/namespace-selector annotation)"
+            )
         return value
 
     @model_validator(mode="before")

@@ -19,7 +19,13 @@ from typing import Any
 import msgspec
 
 from app import metrics
-from app.config.kai import KAI_QUEUE_API_VERSION, origin, queues_from_kai
+from app.config.kai import (
+    KAI_QUEUE_API_VERSION,
+    NAMESPACE_SELECTOR_ANNOTATION,
+    NAMESPACES_ANNOTATION,
+    origin,
+    queues_from_kai,
+)
 from app.config.loader import ConfigError
 from app.kube.client import KubeClient
 from app.kube.discovery import Discovery, UnknownKind
@@ -31,6 +37,7 @@ from app.policy.queues import QueueTree
 log = get_logger("kube.queues")
 
 KAI_QUEUE_KIND = "Queue"
+READ_ANNOTATIONS = frozenset((NAMESPACES_ANNOTATION, NAMESPACE_SELECTOR_ANNOTATION))
 
 
 class KaiQueueMeta(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -39,6 +46,9 @@ class KaiQueueMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     name: str = ""
     uid: str = ""
     resourceVersion: str = ""
+    annotations: dict[str, str] | None = None
+    """runway's own (``runway.dev/namespaces``, ``runway.dev/namespace-selector``) are read by
+    ``app.config.kai``; the others are dropped by ``_QueueStore``."""
 
 
 class KaiQueue(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -46,6 +56,18 @@ class KaiQueue(msgspec.Struct, frozen=True, omit_defaults=True):
 
     metadata: KaiQueueMeta = KaiQueueMeta()
     spec: dict[str, Any] | None = None
+
+
+def _lean(queue: KaiQueue) -> KaiQueue:
+    """``queue`` with runway's annotations only (kubectl's last-applied copy and the like are
+    neither read nor kept)."""
+    annotations = queue.metadata.annotations
+    if not annotations:
+        return queue
+    ours = {k: v for k, v in annotations.items() if k in READ_ANNOTATIONS} or None
+    return msgspec.structs.replace(
+        queue, metadata=msgspec.structs.replace(queue.metadata, annotations=ours)
+    )
 
 
 class _QueueStore:
@@ -56,10 +78,11 @@ class _QueueStore:
         self.on_change = on_change
 
     def replace(self, items: Sequence[KaiQueue]) -> None:
-        self.objects = {q.metadata.name: q for q in items}
+        self.objects = {q.metadata.name: _lean(q) for q in items}
         self.on_change()
 
     def upsert(self, obj: KaiQueue) -> None:
+        obj = _lean(obj)
         if self.objects.get(obj.metadata.name) != obj:
             self.objects[obj.metadata.name] = obj
             self.on_change()

@@ -36,6 +36,7 @@ class Resource:
 
 PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 EVENTS = Resource("", "v1", "events")
 JOBS = Resource("batch", "v1", "jobs")

@@ -1,5 +1,7 @@
 """The background work of the kube layer in one object the app lifespan starts and stops:
-the pod and node reflectors feeding the cache, readiness, and the leader election."""
+the pod and node reflectors feeding the cache, readiness, and the leader election; the namespace
+reflector too, but only once some queue has a ``namespaceSelector`` (``watch_namespaces``): a
+deployment without selectors neither needs nor uses access to namespaces."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from app.config.kubernetes import KubernetesConfig
 from app.kube.client import KubeClient
 from app.kube.leader import LeaderElector, lease_namespace
 from app.kube.reflector import Reflector, Store
-from app.kube.resources import NODES, PODS
+from app.kube.resources import NAMESPACES, NODES, PODS
 from app.logs import get_logger
 from app.model import Pod
+from app.model.namespace import Namespace
 from app.model.node import Node
 from app.supervise import supervise
 
@@ -31,6 +34,7 @@ class ClusterSync:
         nodes: Store[Node],
         config: KubernetesConfig,
         *,
+        namespaces: Store[Namespace] | None = None,
         on_synced: Callable[[], None] | None = None,
         advertise: str | None = None,
     ) -> None:
@@ -56,6 +60,23 @@ class ClusterSync:
             watch_timeout=watch_timeout,
             batch_window=config.watch_batch_window,
         )
+        self.namespaces: Reflector[Namespace] | None = (
+            Reflector(
+                client,
+                NAMESPACES,
+                Namespace,
+                namespaces,
+                page_size=config.page_size,
+                watch_timeout=watch_timeout,
+            )
+            if namespaces is not None
+            else None
+        )
+        """The namespaces' labels (a queue's ``namespaceSelector``): run by
+        ``watch_namespaces``."""
+        self._namespace_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._namespaces_wanted = False
         le = config.leader_election
         self.leader: LeaderElector | None = None
         if le.enable:
@@ -86,6 +107,9 @@ class ClusterSync:
                     supervise("leader-election", self.leader.run), name="leader-election"
                 )
             )
+        self._started = True
+        if self._namespaces_wanted:
+            self.watch_namespaces()
         log.info(
             "watching pods and nodes",
             api_server=self.client.access.host,
@@ -93,11 +117,46 @@ class ClusterSync:
             leader_election=self.leader is not None,
         )
 
+    def watch_namespaces(self) -> bool:
+        """Start the namespace reflector (once; after ``start``, or as ``start`` runs when asked
+        before). False when this sync has no namespace store."""
+        if self.namespaces is None:
+            return False
+        self._namespaces_wanted = True
+        if self._started and self._namespace_task is None:
+            reflector = self.namespaces
+            self._namespace_task = asyncio.create_task(
+                supervise("reflector-namespaces", reflector.run), name="reflector-namespaces"
+            )
+            log.info("watching namespaces (a queue has a namespaceSelector)")
+        return True
+
+    @property
+    def watching_namespaces(self) -> bool:
+        """Whether the namespace reflector runs."""
+        return self._namespace_task is not None
+
+    async def namespaces_synced(self, within: float) -> bool:
+        """Wait (bounded) for the first LIST of namespaces; True at once when not watching."""
+        if self.namespaces is None or self._namespace_task is None:
+            return True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(within):
+                await self.namespaces.synced.wait()
+                return True
+        return False
+
     def feeding(self, threshold: float) -> bool:
-        """Whether the pod and node caches are being fed: their reflector tasks run and neither
-        has been failing for longer than ``threshold`` seconds (``/readyz``)."""
+        """Whether the caches are being fed: the pod and node (and, when watched, namespace)
+        reflector tasks run and none has been failing for longer than ``threshold`` seconds
+        (``/readyz``)."""
         alive = all(not t.done() for t in self._tasks[:2])
-        return alive and not (self.pods.starving(threshold) or self.nodes.starving(threshold))
+        reflectors: list[Reflector[Pod] | Reflector[Node] | Reflector[Namespace]]
+        reflectors = [self.pods, self.nodes]
+        if self._namespace_task is not None and self.namespaces is not None:
+            alive = alive and not self._namespace_task.done()
+            reflectors.append(self.namespaces)
+        return alive and not any(r.starving(threshold) for r in reflectors)
 
     async def _wait_synced(self) -> None:
         await self.pods.synced.wait()
@@ -112,10 +171,14 @@ class ClusterSync:
 
     async def stop(self) -> None:
         """Stop everything (the leader releases its Lease first) and close the client."""
+        if self._namespace_task is not None:
+            self._tasks.insert(0, self._namespace_task)  # the leader's Lease still goes first
+            self._namespace_task = None
         for task in reversed(self._tasks):
             task.cancel()
         for task in reversed(self._tasks):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._started = False
         await self.client.aclose()

@@ -1,4 +1,6 @@
-"""The queue tree (DESIGN §2): parent lookup, path to the root, lowest common ancestor.
+"""The queue tree (DESIGN §2): parent lookup, path to the root, lowest common ancestor, and
+which namespaces may use a queue (``allows``: names and patterns, or a label selector over the
+namespace's labels, handed in as data).
 
 Pure and immutable. A queue name the config does not declare is treated as a top-level queue
 with no settings (KAI does the same when a parent is missing); callers that want to warn about
@@ -15,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from app.policy.budget import PreemptionBudget
 from app.policy.budget import from_config as budget_from_config
+from app.policy.selectors import Selector
+from app.policy.selectors import from_config as selector_from_config
 
 if TYPE_CHECKING:
     from app.config.queues import QueueConfig, QueueingStrategy
@@ -36,6 +40,14 @@ class QueueNode:
     """Where the settings come from: ``file``, or ``Queue/<name>`` (a KAI Queue object)."""
     namespaces: tuple[str, ...] | None = None
     """Names or shell patterns of the namespaces that may use this subtree (None: inherit)."""
+    namespace_selector: Selector | None = None
+    """The labels of the namespaces that may use this subtree (None: inherit). With
+    ``namespaces``: a namespace matching either may."""
+
+    @property
+    def restricts_namespaces(self) -> bool:
+        """Whether this queue says which namespaces may use its subtree."""
+        return self.namespaces is not None or self.namespace_selector is not None
 
 
 @dataclass(frozen=True)
@@ -90,6 +102,7 @@ class QueueTree:
                 preemption_budget=budget_from_config(q.preemption_budget),
                 origin=origin(q.name),
                 namespaces=tuple(q.namespaces) if q.namespaces is not None else None,
+                namespace_selector=selector_from_config(q.namespace_selector),
             )
             for q in queues
         )
@@ -133,23 +146,35 @@ class QueueTree:
         """Direct children, in config order."""
         return self._children.get(name, ())
 
-    def allows(self, queue: str, namespace: str) -> bool:
-        """Whether pods of ``namespace`` may use ``queue``: the nearest ``namespaces`` up the
-        tree decides; none set (or a queue the tree does not know) = every namespace."""
-        allowed = self.namespaces_of(queue)
-        return allowed is None or any(fnmatchcase(namespace, p) for p in allowed)
+    def allows(self, queue: str, namespace: str, labels: Mapping[str, str] | None) -> bool:
+        """Whether pods of ``namespace`` (whose labels are ``labels``; None: not readable, no
+        selector matches) may use ``queue``: the nearest queue up the tree that sets
+        ``namespaces`` or ``namespaceSelector`` decides, and a match of either allows; none set
+        (or a queue the tree does not know) = every namespace."""
+        node = self.namespace_rule_of(queue)
+        if node is None:
+            return True
+        names, selector = node.namespaces, node.namespace_selector
+        if names is not None and any(fnmatchcase(namespace, p) for p in names):
+            return True
+        return selector is not None and selector.matches(labels)
 
-    def namespaces_of(self, queue: str) -> tuple[str, ...] | None:
-        """The ``namespaces`` that govern ``queue`` (its own, else the nearest ancestor's)."""
+    def namespace_rule_of(self, queue: str) -> QueueNode | None:
+        """The queue whose ``namespaces``/``namespaceSelector`` govern ``queue``: itself, else
+        the nearest ancestor that sets either (None: no restriction)."""
         name: str | None = queue
         for _ in range(len(self._nodes) + 1):
             node = self._nodes.get(name) if name is not None else None
             if node is None:
                 return None
-            if node.namespaces is not None:
-                return node.namespaces
+            if node.restricts_namespaces:
+                return node
             name = node.parent
         return None
+
+    def uses_selectors(self) -> bool:
+        """Whether some queue has a ``namespaceSelector`` (namespace labels then matter)."""
+        return any(n.namespace_selector is not None for n in self._nodes.values())
 
     def roots(self) -> tuple[str, ...]:
         """Top-level queues, in config order."""

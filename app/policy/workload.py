@@ -7,8 +7,9 @@ together, identified (first match wins) by label ``runway.dev/workload``, label
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from app.model import Pod
@@ -28,6 +29,8 @@ POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
 READ_LABELS = frozenset((*QUEUE_LABELS, WORKLOAD_LABEL, POD_GROUP_LABEL))
 """Every pod label runway reads: the cache keeps these alone (``state.compact``)."""
+EMPTY: Mapping[str, str] = MappingProxyType({})
+"""No labels: a namespace runway has not seen (or the embedded default, which sees none)."""
 READ_ANNOTATION_PREFIX = "runway.dev/"
 """runway reads only its own annotations on pods (``min-available``; the retired state keys only
 to report them): the cache keeps these alone."""
@@ -43,19 +46,27 @@ def requested_queue(pod: Pod) -> str:
     return DEFAULT_QUEUE
 
 
-def queue_of(pod: Pod, tree: QueueTree | None = None) -> str:
+def queue_of(
+    pod: Pod, tree: QueueTree | None = None, namespace_labels: Mapping[str, str] | None = EMPTY
+) -> str:
     """The pod's leaf queue: the one its labels name when its namespace may use it
-    (``QueueTree.allows``), else ``default``. Without a tree: the label alone."""
+    (``QueueTree.allows``, with the namespace's labels), else ``default``. Without a tree: the
+    label alone."""
     queue = requested_queue(pod)
-    if tree is None or queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace):
+    if tree is None or queue == DEFAULT_QUEUE:
         return queue
-    return DEFAULT_QUEUE
+    return queue if tree.allows(queue, pod.metadata.namespace, namespace_labels) else DEFAULT_QUEUE
 
 
-def queue_denied(pod: Pod, tree: QueueTree) -> str | None:
-    """The queue the pod names but its namespace may not use (None: allowed)."""
+def queue_denied(
+    pod: Pod, tree: QueueTree, namespace_labels: Mapping[str, str] | None = EMPTY
+) -> str | None:
+    """The queue the pod names but its namespace (labelled ``namespace_labels``) may not use
+    (None: allowed)."""
     queue = requested_queue(pod)
-    return None if queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace) else queue
+    if queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace, namespace_labels):
+        return None
+    return queue
 
 
 @dataclass(frozen=True, order=True)

@@ -4,7 +4,9 @@ Everything here is synchronous and in memory: the extender verbs read it on the 
 awaiting. Writers are the reflectors (one event at a time, on the event loop), so no locking.
 
 Indexes: pod by UID and by ``namespace/name``; pods by node, by workload (``workload_of``), by
-leaf queue (``queue_of``); pending (no node) vs bound; nodes by name. Per workload, minAvailable
+leaf queue (``queue_of``); pending (no node) vs bound; nodes by name; each namespace's labels
+(watched only while a queue has a ``namespaceSelector``: a pod's queue may depend on them, so a
+namespace whose labels change has its pods' queues indexed again). Per workload, minAvailable
 and PodsReady are derived from its pods and memoised until one of them changes (its life facts —
 created, admitted, started — are ``RecordBook.life``'s: they must outlive the pods).
 Subscribers are called after every change (gate opening, PodsReady tracking...).
@@ -12,7 +14,7 @@ Subscribers are called after every change (gate opening, PodsReady tracking...).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar
 
@@ -21,15 +23,20 @@ import msgspec
 from app import metrics
 from app.logs import get_logger
 from app.model import Pod
+from app.model.namespace import Namespace
 from app.model.node import Node
 from app.policy.queues import QueueTree
+from app.policy.selectors import MAX_LABELS
 from app.policy.workload import (
+    DEFAULT_QUEUE,
+    EMPTY,
     WorkloadKey,
     members,
     min_available,
     pods_ready,
     queue_denied,
     queue_of,
+    requested_queue,
     workload_of,
 )
 from app.state.compact import Compactor
@@ -126,6 +133,22 @@ def _remove(
 REPLACE_STEP = 1000
 """Pods a resync applies between two turns of the event loop (~5-10 ms of work)."""
 
+MAX_KEY, MAX_VALUE = 317, 63
+"""The longest label key (253-character prefix, '/', 63-character name) and value the API
+server accepts."""
+
+
+def readable_labels(namespace: Namespace) -> Mapping[str, str] | None:
+    """A namespace's labels as the cache keeps them: None (no selector matches) when they are
+    more than ``MAX_LABELS`` or longer than the API server allows — hostile input is bounded,
+    and refusing is the safe side."""
+    labels = namespace.labels
+    if len(labels) > MAX_LABELS or any(
+        len(k) > MAX_KEY or len(v) > MAX_VALUE for k, v in labels.items()
+    ):
+        return None
+    return labels
+
 
 class ClusterCache:
     """Pods and nodes with their indexes. One per process, held by the ``Runtime``."""
@@ -157,13 +180,19 @@ class ClusterCache:
         self._pending: set[str] = set()
         self._workloads: dict[WorkloadKey, WorkloadView] = {}
         self._nodes: dict[str, Node] = {}
+        self._namespaces: dict[str, tuple[str, Mapping[str, str] | None]] = {}
+        """name -> (resourceVersion, labels; None: not readable) of the watched namespaces."""
         self._subscribers: list[Subscriber] = []
+        self.queue_listeners: list[Callable[[], None]] = []
+        """Called when pods changed queue without a pod event (a namespace's labels changed):
+        the requeue memos (``RequeueIndex.bump_facts``)."""
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
         self.feed: PodFeed | None = None
         """The pod watch (set by ``wiring``; None on the embedded default), which verbs drive:
         ``expect`` and ``refresh``."""
         self.pods_synced = False
         self.nodes_synced = False
+        self.namespaces_synced = False
 
     # -- subscribers -----------------------------------------------------------------------
 
@@ -318,7 +347,9 @@ class ClusterCache:
         if self.queue_tree is not None and (
             old is None or old.metadata.resourceVersion != pod.metadata.resourceVersion
         ):
-            denied = queue_denied(pod, self.queue_tree)
+            denied = queue_denied(
+                pod, self.queue_tree, self.namespace_labels(pod.metadata.namespace)
+            )
             if denied is not None:
                 metrics.QUEUE_DENIED.labels(metrics.queue_label(denied)).inc()
         self._pods[uid] = pod
@@ -375,7 +406,7 @@ class ClusterCache:
         # One WorkloadKey object per workload, not per pod (the pods of a Job share it).
         workload = workload_of(pod)
         workload = self._workload_keys.setdefault(workload, workload)
-        queue = queue_of(pod, self.queue_tree)
+        queue = self.queue_of_pod(pod)
         key = pod.key
         self._indexed[uid] = (key, node, workload, queue)
         self._uid_by_key[key] = uid
@@ -408,9 +439,86 @@ class ClusterCache:
         """Index every pod's queue again (the tree, and so the namespace permissions, changed)."""
         self._by_queue.clear()
         for uid, (key, node, workload, _) in list(self._indexed.items()):
-            queue = queue_of(self._pods[uid], self.queue_tree)
+            queue = self.queue_of_pod(self._pods[uid])
             self._indexed[uid] = (key, node, workload, queue)
             _add(self._by_queue, queue, uid)
+
+    def queue_of_pod(self, pod: Pod) -> str:
+        """``pod``'s leaf queue now: ``queue_of`` with the tree and its namespace's labels."""
+        return queue_of(pod, self.queue_tree, self.namespace_labels(pod.metadata.namespace))
+
+    # -- namespaces ------------------------------------------------------------------------
+
+    def namespace_labels(self, name: str) -> Mapping[str, str] | None:
+        """The labels of namespace ``name``: empty when not seen (not watched, or not yet),
+        None when not readable (``readable_labels``: no selector matches)."""
+        entry = self._namespaces.get(name)
+        return entry[1] if entry is not None else EMPTY
+
+    def upsert_namespace(self, namespace: Namespace) -> None:
+        """Add or update a namespace (watch ADDED/MODIFIED)."""
+        if self._put_namespace(namespace):
+            self._requeue_namespaces({namespace.name})
+
+    def delete_namespace(self, namespace: Namespace) -> None:
+        """Remove a namespace: its labels are unknown (empty) again."""
+        if self._namespaces.pop(namespace.name, None) is not None:
+            metrics.CACHE_OBJECTS.labels("namespaces").set(len(self._namespaces))
+            self._requeue_namespaces({namespace.name})
+
+    def replace_namespaces(self, namespaces: Iterable[Namespace]) -> None:
+        """Hold exactly ``namespaces`` (after a LIST); the pods of those whose labels differ
+        from what was held are indexed again, in one pass."""
+        fresh = {n.name: n for n in namespaces}
+        changed = {name for name in self._namespaces if name not in fresh}
+        for name in changed:
+            del self._namespaces[name]
+        changed.update(name for name, ns in fresh.items() if self._put_namespace(ns))
+        self.namespaces_synced = True
+        metrics.CACHE_OBJECTS.labels("namespaces").set(len(self._namespaces))
+        self._requeue_namespaces(changed)
+
+    def _put_namespace(self, namespace: Namespace) -> bool:
+        """Keep ``namespace``'s labels; whether they differ from the ones held."""
+        name, version = namespace.name, namespace.metadata.resourceVersion
+        old = self._namespaces.get(name)
+        if old is not None and old[0] == version:
+            return False
+        labels = readable_labels(namespace)
+        if labels is None:
+            self.invalid.report("namespace", name, ["namespace-labels"])
+        self._namespaces[name] = (version, labels)
+        if old is None:
+            metrics.CACHE_OBJECTS.labels("namespaces").set(len(self._namespaces))
+        return (old[1] if old is not None else EMPTY) != labels
+
+    def _requeue_namespaces(self, names: set[str]) -> None:
+        """Index again the queue of every pod in ``names`` (their labels changed): a pod its
+        namespace may no longer use its queue moves to ``default`` (counted as denied), one
+        that may now moves to its queue; the queue listeners hear of any move."""
+        tree = self.queue_tree
+        if not names or tree is None or not tree.uses_selectors():
+            return
+        moved = 0
+        for uid, (key, node, workload, queue) in self._indexed.items():
+            if key.partition("/")[0] not in names:
+                continue
+            pod = self._pods[uid]
+            now = self.queue_of_pod(pod)
+            if now == queue:
+                continue
+            self._indexed[uid] = (key, node, workload, now)  # same key: no resize mid-loop
+            _remove(self._by_queue, queue, uid)
+            _add(self._by_queue, now, uid)
+            moved += 1
+            if now == DEFAULT_QUEUE:
+                metrics.QUEUE_DENIED.labels(metrics.queue_label(requested_queue(pod))).inc()
+        if moved:
+            log.info(
+                "namespace labels changed: pods moved queue", namespaces=len(names), pods=moved
+            )
+            for listener in tuple(self.queue_listeners):
+                listener()
 
     # -- nodes -----------------------------------------------------------------------------
 
@@ -470,6 +578,11 @@ class ClusterCache:
         """The node reflector's view of this cache."""
         return _NodeStore(self)
 
+    @property
+    def namespace_store(self) -> _NamespaceStore:
+        """The namespace reflector's view of this cache."""
+        return _NamespaceStore(self)
+
 
 class _PodStore:
     def __init__(self, cache: ClusterCache) -> None:
@@ -504,3 +617,17 @@ class _NodeStore:
 
     def delete(self, obj: Node) -> None:
         self.cache.delete_node(obj)
+
+
+class _NamespaceStore:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+
+    def replace(self, items: Sequence[Namespace]) -> None:
+        self.cache.replace_namespaces(items)
+
+    def upsert(self, obj: Namespace) -> None:
+        self.cache.upsert_namespace(obj)
+
+    def delete(self, obj: Namespace) -> None:
+        self.cache.delete_namespace(obj)

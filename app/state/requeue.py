@@ -44,7 +44,6 @@ from app.policy.workload import (
     WorkloadKey,
     is_member,
     live_pods,
-    queue_of,
     workload_of,
 )
 from app.state.cache import CacheEvent, ClusterCache, WorkloadView
@@ -306,7 +305,7 @@ class RequeueView:
         key = workload_of(pod)
         record = self.records.read(key, pod)
         view = cache.workload(key)
-        queue = queue_of(pod, cache.queue_tree)
+        queue = cache.queue_of_pod(pod)
         preemptor_pending, preemptor_name = False, None
         if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
             preemptor = cache.pod(record.preemptor_uid)
@@ -363,7 +362,7 @@ class RequeueView:
             has_record=self.records.may_have_record(key, pod),
             gated=self.gate.lookup(pod) is not None,
             blockers=bool(self.blockers(now)),
-            strict_queue=bool(strict) and queue_of(pod, self.cache.queue_tree) in strict,
+            strict_queue=bool(strict) and self.cache.queue_of_pod(pod) in strict,
             claims=bool(self.gate.claims(now)),
         )
         return not admission.may_hold(pre)
@@ -416,7 +415,7 @@ class RequeueView:
                 continue
             key = cache.workload_key_of(uid) or workload_of(pod)
             key_of[uid] = key
-            if strict and queue_of(pod, cache.queue_tree) in strict:
+            if strict and cache.queue_of_pod(pod) in strict:
                 always.add(uid)
             if self.surely_free(pod, key, now):
                 found[uid] = None
@@ -478,7 +477,7 @@ class RequeueView:
                 continue
             admitted = self.records.life(view).life.admitted
             state = workload_state(admitted, self.records.read(key), now)
-            c = counts[queue_of(view.pods[0], cache.queue_tree)]
+            c = counts[cache.queue_of_pod(view.pods[0])]
             setattr(c, state, getattr(c, state) + 1)
         return dict(counts)
 

@@ -38,7 +38,7 @@ from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource
 from app.policy.eviction import timed_out
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import WorkloadKey, is_queued, live_pods, queue_of
+from app.policy.workload import WorkloadKey, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView
@@ -224,7 +224,7 @@ class PodsReadyEvictor(Ticker):
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT
-            queue = queue_of(view.pods[0], self.cache.queue_tree) if view.pods else ""
+            queue = self.cache.queue_of_pod(view.pods[0]) if view.pods else ""
             metrics.count_eviction(queue, reason)
             log.info(
                 "workload evicted: PodsReady timeout",

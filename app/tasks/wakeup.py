@@ -36,7 +36,7 @@ from app.model.gate import PodRef
 from app.model.pod import Pod
 from app.policy.rate import TokenBucket
 from app.policy.wakeup import Hold, WakePlan, WakeSchedule, freed_by, plan_wakeups
-from app.policy.workload import WorkloadKey, queue_of, workload_of
+from app.policy.workload import WorkloadKey, workload_of
 from app.state.cache import CacheEvent
 from app.state.preemption import AwaitedPreemptors
 from app.state.requeue import RequeueView
@@ -240,7 +240,7 @@ class RequeueWaker(Ticker):
         for uid in plan.wake:
             pod = cache.pod(uid) if self.held[uid].rule == "backoff" else None
             if pod is not None:
-                back.setdefault(workload_of(pod), queue_of(pod, cache.queue_tree))
+                back.setdefault(workload_of(pod), cache.queue_of_pod(pod))
         for queue in back.values():
             metrics.REQUEUED_WORKLOADS.labels(metrics.queue_label(queue)).inc()
 

@@ -26,7 +26,7 @@ import yaml
 from tests.e2e.conftest import ControlPlane, RunwayFactory, RunwayHandle, poll, rfc3339_now
 from tests.helm_chart import render
 
-RUNWAY_NS, A, B = "runway-system", "tenant-a", "tenant-b"
+RUNWAY_NS, A, B, C = "runway-system", "tenant-a", "tenant-b", "tenant-c"
 SCHEDULER = "runway-e2e-nobody"
 GROUP = "/apis/runway.dev/v1alpha1"
 CONFIG: dict[str, Any] = {
@@ -40,6 +40,8 @@ CONFIG: dict[str, Any] = {
         {"name": "org-b", "namespaces": [B], "reclaimMinRuntime": "1h", "preemptMinRuntime": "1h"},
         {"name": "qb", "parent": "org-b"},
         {"name": "strict-b", "parent": "org-b", "queueingStrategy": "StrictFIFO"},
+        # by the namespace's labels (an administrator's), not its name
+        {"name": "team-a-labelled", "namespaceSelector": {"matchLabels": {"team": "a"}}},
     ],
     "waitForPodsReady": {
         "enable": True,
@@ -139,7 +141,7 @@ def world(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     plane = dedicated_plane
-    for ns in (RUNWAY_NS, A, B):
+    for ns in (RUNWAY_NS, A, B, C):
         plane.ensure_namespace(ns)
     for name, value in (("low", 10), ("mid", 500), ("high", 1000)):
         plane.ensure_priority_class(name, value)
@@ -283,6 +285,24 @@ def get_pod(w: World, ns: str, name: str) -> dict[str, Any] | None:
     assert r.status_code == 200, r.text
     pod: dict[str, Any] = r.json()
     return pod
+
+
+def label_namespace(w: World, ns: str, labels: dict[str, str | None]) -> None:
+    """An administrator (re)labels a namespace (``None`` removes a label)."""
+    r = w.plane.api.patch(
+        f"/api/v1/namespaces/{ns}",
+        json={"metadata": {"labels": labels}},
+        headers={"Content-Type": "application/merge-patch+json"},
+    )
+    assert r.status_code == 200, r.text
+
+
+def queue_in_runway(w: World, ns: str, name: str) -> str | None:
+    r = w.runway.client.get(f"/v1/workloads/{ns}/{name}")
+    if r.status_code != 200:
+        return None
+    queue: str = r.json()["queue"]
+    return queue
 
 
 def in_cache(w: World, ns: str, name: str) -> bool:
@@ -548,3 +568,43 @@ def test_kubectl_get_shows_the_record_columns(world: World) -> None:
         assert column in columns, columns
     rows = {row["cells"][0]: row["cells"] for row in table["rows"]}
     assert any("flaky" in name for name in rows), rows
+
+
+def test_a_namespace_selector_follows_the_namespaces_labels_live(world: World) -> None:
+    """A queue for the namespaces labelled ``team=a``: a pod of such a namespace uses it; one of
+    another namespace naming it is queued in ``default`` (counted); an administrator relabelling
+    the namespaces changes both outcomes while runway runs (its ClusterRole may watch
+    namespaces: the chart's, applied as is)."""
+    w = world
+    queue = "team-a-labelled"
+    label_namespace(w, C, {"team": "a"})
+    denied_before = w.metric("runway_queue_denied_total", {"queue": queue})
+    pod_in(w, C, "labelled", queue=queue, priority="low")
+    pod_in(w, B, "unlabelled", queue=queue, priority="low")
+    poll(lambda: queue_in_runway(w, C, "labelled") == queue, within=30, what="C's pod in it")
+    poll(
+        lambda: queue_in_runway(w, B, "unlabelled") == "default",
+        within=30,
+        what="B's pod queued in default",
+    )
+    pending = json.dumps(w.runway.get(f"/v1/queues/{queue}/pending"))
+    assert f"{C}/labelled" in pending and f"{B}/unlabelled" not in pending
+    assert w.metric("runway_queue_denied_total", {"queue": queue}) >= denied_before + 1
+    # The administrator moves the label from tenant-c to tenant-b: no restart, both follow.
+    label_namespace(w, B, {"team": "a"})
+    poll(
+        lambda: queue_in_runway(w, B, "unlabelled") == queue,
+        within=30,
+        what="B's pod moved into the queue after B was labelled",
+    )
+    denied_now = w.metric("runway_queue_denied_total", {"queue": queue})
+    label_namespace(w, C, {"team": None})
+    poll(
+        lambda: queue_in_runway(w, C, "labelled") == "default",
+        within=30,
+        what="C's pod moved to default after its label was removed",
+    )
+    assert w.metric("runway_queue_denied_total", {"queue": queue}) >= denied_now + 1
+    pending = json.dumps(w.runway.get(f"/v1/queues/{queue}/pending"))
+    assert f"{B}/unlabelled" in pending and f"{C}/labelled" not in pending
+    label_namespace(w, B, {"team": None})

@@ -1,6 +1,7 @@
 """Issue 14 rows 1, 2, 5, 10, 13: values users write into the cluster (annotations, labels,
-ownerReferences) and into preempt payloads never raise in a verb, a REST GET or a background
-pass; a bad value is ignored for its object and counted once per object version."""
+ownerReferences, namespace labels) and into preempt payloads never raise in a verb, a REST GET
+or a background pass; a bad value is ignored for its object and counted once per object
+version."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import msgspec
 import pytest
 
 from app import metrics
+from app.config import parse_config
 from app.model import Pod
+from app.model.namespace import Namespace
+from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from tests.hostile.conftest import T0, Embedded, filter_body, pod_obj, preempt_body
 
@@ -208,3 +212,36 @@ async def test_row13_preempt_validation(embedded: Embedded, body: Any, what: str
     resp = await embedded.verb("preempt", body)
     assert resp.status_code == 400, resp.text
     assert what in resp.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {f"k{i}": "v" for i in range(10_000)},  # far more than runway keeps
+        {"team": "a", "x" * 5000: "v"},  # longer than the API server allows
+        {"team": "a" * 5000},
+    ],
+    ids=["many", "long-key", "long-value"],
+)
+async def test_hostile_namespace_labels_match_no_selector(
+    embedded: Embedded, labels: dict[str, str]
+) -> None:
+    """Whoever may label a namespace writes its labels: runway keeps a bounded set or none (no
+    selector matches then, not even ``{}``), counts it once per version, and every verb, REST
+    read and pass still answers."""
+    runway = embedded.runway
+    runway.queues.adopt(
+        QueueTree.from_config(
+            parse_config({"queues": [{"name": "research", "namespaceSelector": {}}]}).queues
+        )
+    )
+    runway.cache.reindex_queues()
+    before = invalid("namespace-labels")
+    raw = json.dumps({"metadata": {"name": "team", "resourceVersion": "9", "labels": labels}})
+    for _ in range(2):  # the same version twice: counted once
+        runway.cache.upsert_namespace(msgspec.json.decode(raw, type=Namespace))
+    assert invalid("namespace-labels") - before == 1
+    assert runway.cache.namespace_labels("team") is None
+    pod = embedded.add(pod_obj("p", labels={"runway.dev/queue": "research"}))
+    assert runway.cache.queue_of_pod(pod) == "default"
+    await assert_all_answer(embedded, pod_obj("boss", priority=100))

@@ -141,6 +141,33 @@ async def test_invalid_change_keeps_the_last_good_tree(world: World) -> None:
     assert (await w.queues())["queueSourceError"] is None
 
 
+async def test_runways_annotations_arrive_through_the_watch_and_only_they_are_kept(
+    world: World,
+) -> None:
+    """``runway.dev/namespaces`` and ``runway.dev/namespace-selector`` on a Queue object reach
+    the tree (the watched object keeps them); kubectl's last-applied copy is not kept."""
+    w = world
+    named = kai_queue("team-a", parentQueue="research")
+    named["metadata"]["annotations"] = {
+        "runway.dev/namespaces": "ns-b, ns-c",
+        "runway.dev/namespace-selector": "team=a",
+        "kubectl.kubernetes.io/last-applied-configuration": "{" + "x" * 10_000 + "}",
+    }
+    w.fake.add("queues", named)
+    await until(
+        lambda: w.runway.queues.node("team-a").namespaces == ("ns-b", "ns-c"),
+        what="the annotations applied",
+    )
+    selector = w.runway.queues.node("team-a").namespace_selector
+    assert selector is not None and selector.text == "team=a"
+    source = w.runway.queue_source
+    assert source is not None
+    assert source.store.objects["team-a"].metadata.annotations == {
+        "runway.dev/namespaces": "ns-b, ns-c",
+        "runway.dev/namespace-selector": "team=a",
+    }
+
+
 async def test_an_unknown_parent_is_refused_too(world: World) -> None:
     w = world
     w.fake.add("queues", kai_queue("orphan", parentQueue="nowhere"))

@@ -91,3 +91,69 @@ def test_adopt_swaps_the_tree_in_place() -> None:
     live.adopt(QueueTree.from_config(queues_from_kai([queue("new")]), origin=origin))
     assert [n.name for n in live] == ["new"]
     assert not live.is_known("old")
+
+
+def annotated(name: str, **annotations: str) -> dict[str, Any]:
+    obj = queue(name)
+    obj["metadata"]["annotations"] = annotations
+    return obj
+
+
+def test_namespace_selector_annotation() -> None:
+    """``runway.dev/namespace-selector`` in ``kubectl -l`` syntax, with the names annotation."""
+    objects = [
+        annotated(
+            "team-a",
+            **{
+                "runway.dev/namespace-selector": "team=a, tier in (gold,silver), !legacy",
+                "runway.dev/namespaces": "ops",
+            },
+        )
+    ]
+    (q,) = queues_from_kai(objects)
+    assert str(q.namespace_selector) == "team=a,tier in (gold,silver),!legacy"
+    tree = QueueTree.from_config([q], origin=origin)
+    assert tree.allows("team-a", "ns-1", {"team": "a", "tier": "gold"})
+    assert not tree.allows("team-a", "ns-1", {"team": "a", "tier": "gold", "legacy": "1"})
+    assert tree.allows("team-a", "ops", {})  # the names still allow
+    assert not tree.allows("team-a", "ns-2", {"team": "b"})
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            "team in ()",
+            "Queue/team-a: metadata.annotations[runway.dev/namespace-selector]: 'in' needs at "
+            "least one value (column 10) (got 'team in ()')",
+        ),
+        ("", "empty selector (it would match every namespace)"),
+        ("team > 1", "operator '>' at column 6 is for node selectors"),
+        ("Team_=a", "label key 'Team_': the name must be"),
+        ("team=" + "x" * 300, "..."),  # the quoted value is shortened
+    ],
+)
+def test_a_bad_selector_annotation_refuses_the_objects(value: str, expected: str) -> None:
+    """As any bad value on a Queue object: the whole change is refused (the caller keeps the
+    last good tree), every problem reported with the object's name."""
+    objects = [
+        annotated("team-a", **{"runway.dev/namespace-selector": value}),
+        queue("team-b", preemptMinRuntime="5 minutes"),
+    ]
+    with pytest.raises(ConfigError) as info:
+        queues_from_kai(objects)
+    text = str(info.value)
+    assert text.startswith("invalid Queue objects:\n")
+    assert expected in text, text
+    assert "Queue/team-b: preemptMinRuntime: " in text  # the other object's problem too
+    assert max(len(line) for line in text.splitlines()) < 600
+
+
+def test_a_bad_selector_and_a_bad_spec_on_one_object_are_both_reported() -> None:
+    obj = annotated("team-a", **{"runway.dev/namespace-selector": "team in ("})
+    obj["spec"]["preemptMinRuntime"] = "-5s"
+    with pytest.raises(ConfigError) as info:
+        queues_from_kai([obj])
+    lines = str(info.value).splitlines()[1:]
+    assert len(lines) == 2, lines
+    assert "namespace-selector" in lines[0] and "preemptMinRuntime" in lines[1]

@@ -128,3 +128,80 @@ def test_lca_is_the_deepest_shared_ancestor(data: st.DataObject, tree: QueueTree
     assert lca in up_a and lca in up_b
     # Nothing below the LCA is shared.
     assert not set(up_a[: up_a.index(lca)]) & set(up_b)
+
+
+# --- which namespaces may use a queue: names, patterns, label selectors -------------------------
+
+TEAM_A = {"team": "a", "kubernetes.io/metadata.name": "ns-a"}
+TEAM_B = {"team": "b"}
+
+
+def selector_tree() -> QueueTree:
+    return QueueTree.from_config(
+        parse_config(
+            {
+                "queues": [
+                    {"name": "org", "namespaceSelector": {"matchLabels": {"team": "a"}}},
+                    {"name": "org-leaf", "parent": "org"},
+                    # names and a selector on one queue: either allows
+                    {
+                        "name": "mixed",
+                        "parent": "org",
+                        "namespaces": ["guest-*"],
+                        "namespaceSelector": {
+                            "matchExpressions": [{"key": "team", "operator": "In", "values": ["b"]}]
+                        },
+                    },
+                    # a child's names alone replace the parent's selector
+                    {"name": "names-only", "parent": "org", "namespaces": ["ops"]},
+                    {"name": "open", "namespaceSelector": {}},
+                    {"name": "free"},
+                    {
+                        "name": "not-legacy",
+                        "namespaceSelector": {
+                            "matchExpressions": [{"key": "legacy", "operator": "DoesNotExist"}]
+                        },
+                    },
+                ]
+            }
+        ).queues
+    )
+
+
+@pytest.mark.parametrize(
+    ("queue", "namespace", "labels", "allowed"),
+    [
+        ("org", "ns-a", TEAM_A, True),
+        ("org", "ns-b", TEAM_B, False),
+        ("org", "ns-x", {}, False),  # no labels (not seen): the selector needs team=a
+        ("org-leaf", "ns-a", TEAM_A, True),  # inherited from the parent
+        ("org-leaf", "ns-b", TEAM_B, False),
+        ("mixed", "ns-b", TEAM_B, True),  # its own selector
+        ("mixed", "guest-1", {}, True),  # its own names
+        ("mixed", "ns-a", TEAM_A, False),  # the parent's selector no longer applies
+        ("names-only", "ops", {}, True),
+        ("names-only", "ns-a", TEAM_A, False),  # nearest rule: names only, no selector
+        ("open", "anything", {}, True),  # {} matches every namespace
+        ("open", "anything", None, False),  # ...whose labels runway could read
+        ("free", "ns-b", None, True),  # no rule on the way up: every namespace
+        ("undeclared", "ns-b", TEAM_B, True),
+        ("not-legacy", "ns-x", {}, True),
+        ("not-legacy", "ns-x", {"legacy": "yes"}, False),
+    ],
+)
+def test_allows_by_names_or_labels_the_nearest_rule_decides(
+    queue: str, namespace: str, labels: dict[str, str] | None, allowed: bool
+) -> None:
+    assert selector_tree().allows(queue, namespace, labels) is allowed
+
+
+def test_which_queue_holds_the_rule_and_whether_labels_matter() -> None:
+    tree = selector_tree()
+    rule = tree.namespace_rule_of("org-leaf")
+    assert rule is not None and rule.name == "org"
+    assert rule.namespace_selector is not None and rule.namespace_selector.text == "team=a"
+    assert tree.namespace_rule_of("free") is None
+    assert tree.uses_selectors()
+    assert not QueueTree.from_config(
+        parse_config({"queues": [{"name": "a", "namespaces": ["x"]}]}).queues
+    ).uses_selectors()

@@ -11,6 +11,7 @@ from app.model.lifecycle import MAX_SIZE
 from app.model.pod import ObjectMeta, OwnerReference, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
 from app.policy.queues import QueueNode, QueueTree
+from app.policy.selectors import Requirement, Selector
 from app.policy.workload import (
     DEFAULT_QUEUE,
     WorkloadKey,
@@ -120,6 +121,33 @@ def test_queue_of_applies_the_namespaces_a_queue_allows(
     assert queue_of(pod, tree) == expected
     assert queue_of(pod) == queue  # without a tree: the label alone
     assert queue_denied(pod, tree) == (None if expected == queue else queue)
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ({"team": "a"}, "a-leaf"),
+        ({"team": "b"}, DEFAULT_QUEUE),
+        ({}, DEFAULT_QUEUE),  # a namespace runway has not seen: no labels
+        (None, DEFAULT_QUEUE),  # labels runway would not keep: no selector matches
+    ],
+)
+def test_queue_of_applies_a_namespace_selector(
+    labels: dict[str, str] | None, expected: str
+) -> None:
+    tree = QueueTree.from_nodes(
+        [
+            QueueNode(
+                "a",
+                namespace_selector=Selector((Requirement("team", "In", frozenset({"a"})),)),
+            ),
+            QueueNode("a-leaf", parent="a"),
+        ]
+    )
+    pod = make(namespace="ns-1", labels={"runway.dev/queue": "a-leaf"})
+    assert queue_of(pod, tree, labels) == expected
+    assert queue_denied(pod, tree, labels) == (None if expected == "a-leaf" else "a-leaf")
+    assert queue_of(pod, tree) == DEFAULT_QUEUE  # no labels given: none
 
 
 # --- workload_of --------------------------------------------------------------------------------

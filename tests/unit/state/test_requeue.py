@@ -17,6 +17,7 @@ from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
+from app.model.namespace import Namespace
 from app.model.timestamps import format_time
 from app.policy import admission
 from app.policy.podsready import not_ready_since
@@ -509,3 +510,43 @@ def test_pending_holds_sees_a_new_blocker_hold_a_pod_it_found_free() -> None:
     rt.cache.upsert_pod(pod("starter", workload="starter", bound_at=T0, ready=False))
     holds = rt.requeue.pending_holds(T0 + 1)
     assert holds["uid-waiting"] is not None and holds["uid-waiting"].rule == "block-admission"
+
+
+def test_a_relabelled_namespace_moves_its_pods_and_the_strict_fifo_head_follows() -> None:
+    """A namespace given the label a queue's ``namespaceSelector`` asks for: its older pod joins
+    the StrictFIFO queue (no pod event) and is its head from then on; every memo agrees."""
+    rt = runtime(
+        {
+            "queues": [
+                {
+                    "name": "strict",
+                    "queueingStrategy": "StrictFIFO",
+                    "namespaceSelector": {"matchLabels": {"team": "a"}},
+                }
+            ]
+        }
+    )
+    labelled = {"metadata": {"name": "ns-a", "resourceVersion": "1", "labels": {"team": "a"}}}
+    rt.cache.upsert_namespace(msgspec.convert(labelled, Namespace))
+    other = {"metadata": {"name": "ns-b", "resourceVersion": "1", "labels": {"team": "b"}}}
+    rt.cache.upsert_namespace(msgspec.convert(other, Namespace))
+
+    def pending(name: str, namespace: str, created: float) -> Pod:
+        obj = raw_pod(
+            name,
+            namespace=namespace,
+            labels={"runway.dev/queue": "strict"},
+            created=format_time(created),
+        )
+        return build_pod(obj)
+
+    older, newer = pending("older", "ns-b", T0 - 100), pending("newer", "ns-a", T0)
+    rt.cache.replace_pods([older, newer])
+    assert rt.requeue.pending_holds(T0) == {older.uid: None, newer.uid: None}
+    assert rt.requeue.admit(newer, T0) == admission.ADMIT  # the head: ns-b may not use it
+    relabelled = {"metadata": {"name": "ns-b", "resourceVersion": "2", "labels": {"team": "a"}}}
+    rt.cache.upsert_namespace(msgspec.convert(relabelled, Namespace))
+    assert rt.cache.queue_of_pod(older) == "strict"
+    holds = rt.requeue.pending_holds(T0)
+    assert holds[older.uid] is None and holds[newer.uid] is not None
+    assert rt.requeue.admit(newer, T0) != admission.ADMIT
