@@ -24,11 +24,12 @@ One process, one event loop (uvloop, as ``serve`` runs it):
    and each preemptor's gate is released before the next). ``/v1`` lists through the ASGI app
    (``httpx.ASGITransport``, as ``bench.rest_lists``): a page of 500 workloads, a deeper page,
    the queues, a leaf queue's pending order.
-3. **resync**: the pod reflector LISTs every pod again (a watch expiry: 1 % gone, 1 % new, 2 %
-   changed), applied by ``ClusterCache.replace_pods_steps``, while a task calls filter every
-   10 ms: the resync's time, the longest any call waited for the loop (and a 2 ms timer's
-   longest gap), the calls' latency from when each was due; and what held the loop: each
-   background loop's passes, each step of the replace and the garbage collector's pauses.
+3. **resync**: the pod reflector LISTs every pod again (a watch expiry: ~1 % gone, ~2 % new
+   and pending, ~1 % with a new version, a few pending pods bound), applied by
+   ``ClusterCache.replace_pods_steps``, while a task calls filter every 10 ms: the resync's
+   time, the longest any call waited for the loop (and a 2 ms timer's longest gap), the
+   calls' latency from when each was due; and what held the loop: each background loop's
+   passes, each step of the replace and the garbage collector's pauses.
 4. a table (bars: filter p99 ≤ 5 ms, preempt p99 ≤ 5 ms, no pause > 50 ms during a resync) and
    ``bench/out/scale.json`` with the machine and its load average at start and end. The
    machine is shared: absolute numbers move with its load.
