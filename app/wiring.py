@@ -350,8 +350,10 @@ def build(
     def job_changed(namespace: str, name: str) -> None:
         # A Job's size appeared, changed or went: PodsReady of its workload may have moved
         # (the record book's memo compares the size itself); nothing to do without its pods.
-        if cache.has_workload(WorkloadKey(namespace, name, JOB_SOURCE)):
+        key = WorkloadKey(namespace, name, JOB_SOURCE)
+        if cache.has_workload(key):
             index.bump_facts()
+            requeue.workload_changed(key)  # built below; a Job event comes after start
 
     jobs = JobSizes(on_change=job_changed)
     pods: PodApi

@@ -4,9 +4,10 @@ Everything here is synchronous and in memory: the extender verbs read it on the 
 awaiting. Writers are the reflectors (one event at a time, on the event loop), so no locking.
 
 Indexes: pod by UID and by ``namespace/name``; pods by node, by workload (``workload_of``), by
-leaf queue (``queue_of``); pending (no node) vs bound; nodes by name; each namespace's labels
-(watched only while a queue has a ``namespaceSelector``: a pod's queue may depend on them, so a
-namespace whose labels change has its pods' queues indexed again). Per workload, minAvailable
+leaf queue (``queue_of``); pending (no node) vs bound, and the pending pods nominated to each
+node (a count); nodes by name; each namespace's labels (watched only while a queue has a
+``namespaceSelector``: a pod's queue may depend on them, so a namespace whose labels change has
+its pods' queues indexed again). Per workload, minAvailable
 and PodsReady are derived from its pods and memoised until one of them changes (its life facts —
 created, admitted, started — are ``RecordBook.life``'s: they must outlive the pods).
 Subscribers are called after every change (gate opening, PodsReady tracking...).
@@ -178,6 +179,9 @@ class ClusterCache:
         self._workload_keys: dict[WorkloadKey, WorkloadKey] = {}
         self._by_queue: dict[str, set[str]] = {}
         self._pending: set[str] = set()
+        # Pending pods nominated to a node: uid -> node, and their count per node.
+        self._nominee: dict[str, str] = {}
+        self._nominated: dict[str, int] = {}
         self._workloads: dict[WorkloadKey, WorkloadView] = {}
         self._nodes: dict[str, Node] = {}
         self._namespaces: dict[str, tuple[str, Mapping[str, str] | None]] = {}
@@ -265,6 +269,16 @@ class ClusterCache:
         """Pods with no node yet."""
         return [self._pods[u] for u in self._pending]
 
+    def pending_in_queue(self, queue: str) -> list[Pod]:
+        """Pods of leaf queue ``queue`` with no node yet, in ``pods_in_queue``'s order (a set
+        lookup per pod of the queue: the bound ones are never fetched)."""
+        pending = self._pending
+        return [self._pods[u] for u in self._by_queue.get(queue, ()) if u in pending]
+
+    def nominated_to(self, node: str) -> int:
+        """How many pending pods have ``status.nominatedNodeName`` = ``node``."""
+        return self._nominated.get(node, 0)
+
     def bound_count(self) -> int:
         """Pods with a node."""
         return len(self._pods) - len(self._pending)
@@ -280,6 +294,10 @@ class ClusterCache:
     def has_workload(self, key: WorkloadKey) -> bool:
         """Whether workload ``key`` has a pod in the cache (a set lookup)."""
         return key in self._by_workload
+
+    def workload_count(self) -> int:
+        """How many workloads have at least one pod."""
+        return len(self._by_workload)
 
     def workload_key_of(self, uid: str) -> WorkloadKey | None:
         """The workload of the pod with this UID (as indexed)."""
@@ -356,6 +374,9 @@ class ClusterCache:
         if old is not None and _same_index_keys(old, pod):
             # A status or annotation change: the indexes hold; only the workload view is stale.
             self._workloads.pop(self._indexed[uid][2], None)
+            if old.status.nominatedNodeName != pod.status.nominatedNodeName:
+                self._unnominate(uid)
+                self._nominate(uid, pod)
         else:
             self._unindex(uid)
             self._index(uid, pod)
@@ -414,6 +435,7 @@ class ClusterCache:
             _add(self._by_node, node, uid)
         else:
             self._pending.add(uid)
+            self._nominate(uid, pod)
         _add(self._by_workload, workload, uid)
         _add(self._by_queue, queue, uid)
         self._workloads.pop(workload, None)
@@ -429,11 +451,27 @@ class ClusterCache:
             _remove(self._by_node, node, uid)
         else:
             self._pending.discard(uid)
+            self._unnominate(uid)
         _remove(self._by_workload, workload, uid)
         if workload not in self._by_workload:
             self._workload_keys.pop(workload, None)
         _remove(self._by_queue, queue, uid)
         self._workloads.pop(workload, None)
+
+    def _nominate(self, uid: str, pod: Pod) -> None:
+        node = pod.status.nominatedNodeName
+        if node and not pod.spec.nodeName:
+            self._nominee[uid] = node
+            self._nominated[node] = self._nominated.get(node, 0) + 1
+
+    def _unnominate(self, uid: str) -> None:
+        node = self._nominee.pop(uid, None)
+        if node is not None:
+            left = self._nominated[node] - 1
+            if left:
+                self._nominated[node] = left
+            else:
+                del self._nominated[node]
 
     def reindex_queues(self) -> None:
         """Index every pod's queue again (the tree, and so the namespace permissions, changed)."""

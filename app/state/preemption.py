@@ -414,8 +414,8 @@ class PreemptDecider:
     def _lower_nominations(self, node: str, preemptor: Pod) -> tuple[PodRef, ...]:
         """Pending pods of lower priority nominated to ``node`` (kube-scheduler's preemption
         clears their nomination: they no longer fit once the preemptor takes the room)."""
-        if not self.verify:
-            return ()
+        if not self.verify or not self.cache.nominated_to(node):
+            return ()  # (a dict lookup: a scan of every pending pod only when one is nominated)
         return tuple(
             PodRef.of(p)
             for p in self.cache.pending_pods()

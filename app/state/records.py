@@ -55,7 +55,7 @@ Update = Callable[[EvictionRecord | None], EvictionRecord | None]
 """Computes the record to write from the current one; None = write nothing."""
 
 MEMO_LIMIT = 10_000
-"""Bounded memos (life facts, preemptions counted)."""
+"""Bounded memos: preemptions counted; life facts (this many plus twice the workloads)."""
 
 
 class RecordStore(Protocol):
@@ -275,7 +275,10 @@ class RecordBook:
             return memo[4]
         parallelism = self.job_size(view) if job is not None else None
         facts = facts_of(view.pods, persisted, last_eviction=evicted, parallelism=parallelism)
-        if len(self._life_memo) > MEMO_LIMIT:
+        # Bounded by the workloads there are: a pass over every workload (the PodsReady evictor,
+        # the blockers, /v1/queues) must find its memo, not clear it (41,000 workloads at
+        # 150,000 pods: bench.scale).
+        if len(self._life_memo) > MEMO_LIMIT + 2 * self.cache.workload_count():
             self._life_memo.clear()
         self._life_memo[key] = (view, persisted, evicted, job, facts)
         return facts

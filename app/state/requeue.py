@@ -11,7 +11,7 @@ simply has no data.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
@@ -139,11 +139,25 @@ class RequeueView:
         """UIDs of pods changed since the last pass (None: look at every pending pod)."""
         self._stamp: tuple[int, int, tuple[Blocker, ...]] | None = None
         self._strict_memo: tuple[int, frozenset[str]] | None = None
+        self._unsettled: set[WorkloadKey] | None = None
+        """Workloads with a bound pod that are not all members and PodsReady by their pods: the
+        only ones ``blockers`` evaluates (None: not known, look at every workload)."""
+        self._unsettled_stale: set[WorkloadKey] = set()
+        """Workloads whose pods changed since ``_unsettled`` was brought up to date."""
         cache.subscribe(self._on_change)
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
+        if event.kind != "pod":
+            return
+        if self._unsettled is not None:
+            stale = self._unsettled_stale
+            for changed_pod in (event.old, event.new):
+                if changed_pod is not None:
+                    stale.add(workload_of(changed_pod))
+            if len(stale) > CHANGED_LIMIT:  # nobody asks: look at every workload next time
+                self._unsettled, self._unsettled_stale = None, set()
         changed = self._changed
-        if changed is None or event.kind != "pod":
+        if changed is None:
             return
         pod = event.new if event.new is not None else event.old
         if pod is not None:
@@ -201,19 +215,9 @@ class RequeueView:
             return idx._blockers[1]
         found: list[Blocker] = []
         cache = self.cache
-        for key in cache.workload_keys():
+        for key in self._unsettled_workloads():
             view = cache.workload(key)
-            if view is None or not view.bound:
-                continue  # nothing bound: not admitted
-            if (
-                view.pods_ready
-                and all(is_member(p) for p in view.pods)
-                and (self.records.job_size(view) or 0) <= len(view.pods)
-            ):
-                # Ready by its pods, none failed or going, no more than them in its Job: its size
-                # can exceed its members only for the moment between a pod's deletion and its
-                # replacement's creation (then pending: not ready). Saves reading the records of
-                # every running workload.
+            if view is None:
                 continue
             state = self.pods_ready_state(view)
             admitted = state.admitted_at
@@ -222,9 +226,46 @@ class RequeueView:
             # ``now`` only decides "timed out": the policy re-checks timeout_at on every call.
             if blocks_admission(state, admitted, cfg):
                 found.append(Blocker(str(key), admitted + cfg.timeout))
-        result = tuple(sorted(found, key=lambda b: b.workload))
+        result = tuple(sorted(found, key=lambda b: (b.workload, b.timeout_at)))
         idx._blockers = (idx.generation, result)
         return result
+
+    def workload_changed(self, key: WorkloadKey) -> None:
+        """Something ``blockers`` reads besides its pods changed for ``key`` (its Job's size):
+        evaluate it again."""
+        if self._unsettled is not None:
+            self._unsettled_stale.add(key)
+
+    def _unsettled_workloads(self) -> set[WorkloadKey]:
+        """The workloads ``blockers`` must evaluate: a pod bound, and not Ready by their pods
+        with none failed or going and no more than its Job wants (such a workload's size can
+        exceed its members only for the moment between a pod's deletion and its replacement's
+        creation, then pending: not ready). Brought up to date from the workloads whose pods
+        changed since the last call (or whose Job's size did), so a filter after a pod event
+        costs what changed, not every workload (bench.scale)."""
+        cache = self.cache
+        if self._unsettled is None:
+            unsettled: set[WorkloadKey] = set()
+            check: Iterable[WorkloadKey] = cache.workload_keys()
+        else:
+            unsettled, check = self._unsettled, self._unsettled_stale
+        self._unsettled, self._unsettled_stale = unsettled, set()
+        for key in check:
+            view = cache.workload(key)
+            if (
+                view is None
+                or not view.bound  # nothing bound: not admitted
+                or (
+                    view.pods_ready
+                    and all(is_member(p) for p in view.pods)
+                    # no more pods than its Job wants (a Job short of its parallelism is not)
+                    and (self.records.job_size(view) or 0) <= len(view.pods)
+                )
+            ):
+                unsettled.discard(key)
+            else:
+                unsettled.add(key)
+        return unsettled
 
     def evaluate(self, view: WorkloadView, now: float) -> tuple[PodsReadyState, PodsReadyCheck]:
         """The PodsReady state and check of one workload (REST and evictor). A workload that
@@ -248,8 +289,8 @@ class RequeueView:
             return memo[1]
         cache = self.cache
         keys: dict[WorkloadKey, None] = {}
-        for pod in cache.pods_in_queue(queue):
-            if not pod.spec.nodeName and pod.metadata.deletionTimestamp is None:
+        for pod in cache.pending_in_queue(queue):
+            if pod.metadata.deletionTimestamp is None:
                 keys[workload_of(pod)] = None
         found: list[PendingWorkload] = []
         for key in keys:

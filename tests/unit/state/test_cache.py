@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from app.model import Pod
 from app.model.node import Node
 from app.policy.workload import WorkloadKey
@@ -269,3 +272,67 @@ def test_a_resync_applies_in_steps_and_ends_as_a_replace() -> None:
     assert sorted(p.uid for p in stepped.pods()) == sorted(p.uid for p in whole.pods())
     assert [p.uid for p in stepped.pending_pods()] == [p.uid for p in whole.pending_pods()]
     assert stepped.pods_synced
+
+
+NOMINATION_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "nominate", "renominate", "bind", "requeue", "delete", "label"]),
+        st.integers(0, 5),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(NOMINATION_OPS)
+def test_pending_pods_by_queue_and_nomination_follow_every_change(
+    ops: list[tuple[str, int]],
+) -> None:
+    """``pending_in_queue`` is ``pods_in_queue`` without the bound pods, in the same order, and
+    ``nominated_to`` counts the pending pods nominated to a node, whatever happened to them."""
+    cache = ClusterCache()
+    state: dict[int, tuple[str | None, str | None, str]] = {}  # i -> (node, nominated, queue)
+    rv = 0
+    for op, i in ops:
+        rv += 1
+        old = state.get(i)
+        if op == "delete":
+            if old is not None:
+                del state[i]
+                gone = cache.pod(f"u-p{i}")
+                assert gone is not None
+                cache.delete_pod(gone)
+            continue
+        node, nominated, queue = old or (None, None, f"q{i % 2}")
+        if op == "nominate":
+            nominated = f"n{i % 2}"
+        elif op == "renominate":
+            nominated = None if nominated else "n0"
+        elif op == "bind":
+            node = "n1"
+        elif op == "requeue":
+            node = None
+        elif op == "label":
+            queue = "q0" if queue == "q1" else "q1"
+        elif old is not None:
+            continue  # add: already there
+        state[i] = (node, nominated, queue)
+        obj = raw_pod(
+            f"p{i}",
+            namespace="ns",
+            uid=f"u-p{i}",
+            resource_version=str(rv),
+            labels={"runway.dev/queue": queue},
+            node=node,
+        )
+        if nominated:
+            obj["status"] = {"nominatedNodeName": nominated}
+        cache.upsert_pod(build_pod(obj))
+    for queue in ("q0", "q1"):
+        assert cache.pending_in_queue(queue) == [
+            p for p in cache.pods_in_queue(queue) if not p.spec.nodeName
+        ]
+    for node in ("n0", "n1"):
+        assert cache.nominated_to(node) == sum(
+            1 for p in cache.pending_pods() if p.status.nominatedNodeName == node
+        )

@@ -20,9 +20,10 @@ from app.model.lifecycle import Life
 from app.model.namespace import Namespace
 from app.model.timestamps import format_time
 from app.policy import admission
-from app.policy.podsready import not_ready_since
+from app.policy.podsready import blocks_admission, not_ready_since
 from app.policy.wakeup import hold_of
-from app.policy.workload import WorkloadKey
+from app.policy.workload import WorkloadKey, is_member
+from app.state import records
 from app.wiring import Runway, build
 from tests.builders import condition, job, raw_pod
 from tests.builders import pod as build_pod
@@ -475,6 +476,117 @@ def test_pending_holds_with_its_memo_always_agrees_with_asking_every_pod(
         }
         assert rt.requeue.pending_holds(now) == {u: hold_of(v) for u, v in chain.items()}
         assert {p.uid: rt.requeue.admit(p, now) for p in pending} == chain
+
+
+BLOCKER_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["add", "bind", "ready", "unready", "fail", "delete", "move", "record", "life", "tick"]
+        ),
+        st.integers(0, 5),
+    ),
+    max_size=30,
+)
+
+
+def blockers_of_every_workload(rt: Runway) -> tuple[admission.Blocker, ...]:
+    """``RequeueView.blockers`` as it was before it kept its workloads up to date: a pass over
+    every workload."""
+    cfg = rt.requeue.pods_ready
+    found = []
+    for key in rt.cache.workload_keys():
+        view = rt.cache.workload(key)
+        if view is None or not view.bound:
+            continue
+        if view.pods_ready and all(is_member(p) for p in view.pods):
+            continue
+        state = rt.requeue.pods_ready_state(view)
+        admitted = state.admitted_at
+        if admitted is not None and blocks_admission(state, admitted, cfg):
+            found.append(admission.Blocker(str(key), admitted + cfg.timeout))
+    return tuple(sorted(found, key=lambda b: (b.workload, b.timeout_at)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(BLOCKER_OPS, st.integers(0, 3))
+def test_blockers_kept_up_to_date_agree_with_a_pass_over_every_workload(
+    ops: list[tuple[str, int]], every: int
+) -> None:
+    """``blockers`` evaluates the unsettled workloads and those whose pods changed since its
+    last call (a filter after a pod event costs what changed): whatever changed, and however
+    many changes came between two calls, it answers what a pass over every workload answers."""
+    rt = runtime({"waitForPodsReady": {"enable": True, "blockAdmission": True, "timeout": "60s"}})
+    clock = rt.clock
+    assert isinstance(clock, ManualClock)
+    pods: dict[int, tuple[bool, bool | None, bool]] = {}  # i -> (bound, ready, failed)
+    moved: set[int] = set()
+
+    def put(i: int) -> None:
+        bound, ready, failed = pods[i]
+        obj = raw_pod(
+            f"p{i}",
+            namespace="ns",
+            labels={"runway.dev/workload": f"w{(i + 1) % 3}" if i in moved else f"w{i % 3}"},
+            node="n1" if bound else None,
+            phase="Failed" if failed else None,
+            start_time=format_time(T0) if bound else None,
+            conditions=(
+                [condition("PodScheduled", True, format_time(T0))]
+                + ([condition("Ready", ready, format_time(T0 + 1))] if ready is not None else [])
+            )
+            if bound
+            else None,
+        )
+        rt.cache.upsert_pod(build_pod(obj))
+
+    for n, (op, i) in enumerate(ops):
+        key = WorkloadKey("ns", f"w{i % 3}", "label")
+        old = pods.get(i)
+        if op == "add" and old is None:
+            pods[i] = (False, None, False)
+        elif op == "bind" and old is not None:
+            pods[i] = (True, old[1], old[2])
+        elif op in ("ready", "unready") and old is not None and old[0]:
+            pods[i] = (True, op == "ready", old[2])
+        elif op == "fail" and old is not None:
+            pods[i] = (old[0], old[1], True)
+        elif op == "move" and old is not None:
+            moved.symmetric_difference_update({i})
+        elif op == "delete" and old is not None:
+            del pods[i]
+            gone = rt.cache.pod(f"uid-p{i}")
+            assert gone is not None
+            rt.cache.delete_pod(gone)
+        elif op == "record":
+            now = clock.now()
+            record = EvictionRecord(PODS_READY_TIMEOUT, now, count=1, requeue_at=now + 7)
+            asyncio.run(rt.records.write(key, record))
+        elif op == "life":
+            asyncio.run(rt.records.write_life(key, Life(created=T0, admitted=T0 - 30)))
+        elif op == "tick":
+            clock.advance(20)
+        if i in pods and op not in ("record", "life", "tick", "delete"):
+            put(i)
+        if every == 0 or n % every == 0:  # some calls see one change, others several
+            assert rt.requeue.blockers(clock.now()) == blockers_of_every_workload(rt)
+    assert rt.requeue.blockers(clock.now()) == blockers_of_every_workload(rt)
+
+
+def test_a_pass_over_more_workloads_than_the_memo_limit_finds_their_life_facts_memoised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The life-facts memo holds every workload there is (41,000 at 150,000 pods): a pass over
+    all of them (the PodsReady evictor, the blockers, /v1/queues) must not clear it."""
+    monkeypatch.setattr(records, "MEMO_LIMIT", 3)
+    rt = runtime()
+    for i in range(20):
+        rt.cache.upsert_pod(pod(f"p{i}", bound_at=T0, ready=True, workload=f"w{i}"))
+    views = [rt.cache.workload(k) for k in rt.cache.workload_keys()]
+    first = [rt.records.life(v) for v in views if v is not None]
+    derived: list[object] = []
+    monkeypatch.setattr(records, "facts_of", lambda *a, **k: derived.append(a))
+    assert [rt.records.life(v) for v in views if v is not None] == first
+    assert derived == []
 
 
 def test_pending_holds_asks_the_rule_chain_only_about_pods_something_could_hold() -> None:
