@@ -73,11 +73,14 @@ class LeaderForwarder:
             return None
         try:
             client = self._current_client()
-            response = await client.post(
-                f"{url}/{verb}",
-                content=body,
-                headers={"content-type": "application/json", FORWARDED_HEADER: self._identity},
-            )
+            headers = {"content-type": "application/json", FORWARDED_HEADER: self._identity}
+            try:
+                response = await client.post(f"{url}/{verb}", content=body, headers=headers)
+            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                # Once more on a fresh connection: a pooled one the leader had just closed, or a
+                # refused connect. Safe: a preemption already decided is not decided twice.
+                log.info("forwarding again after a connection error", leader=url, error=str(exc))
+                response = await client.post(f"{url}/{verb}", content=body, headers=headers)
         except httpx.TimeoutException:
             metrics.PREEMPT_FORWARDED.labels("timeout").inc()
             log.warning("leader did not answer a forwarded call in time", verb=verb, leader=url)

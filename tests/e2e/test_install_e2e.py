@@ -197,6 +197,12 @@ class Node:
         r = self.api.get(f"/api/v1/namespaces/{NAMESPACE}/secrets/{name}").raise_for_status()
         return {k: base64.b64decode(v) for k, v in r.json()["data"].items()}
 
+    def pod_log(self, pod: dict[str, Any], grep: str = "") -> str:
+        """A pod's log through the API server (kubelet), the lines containing ``grep``."""
+        meta = pod["metadata"]
+        r = self.api.get(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/log")
+        return "\n".join(line for line in r.text.splitlines() if grep in line)[-6000:]
+
     def log(self, name: str) -> str:
         """The tail of one of the node's logs (on failure)."""
         path = self.dir / f"{name}.log"
@@ -411,6 +417,16 @@ class Runway:
             if line.startswith(f"{name}{{{want}}} ") or (not want and line.startswith(name + " ")):
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
+
+    def preempt(self, pod: dict[str, Any], body: dict[str, Any]) -> httpx.Response:
+        """POST ``body`` to one replica's preempt verb, as kube-scheduler would (its client
+        certificate)."""
+        with httpx.Client(verify=self.tls, timeout=30) as http:
+            return http.post(
+                f"https://{pod['status']['podIP']}:8888/scheduler/preempt",
+                json=body,
+                extensions={"sni_hostname": f"{RELEASE}.{NAMESPACE}.svc"},
+            )
 
     def decisions(self) -> list[dict[str, Any]]:
         """The preempt decisions every replica recorded."""
@@ -666,8 +682,21 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         node.apply(_job("high", cpu="250m", priority="high", scheduler=None))
         _wait_bound(node, "job-name=high", PREEMPT_WITHIN_S, churn=True)
         # whichever replica the Service chose, the preempt call reached the leader: a follower
-        # forwarded it (POD_IP on the Lease, the chart's mutual TLS), none was refused
+        # forwards it (POD_IP on the Lease, the chart's mutual TLS). First asked of the follower
+        # directly (the Service may have sent every call of the storm to the leader)...
         replicas = node.ready_runway()
+        (follower,) = [p for p in replicas if runway.metric(p, "runway_leader") == 0]
+        ok = runway.metric(follower, "runway_preempt_forwarded_total", outcome="ok")
+        answer = runway.preempt(
+            follower,
+            {"Pod": {"metadata": {"name": "nobody", "namespace": TEAM, "uid": "u-nobody"}},
+             "NodeNameToMetaVictims": {}},
+        )  # fmt: skip
+        assert answer.status_code == 200, answer.text
+        assert runway.metric(follower, "runway_preempt_forwarded_total", outcome="ok") == ok + 1, (
+            node.pod_log(follower, "forward") or node.pod_log(follower)
+        )
+        # ...then over the storm: none refused, none failed to forward
         refused = sum(
             runway.metric(p, "runway_preemptions_refused_total", reason="not-leader")
             for p in replicas
@@ -677,7 +706,9 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
             for p in replicas
             for o in ("error", "timeout")
         )
-        assert (refused, forwarded_errors) == (0, 0)
+        assert (refused, forwarded_errors) == (0, 0), "\n".join(
+            node.pod_log(p, "forward") for p in replicas
+        )
         offered = runway.decisions()
         assert any(
             p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"

@@ -161,6 +161,29 @@ async def test_a_leader_that_fails_gives_none(handler: object, outcome: str) -> 
     assert metrics.PREEMPT_FORWARDED.labels(outcome)._value.get() == before + 1
 
 
+async def test_a_connection_error_is_tried_once_more() -> None:
+    tries: list[int] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        tries.append(1)
+        if len(tries) == 1:
+            raise httpx.RemoteProtocolError("server disconnected", request=request)
+        return httpx.Response(200, content=LEADER_REPLY)
+
+    fwd = LeaderForwarder(
+        lambda: "http://leader.test/scheduler",
+        TLSConfig(),
+        identity="f",
+        timeout=1,
+        transport=httpx.MockTransport(flaky),
+    )
+    try:
+        assert await fwd.forward("preempt", b"{}") == LEADER_REPLY
+    finally:
+        await fwd.aclose()
+    assert len(tries) == 2
+
+
 async def test_unreachable_and_slow_leaders_give_none() -> None:
     def refuse(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("connection refused", request=request)
