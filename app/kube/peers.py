@@ -17,6 +17,7 @@ plus a certificate of runway's CA. The files are re-read when they change (rotat
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Callable
 
@@ -74,14 +75,21 @@ class LeaderForwarder:
         try:
             client = self._current_client()
             headers = {"content-type": "application/json", FORWARDED_HEADER: self._identity}
-            try:
-                response = await client.post(f"{url}/{verb}", content=body, headers=headers)
-            except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
-                # Once more on a fresh connection: a pooled one the leader had just closed, or a
-                # refused connect. Safe: a preemption already decided is not decided twice.
-                log.info("forwarding again after a connection error", leader=url, error=str(exc))
-                response = await client.post(f"{url}/{verb}", content=body, headers=headers)
-        except httpx.TimeoutException:
+            # The whole of it, retry included, within forwardTimeout: kube-scheduler waits for
+            # this answer no longer than its httpTimeout, and an extender call that fails is
+            # skipped when the stanza says ignorable — kube-scheduler then preempts without
+            # runway, its own victims, runway's pods among them (httpx's timeout is per phase).
+            async with asyncio.timeout(self._timeout):
+                try:
+                    response = await client.post(f"{url}/{verb}", content=body, headers=headers)
+                except (httpx.ConnectError, httpx.RemoteProtocolError) as exc:
+                    # Once more on a fresh connection: a pooled one the leader had just closed,
+                    # or a refused connect. Safe: a preemption decided is not decided twice.
+                    log.info(
+                        "forwarding again after a connection error", leader=url, error=str(exc)
+                    )
+                    response = await client.post(f"{url}/{verb}", content=body, headers=headers)
+        except (httpx.TimeoutException, TimeoutError):
             metrics.PREEMPT_FORWARDED.labels("timeout").inc()
             log.warning("leader did not answer a forwarded call in time", verb=verb, leader=url)
             return None

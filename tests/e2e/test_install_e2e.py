@@ -449,6 +449,22 @@ class Runway:
         )
 
 
+def _forwarding_report(node: Node, runway: Runway, replicas: list[dict[str, Any]]) -> str:
+    """What a failed forwarding check prints: the Lease, each replica's IP and leadership, and
+    their forwarding log lines."""
+    lease = node.api.get(
+        f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/{RELEASE}"
+    ).text
+    lines = [f"lease: {lease}"]
+    for p in replicas:
+        lines.append(
+            f"{p['metadata']['name']} {p['status'].get('podIP')} "
+            f"leader={runway.metric(p, 'runway_leader')}"
+        )
+        lines.append(node.pod_log(p, "forward") or node.pod_log(p, "lead"))
+    return "\n".join(lines)
+
+
 def _wait_bound(node: Node, selector: str, within: float, *, churn: bool = False) -> dict[str, Any]:
     """Wait for a pod of ``selector`` bound. ``churn``: every ``CHURN_EVERY_S`` create a Service,
     the kind of event a busy cluster has all the time: kube-scheduler 1.20 then retries its
@@ -694,7 +710,7 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         )  # fmt: skip
         assert answer.status_code == 200, answer.text
         assert runway.metric(follower, "runway_preempt_forwarded_total", outcome="ok") == ok + 1, (
-            node.pod_log(follower, "forward") or node.pod_log(follower)
+            _forwarding_report(node, runway, replicas)
         )
         # ...then over the storm: none refused, none failed to forward
         refused = sum(
@@ -706,9 +722,7 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
             for p in replicas
             for o in ("error", "timeout")
         )
-        assert (refused, forwarded_errors) == (0, 0), "\n".join(
-            node.pod_log(p, "forward") for p in replicas
-        )
+        assert (refused, forwarded_errors) == (0, 0), _forwarding_report(node, runway, replicas)
         offered = runway.decisions()
         assert any(
             p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"

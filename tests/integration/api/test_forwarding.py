@@ -4,8 +4,10 @@ reached it answers ``{}`` and closes the connection; a forwarded call is never f
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -182,6 +184,36 @@ async def test_a_connection_error_is_tried_once_more() -> None:
     finally:
         await fwd.aclose()
     assert len(tries) == 2
+
+
+async def test_the_whole_forward_retry_included_stays_within_forward_timeout() -> None:
+    # httpx's timeout is per phase: a leader that refuses once, then accepts and answers slowly,
+    # must not hold kube-scheduler past forwardTimeout (its own httpTimeout is next: then it
+    # skips an ignorable extender and preempts without runway).
+    tries: list[int] = []
+
+    async def refuse_then_hang(request: httpx.Request) -> httpx.Response:
+        tries.append(1)
+        if len(tries) == 1:
+            raise httpx.ConnectError("refused", request=request)
+        await asyncio.sleep(30)
+        return httpx.Response(200, content=LEADER_REPLY)
+
+    fwd = LeaderForwarder(
+        lambda: "http://leader.test/scheduler",
+        TLSConfig(),
+        identity="f",
+        timeout=0.3,
+        transport=httpx.MockTransport(refuse_then_hang),
+    )
+    before = metrics.PREEMPT_FORWARDED.labels("timeout")._value.get()
+    start = time.monotonic()
+    try:
+        assert await fwd.forward("preempt", b"{}") is None
+    finally:
+        await fwd.aclose()
+    assert time.monotonic() - start < 2.0 and len(tries) == 2
+    assert metrics.PREEMPT_FORWARDED.labels("timeout")._value.get() == before + 1
 
 
 async def test_unreachable_and_slow_leaders_give_none() -> None:
