@@ -754,9 +754,7 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         # follower's Lease reads can lag past leaseDuration, and then it answers {} without
         # forwarding; kube-scheduler retries the pod — what the fallback is for)
         refused, failed = (a - b for a, b in zip(forwarding(), before, strict=True))
-        print(
-            f"storm: {refused:.0f} preempt call(s) refused by a follower, {failed:.0f} failed to forward"
-        )
+        print(f"storm: {refused:.0f} preempt(s) refused by a follower, {failed:.0f} not forwarded")
         offered = runway.decisions()
         assert any(
             p["pod"].startswith(f"{NAMESPACE}/") and p["outcome"] == "dropped"
