@@ -1,13 +1,17 @@
 """Supervision of runway's background loops: an unexpected error (or an unexpected return) is
 logged, counted (``runway_loop_restarts_total{loop}``) and the loop started again after a capped
 exponential backoff. Used by the kube loops (reflectors, owner watches, leader election) and the
-tasks' ``Ticker`` alike, so no loop ends silently and freezes what it feeds."""
+tasks' ``Ticker`` alike, so no loop ends silently and freezes what it feeds. Also the two
+endings every loop's owner writes: a bounded wait for its first answer (``wait_within``) and
+stopping its task (``stop_task``)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from app import metrics
 from app.logs import get_logger
@@ -53,3 +57,20 @@ async def supervise(
             attempt = 0
         await sleep(capped_delay(attempt, base, cap))
         attempt += 1
+
+
+async def wait_within(awaitable: Awaitable[Any], within: float) -> bool:
+    """Await ``awaitable`` for at most ``within`` seconds; True when it completed in time."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(within):
+            await awaitable
+            return True
+    return False
+
+
+async def stop_task(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` (if any) and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

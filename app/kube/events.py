@@ -26,6 +26,7 @@ from app.logs import get_logger
 from app.model.event import EventNote
 from app.model.timestamps import format_time
 from app.policy.events import Correlation, EventCorrelator
+from app.supervise import wait_within
 
 log = get_logger("kube.events")
 
@@ -109,11 +110,7 @@ class KubeEventRecorder:
 
     async def flush(self, within: float) -> bool:
         """Wait (bounded) until every queued Event is written; True when it was."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self._queue.join()
-                return True
-        return False
+        return await wait_within(self._queue.join(), within)
 
     async def stop(self, grace: float = 1.0) -> None:
         """Write what is queued within ``grace``, then stop."""

@@ -14,7 +14,6 @@ as the pod watch's).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 
 from app import metrics
@@ -24,7 +23,7 @@ from app.kube.reflector import Reflector, Store
 from app.kube.resources import JOBS
 from app.logs import get_logger
 from app.model.job import Job
-from app.supervise import supervise
+from app.supervise import stop_task, supervise, wait_within
 
 log = get_logger("kube.jobs")
 
@@ -121,16 +120,9 @@ class JobSource:
 
     async def wait_settled(self, within: float) -> bool:
         """Wait (bounded) for the first answer, listed or refused; True when it came."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self.settled.wait()
-                return True
-        return False
+        return await wait_within(self.settled.wait(), within)
 
     async def stop(self) -> None:
         """Stop watching."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)

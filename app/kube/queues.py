@@ -12,7 +12,6 @@ such kind on the API server means the file's tree stays.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from app.kube.errors import KubeError, NotFound
 from app.kube.reflector import Reflector
 from app.logs import get_logger
 from app.policy.queues import QueueTree
+from app.supervise import stop_task, wait_within
 
 log = get_logger("kube.queues")
 
@@ -156,19 +156,12 @@ class KaiQueueSource:
 
     async def wait_synced(self, within: float) -> bool:
         """Wait (bounded) until the tree is known; True when it is."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self.synced.wait()
-                return True
-        return False
+        return await wait_within(self.synced.wait(), within)
 
     async def stop(self) -> None:
         """Stop watching."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     def _rebuild(self) -> None:
         objects = [msgspec.to_builtins(q) for q in self.store.objects.values()]

@@ -19,7 +19,7 @@ from app.logs import get_logger
 from app.model import Pod
 from app.model.namespace import Namespace
 from app.model.node import Node
-from app.supervise import supervise
+from app.supervise import supervise, wait_within
 
 log = get_logger("kube.sync")
 
@@ -140,11 +140,7 @@ class ClusterSync:
         """Wait (bounded) for the first LIST of namespaces; True at once when not watching."""
         if self.namespaces is None or self._namespace_task is None:
             return True
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(within):
-                await self.namespaces.synced.wait()
-                return True
-        return False
+        return await wait_within(self.namespaces.synced.wait(), within)
 
     def feeding(self, threshold: float) -> bool:
         """Whether the caches are being fed: the pod and node (and, when watched, namespace)

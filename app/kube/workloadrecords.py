@@ -14,7 +14,6 @@ I/O, and the read-modify-write that changes one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +42,7 @@ from app.model.record import (
     state_of,
     status_of,
 )
-from app.supervise import supervise
+from app.supervise import stop_task, supervise, wait_within
 
 log = get_logger("kube.workloadrecords")
 
@@ -161,10 +160,7 @@ class KubeRecordStore(RecordStore):
     async def stop(self) -> None:
         """Stop watching."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await stop_task(task)
 
     @property
     def synced(self) -> bool:
@@ -173,11 +169,7 @@ class KubeRecordStore(RecordStore):
 
     async def wait_synced(self, within: float) -> bool:
         """Wait (bounded) for the first LIST."""
-        try:
-            await asyncio.wait_for(self.reflector.synced.wait(), within)
-        except TimeoutError:
-            return False
-        return True
+        return await wait_within(self.reflector.synced.wait(), within)
 
     def feeding(self, threshold: float) -> bool:
         """Whether list/watch works (``/readyz``)."""

@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import pytest
@@ -109,6 +110,17 @@ def test_filter_is_never_forwarded() -> None:
     assert r.status_code == 200 and fwd.calls == 0
 
 
+def faked_leader(handler: Any, *, timeout: float) -> LeaderForwarder:
+    """A forwarder whose leader is ``handler`` (httpx.MockTransport)."""
+    return LeaderForwarder(
+        lambda: "http://leader.test/scheduler",
+        TLSConfig(),
+        identity="f",
+        timeout=timeout,
+        transport=httpx.MockTransport(handler),
+    )
+
+
 # --- the forwarder itself, against a real leader ------------------------------------------
 
 
@@ -149,13 +161,7 @@ async def test_the_forwarder_relays_the_leaders_answer_and_marks_the_call() -> N
 )
 async def test_a_leader_that_fails_gives_none(handler: object, outcome: str) -> None:
     before = metrics.PREEMPT_FORWARDED.labels(outcome)._value.get()
-    fwd = LeaderForwarder(
-        lambda: "http://leader.test/scheduler",
-        TLSConfig(),
-        identity="f",
-        timeout=1,
-        transport=httpx.MockTransport(handler),  # type: ignore[arg-type]
-    )
+    fwd = faked_leader(handler, timeout=1)
     try:
         assert await fwd.forward("preempt", b"{}") is None
     finally:
@@ -172,13 +178,7 @@ async def test_a_connection_error_is_tried_once_more() -> None:
             raise httpx.RemoteProtocolError("server disconnected", request=request)
         return httpx.Response(200, content=LEADER_REPLY)
 
-    fwd = LeaderForwarder(
-        lambda: "http://leader.test/scheduler",
-        TLSConfig(),
-        identity="f",
-        timeout=1,
-        transport=httpx.MockTransport(flaky),
-    )
+    fwd = faked_leader(flaky, timeout=1)
     try:
         assert await fwd.forward("preempt", b"{}") == LEADER_REPLY
     finally:
@@ -199,13 +199,7 @@ async def test_the_whole_forward_retry_included_stays_within_forward_timeout() -
         await asyncio.sleep(30)
         return httpx.Response(200, content=LEADER_REPLY)
 
-    fwd = LeaderForwarder(
-        lambda: "http://leader.test/scheduler",
-        TLSConfig(),
-        identity="f",
-        timeout=0.3,
-        transport=httpx.MockTransport(refuse_then_hang),
-    )
+    fwd = faked_leader(refuse_then_hang, timeout=0.3)
     before = metrics.PREEMPT_FORWARDED.labels("timeout")._value.get()
     start = time.monotonic()
     try:
@@ -225,13 +219,7 @@ async def test_unreachable_and_slow_leaders_give_none() -> None:
 
     for handler, outcome in ((refuse, "error"), (slow, "timeout")):
         before = metrics.PREEMPT_FORWARDED.labels(outcome)._value.get()
-        fwd = LeaderForwarder(
-            lambda: "http://leader.test/scheduler",
-            TLSConfig(),
-            identity="f",
-            timeout=1,
-            transport=httpx.MockTransport(handler),
-        )
+        fwd = faked_leader(handler, timeout=1)
         try:
             assert await fwd.forward("preempt", b"{}") is None
         finally:
