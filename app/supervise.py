@@ -3,20 +3,27 @@ logged, counted (``runway_loop_restarts_total{loop}``) and the loop started agai
 exponential backoff. Used by the kube loops (reflectors, owner watches, leader election) and the
 tasks' ``Ticker`` alike, so no loop ends silently and freezes what it feeds. Also the two
 endings every loop's owner writes: a bounded wait for its first answer (``wait_within``) and
-stopping its task (``stop_task``)."""
+stopping its task (``stop_task``); and the one way a long pass shares the event loop with the
+verbs (``Turns``, ``in_slices``)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, TypeVar
 
 from app import metrics
 from app.logs import get_logger
 
 log = get_logger("supervise")
+
+T = TypeVar("T")
+
+SLICE_S = 0.002
+"""Longest a background pass holds the event loop before it lets the verbs run (``in_slices``):
+kube-scheduler waits for a verb's answer, and issue #29 bars any pause over 50 ms."""
 
 MAX_EXPONENT = 64
 """Backoff exponents stop growing here (``2.0 ** 1024`` overflows a float)."""
@@ -74,3 +81,44 @@ async def stop_task(task: asyncio.Task[Any] | None) -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class Turns:
+    """Lets the event loop run whenever a pass has held it for ``budget`` seconds: a pass calls
+    ``take`` between two small pieces of work (``in_slices`` does for a synchronous pass)."""
+
+    def __init__(self, budget: float = SLICE_S) -> None:
+        self.budget = budget
+        self._held = 0.0
+        self._since = time.perf_counter()
+
+    async def take(self) -> None:
+        """Give the loop one turn if this pass has held it for ``budget`` since the last."""
+        now = time.perf_counter()
+        if now - self._since >= self.budget:
+            self._held += now - self._since
+            await asyncio.sleep(0)  # one turn of the loop: the verbs waiting are answered
+            self._since = time.perf_counter()
+
+    @property
+    def held(self) -> float:
+        """Seconds the pass has held the loop so far (its turns given away not counted): what
+        the pass cost, however busy the loop was meanwhile."""
+        return self._held + time.perf_counter() - self._since
+
+
+async def in_slices(
+    steps: Generator[None, None, T], budget: float = SLICE_S, *, turns: Turns | None = None
+) -> T:
+    """Run a synchronous pass written as a generator (it yields between two small pieces of
+    work: a pod, a workload) and return what it returns, letting the event loop run whenever
+    the pass has held it for ``budget`` seconds (``turns``: pass one to learn what the pass
+    held). The pass must expect the world to change at each of its yields (iterate over a
+    snapshot, not a live dict)."""
+    turns = turns if turns is not None else Turns(budget)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await turns.take()

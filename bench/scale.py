@@ -49,8 +49,9 @@ import pstats
 import random
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,7 @@ import msgspec
 from app.api.extender import answer_verb
 from app.clock import SystemClock
 from app.config import LoggingConfig, parse_config
+from app.kube import reflector as reflector_module
 from app.kube.access import ClusterAccess
 from app.kube.client import KubeClient
 from app.kube.pods import KubePodWriter
@@ -74,6 +76,10 @@ from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.workload import WorkloadKey, workload_of
 from app.server import create_app, settle_heap
+from app.supervise import SLICE_S, Turns, in_slices
+from app.tasks import lifecycle as lifecycle_task
+from app.tasks import podsready as podsready_task
+from app.tasks import wakeup as wakeup_task
 from app.wiring import Runway
 from bench import payloads
 from bench.extender import OUT, machine, percentile, print_table
@@ -599,6 +605,69 @@ def _cont(token: str | None) -> dict[str, str]:
     return {"continue": token} if token else {}
 
 
+class StallSampler:
+    """Where the event loop was when it stalled: a thread samples the loop thread's stack while
+    a heartbeat task (every 1 ms) has not run for ``threshold`` seconds. The sampler needs the
+    GIL, which the loop thread gives up every ``sys.getswitchinterval()`` (5 ms)."""
+
+    def __init__(self, threshold: float = 0.025) -> None:
+        self.threshold = threshold
+        self.samples: dict[tuple[str, ...], int] = {}
+        self._beat = time.perf_counter()
+        self._running = True
+        self._loop_thread = threading.get_ident()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    async def heartbeat(self, done: asyncio.Event) -> None:
+        """The task whose lateness is a stall."""
+        if not os.environ.get("NO_STALLS"):
+            self._thread.start()
+        while not done.is_set():
+            self._beat = time.perf_counter()
+            await asyncio.sleep(0.001)
+        self._running = False
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _watch(self) -> None:
+        while self._running:
+            time.sleep(0.002)
+            if time.perf_counter() - self._beat < self.threshold:
+                continue
+            frame = sys._current_frames().get(self._loop_thread)
+            if frame is None:
+                continue
+            # Walked by hand: ``traceback`` reads source lines, holding the GIL it measures.
+            names: list[str] = []
+            while frame is not None and len(names) < 12:
+                code = frame.f_code
+                if "asyncio" not in code.co_filename:
+                    names.append(f"{Path(code.co_filename).name}:{frame.f_lineno} {code.co_name}")
+                frame = frame.f_back
+            here = tuple(reversed(names))
+            self.samples[here] = self.samples.get(here, 0) + 1
+
+    def top(self, n: int = 6) -> list[dict[str, Any]]:
+        """The stacks seen most often while the loop stalled (innermost frame last)."""
+        ranked = sorted(self.samples.items(), key=lambda kv: -kv[1])[:n]
+        return [{"samples": count, "stack": list(stack)} for stack, count in ranked]
+
+
+def _what_ran(
+    calls: list[tuple[float, float, float]], timeline: list[tuple[float, float, str]]
+) -> list[dict[str, Any]]:
+    """What ended while the call that waited longest waited (from when it was due to when it
+    started), in order: the pause explained."""
+    if not calls:
+        return []
+    due, started, _ = max(calls, key=lambda c: c[1] - c[0])
+    return [
+        {"at_ms": (end - due) * 1e3, "held_ms": held * 1e3, "what": what}
+        for end, held, what in sorted(timeline)
+        if due - 0.001 <= end <= started + 0.001
+    ]
+
+
 async def measure_resync(
     runway: Runway,
     ctx: Any,
@@ -620,18 +689,22 @@ async def measure_resync(
             gc_start[0] = time.perf_counter()
         else:
             gcs.append((info["generation"], time.perf_counter() - gc_start[0]))
+            timeline.append((time.perf_counter(), gcs[-1][1], f"GC gen{info['generation']}"))
 
     async def caller() -> None:
         due = time.perf_counter()
         n = 0
         while not done.is_set():
-            due += period
-            delay = due - time.perf_counter()
-            if delay > 0:
-                await asyncio.sleep(delay)
+            # kube-scheduler asks again when it has the answer: the next call is due 10 ms
+            # after the last was due, or when it ended if it ended later (a caller queueing
+            # calls behind a slow one would measure its own backlog); late or not, the loop
+            # runs first (a caller catching up without yielding makes the pauses it measures).
+            due = max(due + period, calls[-1][2] if calls else due)
+            await asyncio.sleep(max(due - time.perf_counter(), 0.0))
             started = time.perf_counter()
             _verb(ctx, "filter", bodies[n % len(bodies)])
             calls.append((due, started, time.perf_counter()))
+            timeline.append((calls[-1][2], calls[-1][2] - started, "filter call"))
             n += 1
 
     async def ticker() -> None:  # the loop's longest gap, at a 2 ms grain
@@ -648,15 +721,16 @@ async def measure_resync(
         await asyncio.sleep(0)  # a real API server's answer arrives on the socket: the loop runs
         return fake.handler(request)
 
-    # Where the loop's time goes: each background pass and each step of the replace, timed
-    # (wall: the loop runs nothing else unless a pass awaits something that is not ready).
+    # Where the loop's time goes: each background pass, and each slice of a pass that shares
+    # the loop (``supervise.in_slices``: the waker's and the evictor's passes, the replace),
+    # timed (wall: the loop runs nothing else within a slice).
     passes: dict[str, list[float]] = {}
-    loops = {
-        "PodsReady evictor pass": runway.evictor,
-        "waker pass": runway.waker,
-        "life recorder pass": runway.recorder,
-        "gate keeper pass": runway.gatekeeper,
-    }
+    timeline: list[tuple[float, float, str]] = []  # (end, held, what), to explain a pause
+    loops = {"gate keeper pass": runway.gatekeeper}
+
+    def note(name: str, held: float) -> None:
+        passes.setdefault(name, []).append(held)
+        timeline.append((time.perf_counter(), held, name))
 
     def timed_pass(name: str, run_once: Callable[[], Awaitable[float]]) -> Any:
         async def run() -> float:
@@ -664,34 +738,72 @@ async def measure_resync(
             try:
                 return await run_once()
             finally:
-                passes.setdefault(name, []).append(time.perf_counter() - start)
+                note(name, time.perf_counter() - start)
 
         return run
 
-    store = reflector.store
-    replace_steps = store.replace_steps  # type: ignore[attr-defined]
+    def timed_turns(name: str) -> type[Turns]:
+        """``supervise.Turns`` timing each slice that ends in a turn of the loop."""
+        passes.setdefault(name, [])
 
-    def timed_steps(items: Sequence[Pod]) -> Iterator[None]:
-        steps = replace_steps(items)
-        while True:
-            start = time.perf_counter()
-            more = next(steps, _END) is not _END
-            passes.setdefault("replace step (1,000 pods)", []).append(time.perf_counter() - start)
-            if not more:
-                return
-            yield
+        class TimedTurns(Turns):
+            last = 0.0
+
+            async def take(self) -> None:
+                since, before = self._since, self.held
+                await super().take()
+                if self._since != since:  # a turn was given: a slice ended at ``before``
+                    note(name, before - self.last)
+                    self.last = before
+
+        return TimedTurns
+
+    def timed_in_slices(turns_type: type[Turns]) -> Any:
+        async def run(steps: Generator[None, None, Any], budget: float = SLICE_S) -> Any:
+            return await in_slices(steps, turns=turns_type(budget))
+
+        return run
+
+    # (module, its name to replace, the replacement) for the passes that share the loop.
+    patches = [
+        (wakeup_task, "Turns", timed_turns("waker pass, a slice")),
+        (podsready_task, "in_slices", timed_in_slices(timed_turns("PodsReady evictor, a slice"))),
+        (reflector_module, "in_slices", timed_in_slices(timed_turns("replace (resync), a slice"))),
+        (reflector_module, "Turns", timed_turns("LIST page: pods decoded and compacted, a slice")),
+        (lifecycle_task, "Turns", timed_turns("life recorder pass, a slice")),
+    ]
 
     client = _kube(network)
     reflector.client = client
+    list_page = client.list
+
+    async def timed_list(*args: Any, **kwargs: Any) -> Any:
+        # The answer arrives (the fake network yields once), then its decode holds the loop.
+        start = time.perf_counter()
+        await asyncio.sleep(0)
+        try:
+            return await list_page(*args, **kwargs)
+        finally:
+            note("LIST page: its fetch and envelope", time.perf_counter() - start)
+
+    client.list = timed_list  # type: ignore[method-assign]
     reflector.resource_version = None  # the watch expired (410 Gone): LIST again
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(caller()), loop.create_task(ticker())]
+    stalls = StallSampler()
+    tasks = [
+        loop.create_task(caller()),
+        loop.create_task(ticker()),
+        loop.create_task(stalls.heartbeat(done)),
+    ]
     await asyncio.sleep(0.3)  # a baseline before the LIST
     before = len(calls)
     for name, ticker_loop in loops.items():
         ticker_loop.run_once = timed_pass(name, ticker_loop.run_once)  # type: ignore[method-assign]
-    store.replace_steps = timed_steps  # type: ignore[attr-defined]
+    originals = [(module, attr, getattr(module, attr)) for module, attr, _ in patches]
+    for module, attr, replacement in patches:
+        setattr(module, attr, replacement)
     gc.callbacks.append(on_gc)
+    evicted, woken = runway.evictor.evicted, runway.waker.woken
     t0 = time.perf_counter()
     try:
         await reflector.list_once()
@@ -701,7 +813,8 @@ async def measure_resync(
         gc.callbacks.remove(on_gc)
         for ticker_loop in loops.values():
             del ticker_loop.run_once
-        del store.replace_steps
+        for module, attr, original in originals:
+            setattr(module, attr, original)
         done.set()
         await asyncio.gather(*tasks)
         await client.aclose()
@@ -724,6 +837,8 @@ async def measure_resync(
             "longest_wait_ms": max(waited) * 1e3,
             "service_p50_ms": percentile(service, 50) * 1e3,
             "service_p99_ms": percentile(service, 99) * 1e3,
+            "service_max_ms": max(service) * 1e3,
+            "service_over_25ms": sum(1 for x in service if x > 0.025),
         }
 
     by_gen: dict[int, list[float]] = {}
@@ -731,6 +846,8 @@ async def measure_resync(
         by_gen.setdefault(generation, []).append(seconds)
     return {
         "resync_s": took,
+        "evicted": runway.evictor.evicted - evicted,
+        "woken": runway.waker.woken - woken,
         "pods_after": len(runway.cache),
         "fake_api_s": fake.seconds,
         "baseline": summary(calls[:before]),
@@ -739,17 +856,16 @@ async def measure_resync(
         "tail_s": tail_s,
         "loop_longest_gap_ms": max(gaps, default=0.0) * 1e3,
         "passes": {
-            name: {"count": len(v), "max_ms": max(v) * 1e3, "total_s": sum(v)}
+            name: {"count": len(v), "max_ms": max(v, default=0.0) * 1e3, "total_s": sum(v)}
             for name, v in passes.items()
         },
         "gc": {
             str(g): {"count": len(v), "max_ms": max(v) * 1e3, "total_ms": sum(v) * 1e3}
             for g, v in sorted(by_gen.items())
         },
+        "stalls": stalls.top(),
+        "longest_wait_timeline": _what_ran(calls[before:], timeline),
     }
-
-
-_END = object()
 
 
 # --------------------------------------------------------------------------- the run
@@ -1038,9 +1154,21 @@ def report(result: dict[str, Any]) -> list[dict[str, Any]]:
     print(
         f"resync: GC during it and the {rs['tail_s']:.0f} s after: {gcs or 'none'}; after the "
         f"LIST: longest wait {after.get('longest_wait_ms', 0):.1f} ms; filter service p99 "
-        f"during {during['service_p99_ms']:.2f} ms (baseline "
+        f"during {during['service_p99_ms']:.2f} ms, max {during['service_max_ms']:.1f} ms, "
+        f"{during['service_over_25ms']} calls over 25 ms (baseline "
         f"{rs['baseline'].get('service_p99_ms', 0):.2f} ms)"
     )
+    print(
+        f"resync: workloads evicted (PodsReady) meanwhile {rs['evicted']}, pods woken {rs['woken']}"
+    )
+    if rs["longest_wait_timeline"]:
+        print("\nresync: the longest wait, explained (ms from when the call was due; held)")
+        for e in rs["longest_wait_timeline"]:
+            print(f"  {e['at_ms']:7.1f}  {e['held_ms']:6.1f}  {e['what']}")
+    if rs["stalls"]:
+        print("\nresync: where the loop was while it stalled > 25 ms (sampled every ~5 ms)")
+        for stall in rs["stalls"]:
+            print(f"  {stall['samples']:4d}x  " + "\n         ".join(stall["stack"][-6:]))
     bars = [
         {"bar": r["case"], "p99_ms": r["p99_ms"], "met": r["met"]}
         for r in result["cases"]

@@ -24,6 +24,7 @@ from app.kube.resources import Resource
 from app.kube.retry import Backoff
 from app.kube.watch import decode_raw
 from app.logs import get_logger
+from app.supervise import Turns, in_slices
 
 log = get_logger("kube.reflector")
 
@@ -99,6 +100,7 @@ class Reflector(Generic[T]):
         if any; the pod cache compacts pods there, so a 50,000-pod LIST never holds 50,000
         full-size objects at once). ``store.replace`` then receives the transformed objects."""
         self._list_type: type[ObjectList[T]] = ObjectList[item_type]  # type: ignore[valid-type]
+        self._raw_list_type: type[ObjectList[msgspec.Raw]] = ObjectList[msgspec.Raw]
         self._item_decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(item_type)
         self._event_decoder: msgspec.json.Decoder[WatchEvent[T]] = msgspec.json.Decoder(
             WatchEvent[item_type]  # type: ignore[valid-type]
@@ -187,15 +189,7 @@ class Reflector(Generic[T]):
         cont: str | None = None
         while True:
             try:
-                page = await self.client.list(
-                    self.resource,
-                    self.namespace,
-                    into=self._list_type,
-                    limit=self.page_size or None,
-                    continue_=cont,
-                    label_selector=self.label_selector,
-                    field_selector=self.field_selector,
-                )
+                meta = await self._list_page(items, cont)
             except Gone:
                 if cont is None:
                     raise
@@ -203,27 +197,55 @@ class Reflector(Generic[T]):
                 log.info("continue token expired, restarting list", resource=self.name)
                 items, cont = [], None
                 continue
-            if page.items:
-                transform = self.transform
-                items.extend(map(transform, page.items) if transform else page.items)
-            cont = page.metadata.continue_
+            cont = meta.continue_
             if not cont:
-                rv = page.metadata.resourceVersion
+                rv = meta.resourceVersion
                 break
         if self.lists:
             metrics.WATCH_RELISTS.labels(self.name).inc()
         self.lists += 1
+        count = len(items)
         steps = getattr(self.store, "replace_steps", None)
         if steps is None:
             self.store.replace(items)
         else:
             # A store that can apply a LIST in steps (the pod cache): the event loop runs
-            # between them, so the verbs are answered during a resync of 150,000 pods.
-            for _ in steps(items):
-                await asyncio.sleep(0)
+            # between them, so the verbs are answered during a resync of 150,000 pods. It
+            # holds the only reference to the listed objects, releasing them as it goes.
+            replace = steps(items)
+            del items
+            await in_slices(replace)
         self.resource_version = rv
         self.synced.set()
-        log.info("listed", resource=self.name, count=len(items), resource_version=rv)
+        log.info("listed", resource=self.name, count=count, resource_version=rv)
+
+    async def _list_page(self, items: list[T], cont: str | None) -> ListMeta:
+        """One page of the LIST, its objects appended to ``items``; returns its metadata. With
+        a transform (the pod cache's compaction) the objects are decoded and transformed one
+        by one, the verbs answered between them: a page of 500 pods decoded at once would hold
+        the event loop for tens of ms."""
+        params: dict[str, Any] = {
+            "limit": self.page_size or None,
+            "continue_": cont,
+            "label_selector": self.label_selector,
+            "field_selector": self.field_selector,
+        }
+        transform = self.transform
+        if transform is None:
+            page = await self.client.list(
+                self.resource, self.namespace, into=self._list_type, **params
+            )
+            items.extend(page.items or ())
+            return page.metadata
+        raw = await self.client.list(
+            self.resource, self.namespace, into=self._raw_list_type, **params
+        )
+        decode = self._item_decoder.decode
+        turns = Turns()
+        for item in raw.items or ():
+            items.append(transform(decode(item)))
+            await turns.take()
+        return raw.metadata
 
     def _apply(self, line: bytes) -> None:
         """One watch event into the store (its resourceVersion is where the next watch starts)."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 import msgspec
 
 
-class _NodeMeta(msgspec.Struct, frozen=True):
+class _NodeMeta(msgspec.Struct, frozen=True, gc=False):
     name: str = ""
     labels: dict[str, str] | None = None
 
 
-class NodeName(msgspec.Struct, frozen=True):
+class NodeName(msgspec.Struct, frozen=True, gc=False):
     """A Node decoded down to ``metadata.name`` and ``metadata.labels``; the rest is skipped."""
 
     metadata: _NodeMeta = _NodeMeta()
@@ -22,7 +22,7 @@ class NodeName(msgspec.Struct, frozen=True):
         return self.metadata.name
 
 
-class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``metadata`` of a node."""
 
     name: str = ""
@@ -31,19 +31,19 @@ class NodeMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     labels: dict[str, str] | None = None
 
 
-class NodeSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+class NodeSpec(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``spec`` of a node: only whether it is cordoned."""
 
     unschedulable: bool | None = None
 
 
-class NodeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+class NodeStatus(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``status`` of a node: what pods may request (quantities stay strings)."""
 
     allocatable: dict[str, str] | None = None
 
 
-class Node(msgspec.Struct, frozen=True, omit_defaults=True):
+class Node(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """A node as runway's cache keeps it: name, labels, allocatable, cordon flag."""
 
     metadata: NodeMeta = NodeMeta()

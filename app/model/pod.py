@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 
-class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True):
+class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``metadata.ownerReferences[]``: identifies a pod's controller (a Job, a JobSet...)."""
 
     apiVersion: str = ""
@@ -15,7 +15,7 @@ class OwnerReference(msgspec.Struct, frozen=True, omit_defaults=True):
     controller: bool | None = None
 
 
-class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True):
+class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``metadata`` of a pod."""
 
     name: str = ""
@@ -26,24 +26,24 @@ class ObjectMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     deletionTimestamp: str | None = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
-    ownerReferences: list[OwnerReference] | None = None
+    ownerReferences: tuple[OwnerReference, ...] | None = None
 
 
-class ResourceRequirements(msgspec.Struct, frozen=True, omit_defaults=True):
+class ResourceRequirements(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``resources`` of a container; quantities stay strings until policy needs a number."""
 
     requests: dict[str, str] | None = None
     limits: dict[str, str] | None = None
 
 
-class Container(msgspec.Struct, frozen=True, omit_defaults=True):
+class Container(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One container: runway only needs its name and resource requests."""
 
     name: str = ""
     resources: ResourceRequirements | None = None
 
 
-class PodSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+class PodSpec(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
     nodeName: str | None = None
@@ -51,12 +51,12 @@ class PodSpec(msgspec.Struct, frozen=True, omit_defaults=True):
     priorityClassName: str | None = None
     schedulerName: str | None = None
     preemptionPolicy: str | None = None
-    containers: list[Container] | None = None
-    initContainers: list[Container] | None = None
+    containers: tuple[Container, ...] | None = None
+    initContainers: tuple[Container, ...] | None = None
     overhead: dict[str, str] | None = None
 
 
-class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True):
+class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``status.conditions[]``: PodScheduled gives the bind time, Ready the readiness."""
 
     type: str = ""
@@ -66,16 +66,16 @@ class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True):
     message: str | None = None
 
 
-class PodStatus(msgspec.Struct, frozen=True, omit_defaults=True):
+class PodStatus(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``status`` of a pod."""
 
     phase: str | None = None
     nominatedNodeName: str | None = None
     startTime: str | None = None
-    conditions: list[PodCondition] | None = None
+    conditions: tuple[PodCondition, ...] | None = None
 
 
-class Pod(msgspec.Struct, frozen=True, omit_defaults=True):
+class Pod(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """A pod as runway sees it."""
 
     metadata: ObjectMeta = ObjectMeta()

@@ -88,11 +88,11 @@ class Compactor:
         self._shared[key] = made
         return made
 
-    def _shared_list(self, items: list[Any]) -> list[Any]:
-        """One list object for every pod with equal items (never mutated: pods are frozen)."""
-        key = ("list", tuple(items))
+    def _shared_tuple(self, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """One tuple object for every pod with equal items."""
+        key = ("tuple", items)
         found = self._shared.get(key)
-        if isinstance(found, list):
+        if isinstance(found, tuple):
             return found
         if len(self._shared) >= self.limit:
             self._shared.clear()
@@ -116,7 +116,7 @@ class Compactor:
             annotations=self._annotations(m.annotations),
             ownerReferences=pm.ownerReferences
             if pm is not None and m.ownerReferences == pm.ownerReferences
-            else self._shared_list([self._owner(o) for o in m.ownerReferences])
+            else self._shared_tuple(tuple(self._owner(o) for o in m.ownerReferences))
             if m.ownerReferences
             else m.ownerReferences,
         )
@@ -141,20 +141,20 @@ class Compactor:
         )
 
     def _containers(
-        self, containers: list[Container] | None, previous: list[Container] | None
-    ) -> list[Container] | None:
+        self, containers: tuple[Container, ...] | None, previous: tuple[Container, ...] | None
+    ) -> tuple[Container, ...] | None:
         if not containers:
             return None
         if previous is not None and containers == previous:
             return previous
-        return [self._container(c) for c in containers]
+        return tuple(self._container(c) for c in containers)
 
     def _status(self, st: PodStatus) -> PodStatus:
         return PodStatus(
             phase=self._str(st.phase),
             nominatedNodeName=self._str(st.nominatedNodeName),
             startTime=self._str(st.startTime),
-            conditions=self._shared_list([self._condition(c) for c in st.conditions])
+            conditions=self._shared_tuple(tuple(self._condition(c) for c in st.conditions))
             if st.conditions
             else None,
         )

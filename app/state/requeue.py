@@ -11,7 +11,7 @@ simply has no data.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
@@ -427,9 +427,24 @@ class RequeueView:
         )
 
     def pending_holds(self, now: float) -> dict[str, Hold | None]:
+        """Every pending pod's hold now (None: free), keyed by UID, in one go
+        (``pending_holds_steps`` run to its end)."""
+        steps = self.pending_holds_steps(now)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+
+    def pending_holds_steps(self, now: float) -> Generator[None, None, dict[str, Hold | None]]:
         """Every pending pod's hold now (None: free), keyed by UID — what the waker compares
         between passes. Asks, pod by pod, the same facts and rule chain as the filter verb, so
         what the leader's waker expects matches what any replica answers.
+
+        Yields after each pod, so the waker lets the verbs run during a pass over thousands of
+        pods (``supervise.in_slices``): a pod that changes meanwhile is among the changed ones
+        of the next pass; a change of the facts, the gate or the blockers meanwhile makes the
+        next pass ask every pod again.
 
         A pass looks again only at what could have changed: pods whose workload changed since
         the last pass (a pod event; the workload's cache view is new), pods held last time
@@ -447,7 +462,7 @@ class RequeueView:
             recheck = self.cache.pending_pods()
         else:
             recheck = self._to_recheck(changed)
-        self._stamp = stamp
+        self._stamp = None  # a pass that does not end (cancelled, failed): the next asks all
         found, key_of, always = self._found, self._key_of, self._always
         cache = self.cache
         for pod in recheck:
@@ -462,6 +477,8 @@ class RequeueView:
                 found[uid] = None
             else:
                 found[uid] = hold_of(self._admit_by_rules(pod, now))
+            yield
+        self._stamp = stamp
         return dict(found)
 
     def _to_recheck(self, changed: set[str]) -> list[Pod]:

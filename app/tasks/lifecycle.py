@@ -16,7 +16,7 @@ once, then persisted).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from app.logs import get_logger
 from app.model import Pod
@@ -24,6 +24,7 @@ from app.model.node import Node
 from app.policy.workload import WorkloadKey, is_queued, workload_of
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.records import RecordBook
+from app.supervise import Turns
 from app.tasks.loop import Ticker
 
 log = get_logger("tasks.lifecycle")
@@ -45,7 +46,9 @@ class LifeRecorder(Ticker):
         self.cache = cache
         self.records = records
         self.is_leader = is_leader
-        self._dirty: set[WorkloadKey] = set()
+        self._dirty: dict[WorkloadKey, None] = {}
+        """Workloads whose pods changed, in the order they did (a dict: not sorted, which
+        costs ~100 ms for the 40,000 a resync marks)."""
         self._sweep = True
         self.written = 0
         """Workloads whose facts this process wrote (for tests and the log)."""
@@ -63,7 +66,7 @@ class LifeRecorder(Ticker):
             if isinstance(pod, Pod):
                 key = workload_of(pod)
                 if key.source != "pod":  # a pod alone has no facts to write (``record``)
-                    self._dirty.add(key)
+                    self._dirty[key] = None
                     changed = True
         if changed:
             self.poke()
@@ -74,14 +77,17 @@ class LifeRecorder(Ticker):
             self._sweep = True  # a new leader looks at everything once
             self._dirty.clear()
             return self.tick
+        keys: Iterable[WorkloadKey]
         if self._sweep:
-            keys = set(self.cache.workload_keys())
+            keys = self.cache.workload_keys()
             self._sweep = False
             self._dirty.clear()
         else:
-            keys, self._dirty = self._dirty, set()
-        for key in sorted(keys):
+            keys, self._dirty = self._dirty, {}
+        turns = Turns()  # a sweep or a resync: 40,000 workloads, the verbs answered meanwhile
+        for key in keys:
             await self.record(key)
+            await turns.take()
         return self.tick
 
     async def record(self, key: WorkloadKey) -> bool:

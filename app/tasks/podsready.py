@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 
 from app import metrics
 from app.clock import Clock
@@ -42,11 +42,16 @@ from app.policy.workload import WorkloadKey, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import RequeueView
+from app.supervise import in_slices
 from app.tasks.disruption import disrupt
 from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
+
+STEP = 64
+"""Workloads looked at between two chances for the verbs to run (a settled one costs a dict
+lookup: yielding after each would double the cost of a quiet pass)."""
 
 SWEEP_EVERY_S = 30.0
 """How often the readiness history of workloads that are gone is swept."""
@@ -132,14 +137,38 @@ class PodsReadyEvictor(Ticker):
             # Nothing to evict, and readiness history only matters for recoveryTimeout.
             return self.tick
         leader = self.is_leader()
+        wait = await in_slices(self._pass_steps(now, leader))
+        # Forget readiness of workloads that no longer exist (now and then: a stale entry is
+        # only memory, it never matches a new admission).
+        if now - self._swept_at >= SWEEP_EVERY_S or now < self._swept_at:
+            self._swept_at = now
+            # A set lookup each (not ``cache.workload``: after a resync that would build a view
+            # of every workload in one go).
+            for key in [k for k in idx.ready_seen if not cache.has_workload(k)]:
+                del idx.ready_seen[key]
+            for key in [k for k in idx.lost_seen if not cache.has_workload(k)]:
+                del idx.lost_seen[key]
+        return wait
+
+    def _pass_steps(self, now: float, leader: bool) -> Generator[None, None, float]:
+        """The pass over every workload, yielding every ``STEP`` of them (``in_slices``: a
+        resync makes every workload's view new, and 40,000 of them are ~150 ms of work).
+        Workloads are looked at in the cache's order, as one synchronous pass would; one that
+        changes meanwhile is looked at again on the next pass (its view is new)."""
+        cache = self.cache
+        idx = self.view.index
         wait = self.tick
         # A workload not admitted yet, or PodsReady, has nothing due: it is not looked at again
         # until its pods (a new cache view) or the records change. During a scheduling burst
         # a pass is then a dict lookup per workload, plus the admitted ones still starting.
+        # The facts are read before the pass: a change meanwhile makes the next pass look at
+        # every workload again.
         facts = idx.facts
         settled = self._settled if self._settled_facts == facts else {}
         now_settled: dict[WorkloadKey, WorkloadView] = {}
-        for key in cache.workload_keys():
+        for n, key in enumerate(cache.workload_keys()):
+            if n % STEP == 0:
+                yield
             view = cache.workload(key)
             if view is None:
                 continue
@@ -163,14 +192,6 @@ class PodsReadyEvictor(Ticker):
             elif check.deadline is not None:
                 wait = min(wait, check.recheck_after)
         self._settled, self._settled_facts = now_settled, facts
-        # Forget readiness of workloads that no longer exist (now and then: a stale entry is
-        # only memory, it never matches a new admission).
-        if now - self._swept_at >= SWEEP_EVERY_S or now < self._swept_at:
-            self._swept_at = now
-            for key in [k for k in idx.ready_seen if cache.workload(k) is None]:
-                del idx.ready_seen[key]
-            for key in [k for k in idx.lost_seen if cache.workload(k) is None]:
-                del idx.lost_seen[key]
         return wait
 
     def _start_eviction(self, view: WorkloadView, check: PodsReadyCheck) -> None:

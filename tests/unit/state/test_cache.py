@@ -106,6 +106,24 @@ def test_replace_emits_one_event_per_difference() -> None:
     assert len(events) == 3
 
 
+def test_a_relisted_pod_of_the_same_version_is_the_cached_object() -> None:
+    """A resync's LIST hands back mostly what is cached: the pod store's ``prepare`` answers
+    the cached pod itself for the same UID and resourceVersion (no second copy of 150,000
+    pods until applied, no compaction again); a new version is compacted as it arrives."""
+    cache = ClusterCache()
+    store = cache.pod_store
+    cache.replace_pods([store.prepare(pod("a")), store.prepare(pod("b"))], compacted=True)
+    cached = cache.pod("u-a")
+    assert store.prepare(pod("a")) is cached
+    newer = store.prepare(pod("b", rv="7", node="n1"))
+    assert newer is not cache.pod("u-b") and newer.spec.nodeName == "n1"
+    events: list[CacheEvent[Any]] = []
+    cache.subscribe(events.append)
+    cache.replace_pods([store.prepare(pod("a")), newer], compacted=True)
+    assert cache.pod("u-a") is cached
+    assert [(e.type, e.new.key) for e in events] == [("MODIFIED", "ns/b")]
+
+
 def test_a_failing_subscriber_does_not_break_the_cache() -> None:
     cache = ClusterCache()
 
