@@ -26,10 +26,15 @@ One process, one event loop (uvloop, as ``serve`` runs it):
    the queues, a leaf queue's pending order.
 3. **resync**: the pod reflector LISTs every pod again (a watch expiry: ~1 % gone, ~2 % new
    and pending, ~1 % with a new version, a few pending pods bound), applied by
-   ``ClusterCache.replace_pods_steps``, while a task calls filter every 10 ms: the resync's
+   ``ClusterCache.replace_pods_steps``, while a task calls filter every 10 ms as
+   kube-scheduler would (the next call 10 ms after the last was due, or when it ended if
+   later: a caller queueing calls behind a slow one measures its own backlog): the resync's
    time, the longest any call waited for the loop (and a 2 ms timer's longest gap), the
-   calls' latency from when each was due; and what held the loop: each background loop's
-   passes, each step of the replace and the garbage collector's pauses.
+   calls' latency from when each was due; and what held the loop: each slice of the passes
+   that share it (``supervise.Turns``: the LIST's per-pod decode, the replace, the waker, the
+   PodsReady evictor, the life recorder), each LIST page's fetch, the other loops' passes and
+   the garbage collector's pauses; the longest wait explained (what ended while it waited);
+   with ``--stalls``, where a sampling thread found the loop while it stalled.
 4. a table (bars: filter p99 ≤ 5 ms, preempt p99 ≤ 5 ms, no pause > 50 ms during a resync) and
    ``bench/out/scale.json`` with the machine and its load average at start and end. The
    machine is shared: absolute numbers move with its load.
@@ -606,12 +611,14 @@ def _cont(token: str | None) -> dict[str, str]:
 
 
 class StallSampler:
-    """Where the event loop was when it stalled: a thread samples the loop thread's stack while
-    a heartbeat task (every 1 ms) has not run for ``threshold`` seconds. The sampler needs the
-    GIL, which the loop thread gives up every ``sys.getswitchinterval()`` (5 ms)."""
+    """Where the event loop was when it stalled (``--stalls``): a thread samples the loop
+    thread's stack while a heartbeat task (every 1 ms) has not run for ``threshold`` seconds.
+    The sampler needs the GIL, which the loop thread gives up every
+    ``sys.getswitchinterval()`` (5 ms): a sample lands after a long C call, not in it."""
 
-    def __init__(self, threshold: float = 0.025) -> None:
+    def __init__(self, threshold: float = 0.025, *, sampling: bool = True) -> None:
         self.threshold = threshold
+        self.sampling = sampling
         self.samples: dict[tuple[str, ...], int] = {}
         self._beat = time.perf_counter()
         self._running = True
@@ -620,7 +627,7 @@ class StallSampler:
 
     async def heartbeat(self, done: asyncio.Event) -> None:
         """The task whose lateness is a stall."""
-        if not os.environ.get("NO_STALLS"):
+        if self.sampling:
             self._thread.start()
         while not done.is_set():
             self._beat = time.perf_counter()
@@ -675,6 +682,7 @@ async def measure_resync(
     directory: Path,
     bodies: list[bytes],
     tail_s: float,
+    stall_samples: bool = False,
 ) -> dict[str, Any]:
     """The pod reflector LISTs again (a watch expiry) while filter is called every 10 ms."""
     period = 0.010
@@ -789,7 +797,7 @@ async def measure_resync(
     client.list = timed_list  # type: ignore[method-assign]
     reflector.resource_version = None  # the watch expired (410 Gone): LIST again
     loop = asyncio.get_running_loop()
-    stalls = StallSampler()
+    stalls = StallSampler(sampling=stall_samples)
     tasks = [
         loop.create_task(caller()),
         loop.create_task(ticker()),
@@ -1019,6 +1027,7 @@ async def run(ns: argparse.Namespace) -> dict[str, Any]:
                     directory / "relist",
                     _filter_bodies(cluster, names),
                     tail_s=1.0 if ns.quick else 3.0,
+                    stall_samples=ns.stalls,
                 )
             result["rss_end_mb"], result["peak_rss_mb"] = _rss_mb()
     cases = [*verbs, preempt, *lists]
@@ -1197,6 +1206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer runs (same cluster size)")
     parser.add_argument("--out", type=Path, default=OUT / "scale.json")
     parser.add_argument("--profile", type=Path, help="cProfile each phase into this directory")
+    parser.add_argument(
+        "--stalls", action="store_true", help="sample where the loop is when the resync stalls it"
+    )
     ns = parser.parse_args(argv)
     if ns.profile:
         PROFILE.append(ns.profile)
