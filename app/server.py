@@ -37,6 +37,10 @@ from app.wire import schema
 log = get_logger("server")
 
 
+GC_THRESHOLDS = (20_000, 20, 100)
+"""The cyclic collector's thresholds once the heap is settled (``settle_heap``)."""
+
+
 def settle_heap() -> None:
     """Tune the cyclic garbage collector for a long-lived service on the scheduler's path.
 
@@ -44,11 +48,14 @@ def settle_heap() -> None:
     a full collection (tens of ms with a big cache) does not land in a verb's p99. The verbs
     allocate tens of thousands of short-lived objects per call and make no cycles: with the
     default gen-0 threshold of 700 a 100-node preempt ran ~30 collections and its p99 was 70 ms;
-    collecting every 50,000 allocations brings it to ~2 ms (bench/RESULTS.md).
+    collecting every 20,000 allocations brings it to ~3 ms (bench/RESULTS.md). Not more: with
+    150,000 cached pods a young-generation collection costs ~0.3 µs per young object (each
+    reference it follows is a cache miss), so 50,000 made 25-33 ms pauses during a resync;
+    20,000 makes ~15 ms (bench.scale).
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def create_app(

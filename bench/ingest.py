@@ -303,6 +303,7 @@ async def run_scenario(directory: Path, page_size: int) -> dict[str, Any]:
     from app.kube.reflector import Reflector
     from app.kube.resources import PODS
     from app.model import Pod
+    from app.server import GC_THRESHOLDS
     from app.state.cache import ClusterCache
 
     class Config:
@@ -342,7 +343,7 @@ async def run_scenario(directory: Path, page_size: int) -> dict[str, Any]:
     # is tuned as the service tunes it (app.server.settle_heap, and the freeze after the sync).
     gc.collect()
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
+    gc.set_threshold(*GC_THRESHOLDS)
     pauses: list[float] = []
     done = asyncio.Event()
     last = time.perf_counter()

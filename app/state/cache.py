@@ -426,20 +426,23 @@ class ClusterCache:
                 gone.append(uid)
             if n % (step * 20) == 0:
                 yield
+        # No big list lives on through the steps: a young one is visited whole by every
+        # collection of the GC's youngest generation, a cache miss per item at this size
+        # (~30 ms at 150,000; ``fresh``, a dict of GC-untracked pods, is not tracked itself).
+        del cached
         for n, uid in enumerate(gone, 1):
             stale = self._pods.get(uid)
             if stale is not None:
                 self.delete_pod(stale)
             if n % step == 0:
                 yield
-        listed: list[Pod | None] = list(fresh.values())
-        fresh.clear()
-        for n in range(len(listed)):
-            applied, listed[n] = listed[n], None
-            assert applied is not None
+        n = 0
+        while fresh:  # the last listed first; each let go of once applied
+            applied = fresh.popitem()[1]
             self.upsert_pod(applied, compacted=compacted)
             del applied
-            if (n + 1) % step == 0:
+            n += 1
+            if n % step == 0:
                 yield
         self.pods_synced = True
         metrics.CACHE_OBJECTS.labels("pods").set(len(self._pods))
