@@ -122,3 +122,13 @@ async def in_slices(
         except StopIteration as done:
             return done.value  # type: ignore[no-any-return]
         await turns.take()
+
+
+def run_through(steps: Generator[None, None, T]) -> T:
+    """Run a pass written for ``in_slices`` to its end at once and return what it returns (a
+    caller that has no loop to share: a synchronous API, a test)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]

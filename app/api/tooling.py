@@ -25,6 +25,7 @@ from app.policy.minruntime import (
 )
 from app.policy.queues import QueueTree
 from app.state.requeue import QueueCounts
+from app.supervise import in_slices
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["tooling"])
@@ -275,7 +276,7 @@ async def queues_endpoint(
     response = queues_response(ctx.config, ctx.queues, pool)
     response.queue_source = "kai" if ctx.cluster.queue_origin == "kai" else "file"
     response.queue_source_error = ctx.cluster.queue_error
-    counts = ctx.requeue.queue_counts(ctx.clock.now())
+    counts = await in_slices(ctx.requeue.queue_counts_steps(ctx.clock.now()))
     for view in response.queues:
         c = counts.get(view.name)
         view.counts = c if c is not None else QueueCounts()

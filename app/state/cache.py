@@ -42,6 +42,7 @@ from app.policy.workload import (
 )
 from app.state.compact import Compactor
 from app.state.validation import InvalidObjects
+from app.supervise import run_through
 
 log = get_logger("state.cache")
 
@@ -399,8 +400,7 @@ class ClusterCache:
 
     def replace_pods(self, pods: Iterable[Pod], *, compacted: bool = False) -> None:
         """Make the cache hold exactly ``pods`` (after a LIST), with one event per difference."""
-        for _ in self.replace_pods_steps(pods, compacted=compacted):
-            pass
+        run_through(self.replace_pods_steps(pods, compacted=compacted))
 
     def replace_pods_steps(
         self, pods: Iterable[Pod], *, compacted: bool = False, step: int = REPLACE_STEP
@@ -452,7 +452,7 @@ class ClusterCache:
         # One WorkloadKey object per workload, not per pod (the pods of a Job share it).
         workload = workload_of(pod)
         workload = self._workload_keys.setdefault(workload, workload)
-        queue = self.queue_of_pod(pod)
+        queue = self._queue_now(pod)
         key = pod.key
         self._indexed[uid] = (key, node, workload, queue)
         self._uid_by_key[key] = uid
@@ -502,12 +502,24 @@ class ClusterCache:
         """Index every pod's queue again (the tree, and so the namespace permissions, changed)."""
         self._by_queue.clear()
         for uid, (key, node, workload, _) in list(self._indexed.items()):
-            queue = self.queue_of_pod(self._pods[uid])
+            queue = self._queue_now(self._pods[uid])
             self._indexed[uid] = (key, node, workload, queue)
             _add(self._by_queue, queue, uid)
 
     def queue_of_pod(self, pod: Pod) -> str:
-        """``pod``'s leaf queue now: ``queue_of`` with the tree and its namespace's labels."""
+        """``pod``'s leaf queue now: ``queue_of`` with the tree and its namespace's labels. For
+        the cached pod itself, the queue indexed with it (kept current when the tree or a
+        namespace's labels change: ``reindex_queues``, ``_requeue_namespaces``): a dict
+        lookup instead of the namespace rules, which a pass over 41,729 workloads asked
+        2 million times a minute in bench.scale's lists."""
+        uid = pod.metadata.uid
+        if self._pods.get(uid) is pod:
+            entry = self._indexed.get(uid)
+            if entry is not None:
+                return entry[3]
+        return self._queue_now(pod)
+
+    def _queue_now(self, pod: Pod) -> str:
         return queue_of(pod, self.queue_tree, self.namespace_labels(pod.metadata.namespace))
 
     # -- namespaces ------------------------------------------------------------------------
@@ -567,7 +579,7 @@ class ClusterCache:
             if key.partition("/")[0] not in names:
                 continue
             pod = self._pods[uid]
-            now = self.queue_of_pod(pod)
+            now = self._queue_now(pod)
             if now == queue:
                 continue
             self._indexed[uid] = (key, node, workload, now)  # same key: no resize mid-loop
