@@ -596,12 +596,26 @@ async def measure_lists(app: Any, runs: int) -> list[Case]:
         for name, path, params in plan:
             case = Case(name, None)
             size = 0
+            held = 0.0  # the longest the loop went without a turn while the list was served
             for _ in range(runs):
+                stop = asyncio.Event()
+
+                async def watch(stop: asyncio.Event = stop) -> None:
+                    nonlocal held
+                    last = time.perf_counter()
+                    while not stop.is_set():
+                        await asyncio.sleep(0)
+                        now = time.perf_counter()
+                        held, last = max(held, now - last), now
+
+                watcher = asyncio.get_running_loop().create_task(watch())
+                await asyncio.sleep(0)
                 resp = await _timed_async(case, lambda p=path, q=params: http.get(p, params=q))
+                stop.set()
+                await watcher
                 resp.raise_for_status()
                 size = len(resp.content)
-                await asyncio.sleep(0)
-            case.note = f"{size / 1e3:.0f} KB"
+            case.note = f"{size / 1e3:.0f} KB; loop held ≤ {held * 1e3:.0f} ms"
             cases.append(case)
     return cases
 
