@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import platform
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from importlib import metadata
 from itertools import accumulate
 
@@ -456,13 +456,14 @@ UNKNOWN_QUEUE_LABELS = LabelCap()
 """``runway_unknown_queue_total``'s queue label (every value is user-supplied)."""
 
 
-_SCRAPE_HOOKS: list[Callable[[], None]] = []
+_SCRAPE_HOOKS: list[Callable[[], Generator[None, None, None]]] = []
 
 
-def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
-    """Call ``hook`` before every exposition (gauges that are costly to keep current, e.g. a
-    count over every workload, are computed when Prometheus asks, not in a background loop);
-    returns the function that removes it. Hooks must not raise."""
+def on_scrape(hook: Callable[[], Generator[None, None, None]]) -> Callable[[], None]:
+    """Run ``hook``'s pass before every exposition (gauges that are costly to keep current, e.g.
+    a count over every workload, are computed when Prometheus asks, not in a background loop);
+    returns the function that removes it. The pass yields between small pieces of work, so
+    ``/metrics`` lets the verbs run meanwhile (``scrape_passes``); it must not raise."""
     _SCRAPE_HOOKS.append(hook)
 
     def remove() -> None:
@@ -472,10 +473,19 @@ def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
     return remove
 
 
-def exposition() -> bytes:
-    """The registry in Prometheus text format (scrape hooks run first)."""
-    for hook in list(_SCRAPE_HOOKS):
-        hook()
+def scrape_passes() -> list[Generator[None, None, None]]:
+    """The scrape hooks' passes, for a caller that runs them sharing the loop
+    (``supervise.in_slices``) before ``exposition(passes_run=True)``."""
+    return [hook() for hook in list(_SCRAPE_HOOKS)]
+
+
+def exposition(*, passes_run: bool = False) -> bytes:
+    """The registry in Prometheus text format (the scrape hooks' passes run first, in one go,
+    unless the caller ran them)."""
+    if not passes_run:
+        for steps in scrape_passes():
+            for _ in steps:
+                pass
     return generate_latest(REGISTRY)
 
 

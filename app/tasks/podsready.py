@@ -41,7 +41,7 @@ from app.policy.podsready import PodsReadyCheck, timeout_message
 from app.policy.workload import WorkloadKey, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
-from app.state.requeue import RequeueView
+from app.state.requeue import QueueCounts, RequeueView
 from app.supervise import in_slices
 from app.tasks.disruption import disrupt
 from app.tasks.loop import Ticker
@@ -281,16 +281,20 @@ class PodsReadyEvictor(Ticker):
 
     # -- gauges ---------------------------------------------------------------------------------
 
-    def _scraped(self) -> None:
-        # A scrape hook never raises: a failure is logged, the gauges keep their last values.
+    def _scraped(self) -> Generator[None, None, None]:
+        # The scrape's pass (``metrics.on_scrape``): it yields as it counts, and never raises:
+        # a failure is logged, the gauges keep their last values.
         try:
-            self.update_gauges(self.clock.now())
+            counts = yield from self.view.queue_counts_steps(self.clock.now())
+            self._set_gauges(counts)
         except Exception:
             log.exception("requeue gauges not refreshed")
 
     def update_gauges(self, now: float) -> None:
-        """Count the workloads per state and queue into the gauges (at each scrape)."""
-        counts = self.view.queue_counts(now)
+        """Count the workloads per state and queue into the gauges (in one go)."""
+        self._set_gauges(self.view.queue_counts(now))
+
+    def _set_gauges(self, counts: dict[str, QueueCounts]) -> None:
         metrics.WORKLOADS_BACKOFF.set(sum(c.backoff for c in counts.values()))
         metrics.WORKLOADS_DEACTIVATED.set(sum(c.deactivated for c in counts.values()))
         pending: dict[str, int] = {}  # by label: undeclared queues add up under `other`
