@@ -26,6 +26,7 @@ from app.policy.ordering import preemptor_anchors, queue_order_key
 from app.policy.podsready import workload_state
 from app.policy.workload import WorkloadKey
 from app.state.cache import WorkloadView
+from app.state.requeue import WORKLOAD_STEP
 from app.supervise import Turns, in_slices
 
 router = APIRouter(prefix="/v1", tags=["requeue"])
@@ -100,9 +101,6 @@ def _order(key: WorkloadKey, queue: str, place: Place | None) -> tuple[Any, ...]
 
 _ROW_ORDER = attrgetter("order")
 
-ROW_STEP = 64
-"""Workloads looked at between two chances for the verbs to run (``_rows``)."""
-
 
 def _rows(
     ctx: ApiContext,
@@ -113,7 +111,7 @@ def _rows(
     now: float = 0.0,
 ) -> Generator[None, None, list[_Row]]:
     """The matching workloads with their place (the pending order is memoised), as a pass
-    that yields every ``ROW_STEP`` workloads: at 41,729 workloads a list holds the event loop
+    that yields every ``WORKLOAD_STEP`` workloads: at 41,729 workloads a list holds the event loop
     ~200 ms otherwise (bench.scale), and kube-scheduler's verbs wait meanwhile."""
     cache, requeue = ctx.cache, ctx.requeue
     positions: dict[str, Place] = {}
@@ -128,7 +126,7 @@ def _rows(
     out: list[_Row] = []
     keys = cache.workload_keys() if only is None else [only]
     for n, key in enumerate(keys):
-        if n % ROW_STEP == 0:
+        if n % WORKLOAD_STEP == 0:
             yield
         if namespace is not None and key.namespace != namespace:
             continue

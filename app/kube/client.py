@@ -48,11 +48,11 @@ WatchBatch = list[bytes]
 """Watch event lines (JSON, one event each) read together (``KubeClient.watch``)."""
 
 log = get_logger("kube.client")
+# httpx logs every request at INFO: one line per lease renewal is noise; our metrics count them.
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 _READ = httpx.ByteStream(b"")
 """What a read response's stream is replaced with (``request``)."""
-# httpx logs every request at INFO: one line per lease renewal is noise; our metrics count them.
-logging.getLogger("httpx").setLevel(logging.WARNING)
 
 PatchType = Literal["strategic", "merge", "json", "apply"]
 _PATCH_CONTENT_TYPES: dict[str, str] = {

@@ -41,17 +41,13 @@ from app.policy.podsready import PodsReadyCheck, timeout_message
 from app.policy.workload import WorkloadKey, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
-from app.state.requeue import QueueCounts, RequeueView
+from app.state.requeue import WORKLOAD_STEP, QueueCounts, RequeueView
 from app.supervise import in_slices
 from app.tasks.disruption import disrupt
 from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
-
-STEP = 64
-"""Workloads looked at between two chances for the verbs to run (a settled one costs a dict
-lookup: yielding after each would double the cost of a quiet pass)."""
 
 SWEEP_EVERY_S = 30.0
 """How often the readiness history of workloads that are gone is swept."""
@@ -151,7 +147,7 @@ class PodsReadyEvictor(Ticker):
         return wait
 
     def _pass_steps(self, now: float, leader: bool) -> Generator[None, None, float]:
-        """The pass over every workload, yielding every ``STEP`` of them (``in_slices``: a
+        """The pass over every workload, yielding every ``WORKLOAD_STEP`` of them (``in_slices``: a
         resync makes every workload's view new, and 40,000 of them are ~150 ms of work).
         Workloads are looked at in the cache's order, as one synchronous pass would; one that
         changes meanwhile is looked at again on the next pass (its view is new)."""
@@ -167,7 +163,7 @@ class PodsReadyEvictor(Ticker):
         settled = self._settled if self._settled_facts == facts else {}
         now_settled: dict[WorkloadKey, WorkloadView] = {}
         for n, key in enumerate(cache.workload_keys()):
-            if n % STEP == 0:
+            if n % WORKLOAD_STEP == 0:
                 yield
             view = cache.workload(key)
             if view is None:

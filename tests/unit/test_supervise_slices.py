@@ -27,14 +27,19 @@ def pass_of(pieces: int, each: float, seen: list[str]) -> Generator[None, None, 
     return pieces
 
 
-async def test_a_pass_in_slices_lets_another_task_run_while_it_works() -> None:
-    seen: list[str] = []
+def verb_waiting(seen: list[str]) -> asyncio.Task[None]:
+    """A verb that arrives now: answered at the loop's next turn, which it notes in ``seen``."""
 
     async def verb() -> None:
         await asyncio.sleep(0)
         seen.append("verb")
 
-    other = asyncio.get_running_loop().create_task(verb())
+    return asyncio.get_running_loop().create_task(verb())
+
+
+async def test_a_pass_in_slices_lets_another_task_run_while_it_works() -> None:
+    seen: list[str] = []
+    other = verb_waiting(seen)
     done = await in_slices(pass_of(10, 0.002, seen), budget=0.003)
     await other
     assert done == 10  # the generator's return value
@@ -44,12 +49,7 @@ async def test_a_pass_in_slices_lets_another_task_run_while_it_works() -> None:
 
 async def test_a_pass_shorter_than_its_budget_never_gives_a_turn() -> None:
     seen: list[str] = []
-
-    async def verb() -> None:
-        await asyncio.sleep(0)
-        seen.append("verb")
-
-    other = asyncio.get_running_loop().create_task(verb())
+    other = verb_waiting(seen)
     await in_slices(pass_of(5, 0.0, seen), budget=10.0)
     assert "verb" not in seen  # no turn given: the pass costs no loop iterations
     await other
