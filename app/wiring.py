@@ -39,8 +39,9 @@ from app.policy.admission import FilterPolicy
 from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.scope import Scope
 from app.policy.shield import Shield
-from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey, queue_of
+from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -205,8 +206,9 @@ class Runway:
             self.events.start()
         if self.sync is not None:
             self.sync.start()
-            if self.queues.uses_selectors():
-                self.sync.watch_namespaces()  # the file's tree; KAI's: when adopted
+            if self.queues.uses_selectors() or self.cache.scope.uses_namespace_labels:
+                # the file's tree or scope.namespaceSelector; KAI's tree: when adopted
+                self.sync.watch_namespaces()
         if self.job_source is not None:
             self.job_source.start()
         if self.queue_source is not None:
@@ -282,11 +284,7 @@ def same_queue_protection(
     preemption within its own leaf queue: its queue's resolved preemptMinRuntime, with the pool
     defaults of the node its first bound pod runs on (``policy.minruntime``)."""
     pods = cache.workload_pods(key)
-    queue = (
-        queue_of(pods[0], queues, cache.namespace_labels(pods[0].metadata.namespace))
-        if pods
-        else DEFAULT_QUEUE
-    )
+    queue = cache.queue_of_pod(pods[0]) if pods else DEFAULT_QUEUE
     node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
     defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
     return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
@@ -318,8 +316,10 @@ def build(
     clock = clock or SystemClock()
     k8s, pre = config.kubernetes, config.preemption
     invalid = InvalidObjects()
+    home = own_namespace(kube.access.namespace) if kube is not None else None
+    scope = Scope.from_config(config.scope, pre.scheduler_names, pre.protected_namespaces, home)
     # the shield reads the release's labels (preemption.protectedPodLabels): keep them
-    cache = ClusterCache(invalid=invalid, keep_labels=pre.protected_pod_labels)
+    cache = ClusterCache(invalid=invalid, keep_labels=pre.protected_pod_labels, scope=scope)
     index = RequeueIndex()
     cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
@@ -412,9 +412,7 @@ def build(
         verify=kube is not None,
         scheduler_names=pre.scheduler_names,
         records=records,
-        shield=Shield.from_config(
-            pre, own_namespace(kube.access.namespace) if kube is not None else None
-        ),
+        shield=Shield.from_config(pre, home),
     )
     runway_ref: list[Runway] = []
 

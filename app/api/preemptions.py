@@ -17,7 +17,6 @@ from app.api.paging import (
     page,
 )
 from app.model.timestamps import format_time
-from app.policy.workload import queue_denied
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
@@ -225,6 +224,12 @@ class ExplainView(BaseModel):
         "not use (the queue's `namespaces` or `namespaceSelector`): it is queued in `default` "
         "instead",
     )
+    notManaged: dict[str, str] = Field(
+        default_factory=dict,
+        description="`preemptor`/`victim` → why runway does not manage that pod (`scope`): "
+        "an unmanaged victim has no min-runtime or budget of runway's, an unmanaged pod no "
+        "record, hold, backoff or PodsReady eviction",
+    )
 
 
 def _split(value: str, name: str) -> tuple[str, str]:
@@ -269,13 +274,19 @@ async def explain(
     denied = {
         role: queue
         for role, pod in (("preemptor", p_pod), ("victim", v_pod))
-        if (
-            queue := queue_denied(
-                pod, ctx.queues, ctx.cache.namespace_labels(pod.metadata.namespace)
-            )
-        )
-        is not None
+        if (queue := ctx.cache.denied_queue(pod)) is not None
     }
+    not_managed = {
+        role: why
+        for role, pod in (("preemptor", p_pod), ("victim", v_pod))
+        if (why := ctx.cache.unmanaged_reason(pod))
+    }
+    if not_managed:
+        answer["notManaged"] = not_managed
+        answer["explanation"] = (
+            f"{answer['explanation']} "
+            + " ".join(f"The {role} is not managed: {why}." for role, why in not_managed.items())
+        ).strip()
     if denied:
         answer["queueDenied"] = denied
         answer["explanation"] = (

@@ -21,6 +21,7 @@ from app.config.requeue import (
     WaitForPodsReadyConfig,
     check_timestamps_agree,
 )
+from app.config.scope import ScopeConfig
 from app.config.section import Section
 from app.config.security import AuthConfig, TLSConfig
 
@@ -161,6 +162,12 @@ class RunwayConfig(Section):
         description="Queue-order timestamp per eviction reason (DESIGN §5).",
     )
 
+    scope: ScopeConfig = Field(
+        default_factory=ScopeConfig,
+        description="Which pods runway manages (DESIGN §2.0): those of the schedulers it serves "
+        "that name a queue (or whose namespace is mapped to one), never kube-system or its own "
+        "namespace.",
+    )
     queues: list[QueueConfig] = Field(
         default_factory=list,
         description="The queue tree (DESIGN §2): each queue names its parent; min-runtimes are "

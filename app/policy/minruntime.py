@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from app.model.timestamps import format_optional_time, format_time
 from app.policy.budget import BudgetStatus
-from app.policy.queues import QueueTree
+from app.policy.queues import DEFAULT_QUEUE, QueueTree
 
 if TYPE_CHECKING:
     from app.config.queues import MinRuntimeConfig, ReclaimResolveMethod
@@ -137,7 +137,27 @@ def resolve(
     """
     if preemptor_queue == victim_queue:
         return resolve_preempt(tree, defaults, victim_queue)
+    if preemptor_queue == DEFAULT_QUEUE or not tree.is_known(preemptor_queue):
+        return resolve_from_the_victims_side(tree, defaults, victim_queue)
     return resolve_reclaim(tree, defaults, preemptor_queue, victim_queue)
+
+
+def resolve_from_the_victims_side(
+    tree: QueueTree, defaults: PoolDefaults, victim_queue: str
+) -> Resolution:
+    """Reclaim min-runtime for a preemptor with no place in the tree: in ``default``, in a
+    queue the tree does not declare (or one its namespace may not use, hence ``default``), or
+    not managed at all. Such a preemptor has no lowest common ancestor with the victim; KAI's
+    walk from an implicit root would read only the victim's top-level queue and skip the
+    victim queue's own ``reclaimMinRuntime``. Whatever it claims, it gets the most protective
+    answer any declared preemptor could: the longest of the walks up from each queue on the
+    victim's path (the leaf-most on a tie)."""
+    down = tree.hierarchy_path(victim_queue)  # top-level first
+    walks = [
+        _walk_up(tree, down[k::-1], "reclaim", defaults.reclaim_min_runtime_s)
+        for k in range(len(down) - 1, -1, -1)
+    ]
+    return max(walks, key=lambda r: r.min_runtime_s)
 
 
 # --- protection and the elastic floor (DESIGN §3): the one definition ------------------------

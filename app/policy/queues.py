@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from app.config.queues import QueueConfig, QueueingStrategy
 
 
+DEFAULT_QUEUE = "default"
+"""The queue of a pod that names none (or one its namespace may not use): never a place in
+the tree a reclaim resolves from, even when an operator declares a queue of that name."""
+
+
 @dataclass(frozen=True, slots=True)
 class QueueNode:
     """One queue's own settings (``None`` = not set here: inherit)."""

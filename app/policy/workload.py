@@ -16,6 +16,7 @@ from app.model import Pod
 from app.model.eviction import parse_count
 from app.model.lifecycle import MAX_SIZE
 from app.model.timestamps import parse_time
+from app.policy.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
 from app.policy.queues import QueueTree
 
 QUEUE_LABELS: tuple[str, ...] = (
@@ -23,7 +24,6 @@ QUEUE_LABELS: tuple[str, ...] = (
     "kai.scheduler/queue",
     "kueue.x-k8s.io/queue-name",
 )
-DEFAULT_QUEUE = "default"
 WORKLOAD_LABEL = "runway.dev/workload"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 MIN_AVAILABLE_ANNOTATION = "runway.dev/min-available"
@@ -36,34 +36,41 @@ READ_ANNOTATION_PREFIX = "runway.dev/"
 to report them): the cache keeps these alone."""
 
 
-def requested_queue(pod: Pod) -> str:
-    """The queue the pod's labels name: the first of ``QUEUE_LABELS`` that is set, else
-    ``default``. What a tenant asked for; ``queue_of`` is what it gets."""
+def requested_queue(pod: Pod, mapped: str | None = None) -> str:
+    """The queue the pod's labels name: the first of ``QUEUE_LABELS`` that is set, else the
+    queue its namespace is mapped to (``mapped``: ``scope.namespaceQueues``), else ``default``.
+    What a tenant asked for; ``queue_of`` is what it gets."""
     for key in QUEUE_LABELS:
         value = pod.label(key)
         if value:
             return value
-    return DEFAULT_QUEUE
+    return mapped or DEFAULT_QUEUE
 
 
 def queue_of(
-    pod: Pod, tree: QueueTree | None = None, namespace_labels: Mapping[str, str] | None = EMPTY
+    pod: Pod,
+    tree: QueueTree | None = None,
+    namespace_labels: Mapping[str, str] | None = EMPTY,
+    mapped: str | None = None,
 ) -> str:
-    """The pod's leaf queue: the one its labels name when its namespace may use it
-    (``QueueTree.allows``, with the namespace's labels), else ``default``. Without a tree: the
-    label alone."""
-    queue = requested_queue(pod)
+    """The pod's leaf queue: the one its labels (or its namespace's mapping, ``mapped``) name
+    when its namespace may use it (``QueueTree.allows``, with the namespace's labels), else
+    ``default``. Without a tree: the label alone."""
+    queue = requested_queue(pod, mapped)
     if tree is None or queue == DEFAULT_QUEUE:
         return queue
     return queue if tree.allows(queue, pod.metadata.namespace, namespace_labels) else DEFAULT_QUEUE
 
 
 def queue_denied(
-    pod: Pod, tree: QueueTree, namespace_labels: Mapping[str, str] | None = EMPTY
+    pod: Pod,
+    tree: QueueTree,
+    namespace_labels: Mapping[str, str] | None = EMPTY,
+    mapped: str | None = None,
 ) -> str | None:
-    """The queue the pod names but its namespace (labelled ``namespace_labels``) may not use
-    (None: allowed)."""
-    queue = requested_queue(pod)
+    """The queue the pod names (or its namespace is mapped to) but its namespace (labelled
+    ``namespace_labels``) may not use (None: allowed)."""
+    queue = requested_queue(pod, mapped)
     if queue == DEFAULT_QUEUE or tree.allows(queue, pod.metadata.namespace, namespace_labels):
         return None
     return queue

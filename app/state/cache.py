@@ -27,6 +27,7 @@ from app.model import Pod
 from app.model.namespace import Namespace
 from app.model.node import Node
 from app.policy.queues import QueueTree
+from app.policy.scope import EVERY_POD, Scope, namespace_queue, unmanaged
 from app.policy.selectors import MAX_LABELS
 from app.policy.workload import (
     DEFAULT_QUEUE,
@@ -163,7 +164,11 @@ class ClusterCache:
         compact: bool = True,
         invalid: InvalidObjects | None = None,
         keep_labels: Iterable[str] = (),
+        scope: Scope = EVERY_POD,
     ) -> None:
+        self.scope = scope
+        """Which pods runway manages (``policy.scope``): an unmanaged pod is cached (it holds
+        room on its node) but belongs to no workload and no queue here."""
         self.queue_tree = queues
         """The queue tree whose namespace permissions decide a pod's queue (``queue_of``);
         None: the label alone. Call ``reindex_queues`` when the tree changes."""
@@ -180,6 +185,9 @@ class ClusterCache:
         self._by_workload: dict[WorkloadKey, set[str]] = {}
         self._workload_keys: dict[WorkloadKey, WorkloadKey] = {}
         self._by_queue: dict[str, set[str]] = {}
+        # Pods runway does not manage: uid -> why, and their would-be workloads.
+        self._unmanaged: dict[str, str] = {}
+        self._unmanaged_by_workload: dict[WorkloadKey, set[str]] = {}
         self._pending: set[str] = set()
         # Pending pods nominated to a node: uid -> node, and their count per node.
         self._nominee: dict[str, str] = {}
@@ -367,10 +375,12 @@ class ClusterCache:
         if self.queue_tree is not None and (
             old is None or old.metadata.resourceVersion != pod.metadata.resourceVersion
         ):
+            namespace = pod.metadata.namespace
+            labels = self.namespace_labels(namespace)
             denied = queue_denied(
-                pod, self.queue_tree, self.namespace_labels(pod.metadata.namespace)
+                pod, self.queue_tree, labels, namespace_queue(self.scope, namespace)
             )
-            if denied is not None:
+            if denied is not None and not unmanaged(self.scope, pod, labels):
                 metrics.QUEUE_DENIED.labels(metrics.queue_label(denied)).inc()
         self._pods[uid] = pod
         if old is not None and _same_index_keys(old, pod):
@@ -452,7 +462,8 @@ class ClusterCache:
         # One WorkloadKey object per workload, not per pod (the pods of a Job share it).
         workload = workload_of(pod)
         workload = self._workload_keys.setdefault(workload, workload)
-        queue = self._queue_now(pod)
+        why = self._unmanaged_now(pod)
+        queue = "" if why else self._queue_now(pod)
         key = pod.key
         self._indexed[uid] = (key, node, workload, queue)
         self._uid_by_key[key] = uid
@@ -461,6 +472,12 @@ class ClusterCache:
         else:
             self._pending.add(uid)
             self._nominate(uid, pod)
+        if why:
+            # Cached for its room on the node; in no workload, no queue: nothing runway keeps
+            # about workloads (records, holds, PodsReady) ever sees it.
+            self._unmanaged[uid] = why
+            _add(self._unmanaged_by_workload, workload, uid)
+            return
         _add(self._by_workload, workload, uid)
         _add(self._by_queue, queue, uid)
         self._workloads.pop(workload, None)
@@ -477,11 +494,14 @@ class ClusterCache:
         else:
             self._pending.discard(uid)
             self._unnominate(uid)
-        _remove(self._by_workload, workload, uid)
-        if workload not in self._by_workload:
+        if self._unmanaged.pop(uid, None) is not None:
+            _remove(self._unmanaged_by_workload, workload, uid)
+        else:
+            _remove(self._by_workload, workload, uid)
+            _remove(self._by_queue, queue, uid)
+            self._workloads.pop(workload, None)
+        if workload not in self._by_workload and workload not in self._unmanaged_by_workload:
             self._workload_keys.pop(workload, None)
-        _remove(self._by_queue, queue, uid)
-        self._workloads.pop(workload, None)
 
     def _nominate(self, uid: str, pod: Pod) -> None:
         node = pod.status.nominatedNodeName
@@ -502,6 +522,8 @@ class ClusterCache:
         """Index every pod's queue again (the tree, and so the namespace permissions, changed)."""
         self._by_queue.clear()
         for uid, (key, node, workload, _) in list(self._indexed.items()):
+            if uid in self._unmanaged:
+                continue
             queue = self._queue_now(self._pods[uid])
             self._indexed[uid] = (key, node, workload, queue)
             _add(self._by_queue, queue, uid)
@@ -520,7 +542,56 @@ class ClusterCache:
         return self._queue_now(pod)
 
     def _queue_now(self, pod: Pod) -> str:
-        return queue_of(pod, self.queue_tree, self.namespace_labels(pod.metadata.namespace))
+        namespace = pod.metadata.namespace
+        return queue_of(
+            pod,
+            self.queue_tree,
+            self.namespace_labels(namespace),
+            namespace_queue(self.scope, namespace),
+        )
+
+    def denied_queue(self, pod: Pod) -> str | None:
+        """The queue ``pod`` names (or its namespace is mapped to) that its namespace may not
+        use (None: allowed, no tree, or the pod is not managed)."""
+        namespace = pod.metadata.namespace
+        if self.queue_tree is None or self.unmanaged_reason(pod):
+            return None
+        return queue_denied(
+            pod,
+            self.queue_tree,
+            self.namespace_labels(namespace),
+            namespace_queue(self.scope, namespace),
+        )
+
+    # -- scope: which pods runway manages ----------------------------------------------------
+
+    def _unmanaged_now(self, pod: Pod) -> str:
+        return unmanaged(self.scope, pod, self.namespace_labels(pod.metadata.namespace))
+
+    def unmanaged_reason(self, pod: Pod) -> str:
+        """Why runway does not manage ``pod`` (``policy.scope``); empty when it does. For the
+        cached pod itself, what was indexed with it (a dict lookup)."""
+        uid = pod.metadata.uid
+        if self._pods.get(uid) is pod and uid in self._indexed:
+            return self._unmanaged.get(uid, "")
+        return self._unmanaged_now(pod)
+
+    def is_managed(self, pod: Pod) -> bool:
+        """Whether runway manages ``pod`` (``unmanaged_reason`` is empty)."""
+        return not self.unmanaged_reason(pod)
+
+    def workload_unmanaged(self, key: WorkloadKey) -> str:
+        """Why runway does not manage workload ``key``: set only when the cache holds pods of it
+        and none is managed (a workload with one managed pod is managed; one with no pod cached
+        is not known to be unmanaged)."""
+        if key in self._by_workload:
+            return ""
+        uids = self._unmanaged_by_workload.get(key)
+        return self._unmanaged[next(iter(uids))] if uids else ""
+
+    def unmanaged_count(self) -> int:
+        """How many cached pods runway does not manage."""
+        return len(self._unmanaged)
 
     # -- namespaces ------------------------------------------------------------------------
 
@@ -572,11 +643,16 @@ class ClusterCache:
         namespace may no longer use its queue moves to ``default`` (counted as denied), one
         that may now moves to its queue; the queue listeners hear of any move."""
         tree = self.queue_tree
-        if not names or tree is None or not tree.uses_selectors():
+        if not names:
             return
         moved = 0
+        if self.scope.uses_namespace_labels:
+            moved += self._rescope(names)
+        if tree is None or not tree.uses_selectors():
+            self._tell_queue_listeners(names, moved)
+            return
         for uid, (key, node, workload, queue) in self._indexed.items():
-            if key.partition("/")[0] not in names:
+            if key.partition("/")[0] not in names or uid in self._unmanaged:
                 continue
             pod = self._pods[uid]
             now = self._queue_now(pod)
@@ -588,6 +664,23 @@ class ClusterCache:
             moved += 1
             if now == DEFAULT_QUEUE:
                 metrics.QUEUE_DENIED.labels(metrics.queue_label(requested_queue(pod))).inc()
+        self._tell_queue_listeners(names, moved)
+
+    def _rescope(self, names: set[str]) -> int:
+        """Index again the pods of namespaces ``names`` whose scope changed with their labels
+        (``scope.namespaceSelector``); how many moved in or out."""
+        moved = 0
+        for uid, entry in list(self._indexed.items()):
+            if entry[0].partition("/")[0] not in names:
+                continue
+            pod = self._pods[uid]
+            if bool(self._unmanaged_now(pod)) != (uid in self._unmanaged):
+                self._unindex(uid)
+                self._index(uid, pod)
+                moved += 1
+        return moved
+
+    def _tell_queue_listeners(self, names: set[str], moved: int) -> None:
         if moved:
             log.info(
                 "namespace labels changed: pods moved queue", namespaces=len(names), pods=moved

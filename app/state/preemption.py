@@ -131,6 +131,15 @@ class _Builder:
         key = workload_of(pod)
         name = str(key)
         members = self.workload_members.get(name)
+        if members is None and not self.cache.is_managed(pod):
+            # Not runway's (policy.scope): a victim only as kube-scheduler offers it, with no
+            # min-runtime, budget or gang of runway's — whatever record it may have from before.
+            members = [pod]
+            self.histories[name] = ()
+            self.starts[name] = None
+            self.workload_members[name] = members
+            self.pods.setdefault(pod.metadata.uid, pod)
+            return name, members
         if members is None:
             self.histories[name] = preemption_history(self.records, key, pod)
             view = self.cache.workload(key)  # memoised by the cache, start time included

@@ -304,7 +304,11 @@ class RecordBook:
     # -- write (async) --------------------------------------------------------------------------
 
     async def change(self, key: WorkloadKey, change: Change) -> RecordState | None:
-        """Read-modify-write the workload's record; returns what was written (None: nothing)."""
+        """Read-modify-write the workload's record; returns what was written (None: nothing).
+        A workload runway does not manage (``policy.scope``) is never given a record: every
+        write path comes through here."""
+        if self.cache.workload_unmanaged(key):
+            return None
         return await self.store.update(
             key.namespace, self.name_of(key), (key.name, key.source), self._owners(key), change
         )
@@ -427,6 +431,8 @@ class RecordBook:
             )
 
         key = workload_of(victim)
+        if not self.cache.is_managed(victim):
+            return None  # a victim kube-scheduler offered that runway does not manage
         written = await self.update(key, change)
         if (key, preemptor_uid) not in self._preempted:
             self._preempted[(key, preemptor_uid)] = None

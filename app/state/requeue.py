@@ -396,9 +396,25 @@ class RequeueView:
     def admit(self, pod: Pod, now: float) -> admission.Admission:
         """The filter's verdict for ``pod`` now (``ADMIT`` at once when nothing could hold or
         restrict it: most pods, most of the time)."""
+        if self.cache.unmanaged_reason(pod):
+            return self._admit_unmanaged(pod, now)
         if self.surely_free(pod, workload_of(pod), now):
             return admission.ADMIT
         return admission.admit(self.filter_input(pod, now), now, self.policy)
+
+    def _admit_unmanaged(self, pod: Pod, now: float) -> admission.Admission:
+        """A pod runway does not manage (``policy.scope``): no queue rule holds it. Only what
+        keeps a preemption in flight whole applies — its own gate, if runway decided its
+        preemption, and the claims, which keep lower-priority pods off a node being freed (as
+        kube-scheduler's nominator does)."""
+        gate = self.gate_hold(pod, now) if self.gate.lookup(pod) is not None else None
+        claims = self.claims_on(pod, now)
+        if gate is None and not claims:
+            return admission.ADMIT
+        facts = FilterInput(
+            workload=str(workload_of(pod)), queue="", gate=gate, admitted=True, claims=claims
+        )
+        return admission.admit(facts, now, self.policy)
 
     def surely_free(self, pod: Pod, key: WorkloadKey, now: float) -> bool:
         """True when no rule of the chain could hold ``pod`` (``admission.may_hold`` over the
@@ -476,6 +492,8 @@ class RequeueView:
                 always.add(uid)
             if self.surely_free(pod, key, now):
                 found[uid] = None
+            elif cache.unmanaged_reason(pod):
+                found[uid] = hold_of(self._admit_unmanaged(pod, now))
             else:
                 found[uid] = hold_of(self._admit_by_rules(pod, now))
             yield

@@ -483,6 +483,10 @@ class RunwayHandle:
         return self.process.logs()
 
 
+HARNESS_SCOPE: dict[str, Any] = {"manageWithoutQueue": True}
+"""The scope runway runs with in e2e tests that set none (see ``RunwayFactory.start``)."""
+
+
 class RunwayFactory:
     """Starts runway processes against the control plane; stops them all at teardown."""
 
@@ -508,7 +512,10 @@ class RunwayFactory:
         """``python -m app serve --kubeconfig <plane> --port <free> [--config <file>]``
         (``env``: added to the process's environment)."""
         full_args = ["--kubeconfig", str(self.plane.kubeconfig), *args]
-        if config is not None:
+        if "--config" not in args:
+            # The harness's pods name a queue only where a test is about queues: runway
+            # manages them all unless the test sets its own `scope` (tests of the scope do).
+            config = {"scope": HARNESS_SCOPE, **(config or {})}
             path = self.write_config(config, f"runway-{len(self.handles)}.yaml")
             full_args += ["--config", str(path)]
         stack = contextlib.ExitStack()

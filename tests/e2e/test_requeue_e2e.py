@@ -77,8 +77,11 @@ class Cluster:
         cpu: str = "100m",
         priority_class: str | None = None,
         ready: bool = False,
+        labels: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.plane = plane
+        self.labels = labels or {}
+        """Job name → the labels of its pods (a queue, say)."""
         self.tmp = tmp
         self.ns = ns
         self.config = config
@@ -158,6 +161,8 @@ class Cluster:
     ) -> dict[str, Any]:
         """A pending pod for kube-scheduler (owned by Job ``owner`` when given)."""
         meta: dict[str, Any] = {"name": name, "namespace": self.ns}
+        if owner is not None and owner in self.labels:
+            meta["labels"] = dict(self.labels[owner])
         if owner is not None:
             meta["ownerReferences"] = [
                 {

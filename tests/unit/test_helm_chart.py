@@ -111,9 +111,21 @@ def effective_config(values: dict[str, Any] | None, fullname: str) -> dict[str, 
     )
     if settings["scheduler"]["enabled"]:
         preemption = config.setdefault("preemption", {})
-        names = preemption.setdefault("schedulerNames", ["default-scheduler"])
+        names = preemption.setdefault("schedulerNames", [settings["scheduler"]["schedulerName"]])
         if settings["scheduler"]["schedulerName"] not in names:
             names.append(settings["scheduler"]["schedulerName"])
+    config.setdefault("scope", {}).setdefault(
+        "namespaceSelector",
+        {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": ["kube-system", NAMESPACE],
+                }
+            ]
+        },
+    )
     if settings["rest"]["enabled"]:
         config.setdefault("auth", {}).setdefault("protectReadOnly", True)
     return config
@@ -463,6 +475,10 @@ def test_default_config_is_the_embedded_default_plus_mtls_and_the_lease() -> Non
         "app.kubernetes.io/instance": "rw",
     }
     expected["auth"]["protect_read_only"] = True  # the REST port asks for no client certificate
+    expected["scope"]["namespace_selector"] = config.model_dump()["scope"]["namespace_selector"]
+    assert str(config.scope.namespace_selector) == (
+        "kubernetes.io/metadata.name notin (kube-system,runway-system)"
+    )
     assert config.model_dump() == expected
 
 
@@ -1220,8 +1236,12 @@ def test_the_bundled_schedulers_preemptors_pass_the_cross_check() -> None:
     must list it in preemption.schedulerNames, or every such preemption is refused."""
     default = chart_config(render(None))
     assert default.preemption.scheduler_names == ["default-scheduler"]
+    # bundled mode manages the bundled scheduler's pods only (the operator issue: runway held
+    # and evicted the default scheduler's Deployments in every namespace)
     bundled = chart_config(render({"scheduler": {"enabled": True}}))
-    assert bundled.preemption.scheduler_names == ["default-scheduler", "runway-scheduler"]
+    assert bundled.preemption.scheduler_names == ["runway-scheduler"]
+    assert bundled.scope.namespace_selector is not None
+    assert "kube-system" in str(bundled.scope.namespace_selector)
     mine = chart_config(
         render(
             {

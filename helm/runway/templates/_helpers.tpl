@@ -261,12 +261,22 @@ logging from logLevel/logFormat, the Lease name). */}}
 {{- end }}
 {{- if .Values.scheduler.enabled }}
 {{- /* A preemptor of the bundled scheduler must pass the preemption cross-check (SPEC §4). */}}
+{{- /* Bundled mode manages the bundled scheduler's pods only (DESIGN §2.0): the cluster's
+     default-scheduler never calls runway, and its pods are not runway's to hold or evict. */}}
 {{- $pre := default dict $config.preemption }}
-{{- $names := default (list "default-scheduler") $pre.schedulerNames }}
+{{- $names := default (list .Values.scheduler.schedulerName) $pre.schedulerNames }}
 {{- if not (has .Values.scheduler.schedulerName $names) }}
-{{- $_ := set $pre "schedulerNames" (append $names .Values.scheduler.schedulerName) }}
+{{- $names = append $names .Values.scheduler.schedulerName }}
+{{- end }}
+{{- $_ := set $pre "schedulerNames" $names }}
 {{- $_ := set $config "preemption" $pre }}
 {{- end }}
+{{- /* runway manages no pod of kube-system or of its own namespace (app/policy/scope.py does
+     so on every release; the selector says so where kubernetes.io/metadata.name exists, 1.21+). */}}
+{{- $scope := default dict $config.scope }}
+{{- if not (hasKey $scope "namespaceSelector") }}
+{{- $_ := set $scope "namespaceSelector" (dict "matchExpressions" (list (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (list "kube-system" .Release.Namespace)))) }}
+{{- $_ := set $config "scope" $scope }}
 {{- end }}
 {{- if .Values.rest.enabled }}
 {{- /* The REST port asks for no client certificate: unless the config says otherwise, reads

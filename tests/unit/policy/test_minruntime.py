@@ -35,8 +35,7 @@ from app.policy.minruntime import (
     resolve_preempt,
     resolve_reclaim,
 )
-from app.policy.queues import QueueTree
-from app.policy.workload import DEFAULT_QUEUE
+from app.policy.queues import DEFAULT_QUEUE, QueueTree
 from tests.builders import forests, queue_names, tree_of
 from tests.reference import REFERENCE, upstream_cases
 
@@ -129,7 +128,13 @@ def test_kai_resolve_reclaim(case: dict[str, Any]) -> None:
     res = resolve_reclaim(tree, defaults, preemptor, victim)
     assert (res.action, res.min_runtime_s) == ("reclaim", expected)
     if preemptor != victim:  # same leaf is a preempt for resolve(); KAI's resolver is asked anyway
-        assert resolve(tree, defaults, preemptor, victim) == res
+        got = resolve(tree, defaults, preemptor, victim)
+        if tree.is_known(preemptor) and preemptor != DEFAULT_QUEUE:
+            assert got == res
+        else:
+            # A preemptor outside the tree resolves from the victim's side (DESIGN §3.1): the
+            # walk starts at the victim's leaf, never above its own setting.
+            assert got.min_runtime_s >= res.min_runtime_s
 
 
 # -- the victim filter and the scenario validator ----------------------------------------------
@@ -540,7 +545,12 @@ def test_matches_the_kai_oracle(
 ) -> None:
     preemptor, victim = data.draw(queue_names(tree)), data.draw(queue_names(tree))
     res = resolve(tree, defaults, preemptor, victim)
-    assert (res.action, res.min_runtime_s) == kai_oracle(tree, defaults, preemptor, victim)
+    oracle = kai_oracle(tree, defaults, preemptor, victim)
+    if preemptor == victim or (tree.is_known(preemptor) and preemptor != DEFAULT_QUEUE):
+        assert (res.action, res.min_runtime_s) == oracle
+    else:
+        # outside the tree: from the victim's side, never less than KAI's answer (§3.1)
+        assert res.action == oracle[0] and res.min_runtime_s >= oracle[1]
 
 
 @given(st.data(), forests(), pool_defaults)
@@ -568,3 +578,42 @@ def test_protection_is_a_window_after_start(start: float | None, minimum: float,
         assert protected == (start + dt <= start + minimum)
         until = protected_until(start, res)
         assert until is not None and (protected or start + dt > until)
+
+
+@pytest.mark.parametrize("method", ["lca", "queue"])
+@pytest.mark.parametrize(
+    "preemptor_queue",
+    ["team-a", "default", "ghost", ""],
+    ids=["declared", "default", "undeclared", "unmanaged"],
+)
+def test_reclaim_protection_is_resolved_from_the_victims_side(
+    method: str, preemptor_queue: str
+) -> None:
+    """The tenant issue's case: team-b's 1 h reclaimMinRuntime holds whatever queue the
+    preemptor claims — default, one the tree does not declare, none (not managed) — under both
+    resolve methods (under lca, an undeclared preemptor once resolved from an implicit root,
+    which skipped it: 0 s)."""
+    tree = tree_of(
+        {
+            "research": {"parent": ""},
+            "team-a": {"parent": "research"},
+            "team-b": {"parent": "research", "reclaimMinRuntime_s": 3600.0},
+        }
+    )
+    defaults = PoolDefaults(reclaim_resolve_method=method)  # type: ignore[arg-type]
+    res = resolve(tree, defaults, preemptor_queue, "team-b")
+    assert (res.action, res.min_runtime_s, res.resolved_from) == ("reclaim", 3600.0, "team-b")
+
+
+def test_a_preemptor_in_a_declared_default_queue_still_resolves_from_the_victims_side() -> None:
+    """An operator may declare a queue named default; it is still where unlabelled and denied
+    pods land, so it never steps down from the root past the victim queue's setting."""
+    tree = tree_of(
+        {
+            "default": {"parent": ""},
+            "research": {"parent": ""},
+            "team-b": {"parent": "research", "reclaimMinRuntime_s": 600.0},
+        }
+    )
+    res = resolve(tree, PoolDefaults(), "default", "team-b")
+    assert res.min_runtime_s == 600.0
