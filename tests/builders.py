@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 from hypothesis import strategies as st
 
+from app.config import RunwayConfig, parse_config
 from app.model import Pod
 from app.model.job import Job
 from app.model.node import Node
@@ -266,3 +267,14 @@ def queue_names(tree: QueueTree) -> st.SearchStrategy[str]:
     unknown = st.sampled_from(["default", "ghost", "q99"])
     known = [n.name for n in tree]
     return st.one_of(st.sampled_from(known), unknown) if known else unknown
+
+
+UNQUEUED_MANAGED: dict[str, Any] = {"manageWithoutQueue": True}
+"""``scope`` for tests whose pods name no queue: runway manages them all (DESIGN §2.0; the
+default manages only pods that name a queue, tested in ``unit/policy/test_scope.py``)."""
+
+
+def runway_config(raw: dict[str, Any] | None = None) -> RunwayConfig:
+    """runway's config ``raw`` for a test whose pods name no queue: ``scope`` manages them
+    (``UNQUEUED_MANAGED``) unless ``raw`` sets its own."""
+    return parse_config({"scope": UNQUEUED_MANAGED, **(raw or {})})

@@ -219,6 +219,37 @@ class RunwayConfig(Section):
         return self
 
     @model_validator(mode="after")
+    def _mapped_queues_are_declared(self) -> RunwayConfig:
+        # A namespace mapped to a queue the file does not declare is a typo: its pods would
+        # land in an unknown top-level queue with no settings. (KAI's tree is the cluster's.)
+        if self.queue_source != "file" or not self.queues:
+            return self
+        declared = {q.name for q in self.queues}
+        problems = [
+            (ns, queue)
+            for ns, queue in self.scope.namespace_queues.items()
+            if queue not in declared
+        ]
+        if problems:
+            raise ValidationError.from_exception_data(
+                "RunwayConfig",
+                [
+                    InitErrorDetails(
+                        type=PydanticCustomError(
+                            "scope_queue",
+                            "namespace {ns!r} is mapped to queue {queue!r}, which `queues` does "
+                            "not declare; declare it or fix the name",
+                            {"ns": ns, "queue": queue},
+                        ),
+                        loc=("scope", "namespaceQueues", ns),
+                        input=queue,
+                    )
+                    for ns, queue in problems
+                ],
+            )
+        return self
+
+    @model_validator(mode="after")
     def _one_queue_source(self) -> RunwayConfig:
         if self.queue_source == "kai" and self.queues:
             raise ValueError(

@@ -11,12 +11,12 @@ import msgspec
 import pytest
 
 from app.clock import ManualClock
-from app.config import parse_config
 from app.model import Pod
 from app.model.node import Node
 from app.model.timestamps import format_time
 from app.server import create_app
 from app.wiring import Runway
+from tests.builders import runway_config
 
 T0 = 1_800_000_000.0
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -91,7 +91,7 @@ class Embedded:
 
 def build_embedded() -> tuple[Runway, ManualClock, Any]:
     clock = ManualClock(T0)
-    config = parse_config(
+    config = runway_config(
         {
             "auth": {"mode": "static", "staticTokens": [TOKEN]},
             "queues": [{"name": "research"}],

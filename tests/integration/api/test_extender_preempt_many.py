@@ -14,10 +14,10 @@ import pytest
 from app import metrics
 from app.api.extender import handle_filter, plan_preempt
 from app.clock import ManualClock
-from app.config import parse_config
 from app.model import Node, Pod
 from app.server import create_app
 from app.wiring import Runway
+from tests.builders import runway_config
 from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client
 
@@ -73,7 +73,7 @@ HIGH = pod("high", node=None, priority=1000)
 @pytest.fixture
 def runway() -> Runway:
     api = FakeApi()
-    config = parse_config({"kubernetes": {"leaderElection": {"enable": False}}})  # one replica
+    config = runway_config({"kubernetes": {"leaderElection": {"enable": False}}})  # one replica
     app = create_app(config, ManualClock(NOW), kube=client(api.transport))
     rt: Runway = app.state.runway
     rt.cache.replace_pods([G0, G1, V3, P, P2, HIGH])

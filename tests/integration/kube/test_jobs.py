@@ -12,11 +12,10 @@ import httpx
 import pytest
 
 from app import metrics
-from app.config import parse_config
 from app.kube import jobs as kube_jobs
 from app.server import create_app
 from app.wiring import Runway
-from tests.builders import bind, job_obj, raw_pod
+from tests.builders import bind, job_obj, raw_pod, runway_config
 from tests.integration.kube_fake import FakeApiServer
 from tests.integration.kube_helpers import client, until
 
@@ -64,7 +63,7 @@ class World:
         )
         self.kube = client(self.fake.transport)
         config = {"kubernetes": {"leaderElection": {"enable": False}}}
-        self.app = create_app(parse_config(config), kube=self.kube)
+        self.app = create_app(runway_config(config), kube=self.kube)
         self.runway: Runway = self.app.state.runway
         assert self.runway.job_source is not None
         self.runway.job_source.refused_retry = 0.05  # the quiet retry, quickly

@@ -16,7 +16,6 @@ import pytest
 from app import metrics
 from app.api.extender import handle_filter
 from app.clock import ManualClock
-from app.config import parse_config
 from app.kube.events import KubeEventRecorder
 from app.model.timestamps import format_time
 from app.policy.backoff import no_jitter
@@ -24,7 +23,7 @@ from app.server import create_app
 from app.tasks.podsready import PodsReadyEvictor
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import bind, job_obj, pod, pod_obj, pool_node
+from tests.builders import bind, job_obj, pod, pod_obj, pool_node, runway_config
 from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
 
@@ -47,7 +46,7 @@ class World:
         self.api = FakeApi()
         self.clock = ManualClock(T0)
         self.kube = client(self.api.transport)
-        self.app = create_app(parse_config(CONFIG), self.clock, kube=self.kube)
+        self.app = create_app(runway_config(CONFIG), self.clock, kube=self.kube)
         self.runtime: Runway = self.app.state.runway
         self.evictor = self.make_evictor(tick=0.05)
         self.generation = 0

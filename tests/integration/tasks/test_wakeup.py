@@ -15,7 +15,6 @@ import pytest
 
 from app import metrics
 from app.clock import ManualClock
-from app.config import parse_config
 from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
 from app.model.timestamps import format_time
 from app.policy.workload import workload_of
@@ -25,7 +24,7 @@ from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
 from app.wire import decode_preemption_args
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import bind, job_obj, pod, pod_obj, pool_node
+from tests.builders import bind, job_obj, pod, pod_obj, pool_node, runway_config
 from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
 
@@ -44,7 +43,7 @@ class World:
         self.api = FakeApi()
         self.clock = ManualClock(T0)
         self.kube = client(self.api.transport) if kube else None
-        self.app = create_app(parse_config(config), self.clock, kube=self.kube)
+        self.app = create_app(runway_config(config), self.clock, kube=self.kube)
         self.runtime: Runway = self.app.state.runway
         self.leader = True
         self.waker = RequeueWaker(

@@ -205,3 +205,15 @@ def test_a_managed_pod_meets_every_condition(
         and (named or without_queue)
     )
     assert (unmanaged(scope, the_pod, {}) == "") is expected
+
+
+def test_a_namespace_mapped_to_an_undeclared_queue_is_a_config_error() -> None:
+    from app.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match=r"scope.namespaceQueues.team-a.*'reserch'"):
+        parse_config(
+            {"queues": [{"name": "research"}], "scope": {"namespaceQueues": {"team-a": "reserch"}}}
+        )
+    parse_config(
+        {"queues": [{"name": "research"}], "scope": {"namespaceQueues": {"team-a": "research"}}}
+    )

@@ -12,7 +12,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.clock import ManualClock
-from app.config import parse_config
 from app.model import Pod
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import GateEntry, PodRef
@@ -25,7 +24,7 @@ from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey, is_member
 from app.state import records
 from app.wiring import Runway, build
-from tests.builders import condition, job, raw_pod
+from tests.builders import condition, job, raw_pod, runway_config
 from tests.builders import pod as build_pod
 
 T0 = 1_800_000_000.0
@@ -65,7 +64,7 @@ def pod(
 
 
 def runtime(config: dict[str, Any] | None = None) -> Runway:
-    return build(parse_config(config or {}), clock=ManualClock(T0))
+    return build(runway_config(config), clock=ManualClock(T0))
 
 
 def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
