@@ -21,6 +21,7 @@ from app.api.errors import error_body, error_response
 from app.logs import RateLimitedWarnings, debug_enabled, get_logger
 from app.policy import admission, scoring
 from app.policy.crosscheck import Refusal
+from app.policy.wakeup import hold_of
 from app.state.preemption import PreemptOutcome
 from app.wire import (
     NO_PREFERENCE,
@@ -52,6 +53,10 @@ def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
         verdict = ctx.requeue.admit(args.pod, now)
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
+    hold = hold_of(verdict)
+    if hold is not None and args.pod.metadata.uid:
+        # the waker wakes it when the hold ends, however briefly it held
+        ctx.requeue.refused(args.pod.metadata.uid, hold)
     if verdict.allowed and verdict.only_nodes is None and not verdict.except_nodes:
         # The common case never needs node names: in NodeList mode the nodes go back unparsed.
         return encode_filter_result_parts(args, None, {}, {})

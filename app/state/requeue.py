@@ -10,7 +10,7 @@ simply has no data.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass, field, replace
 
@@ -104,6 +104,10 @@ CHANGED_LIMIT = 100_000
 """Changed pods remembered between two waker passes; past it the next pass asks every pod."""
 
 
+REFUSALS_KEPT = 100_000
+"""The most filter refusals a replica remembers between two waker passes."""
+
+
 class RequeueView:
     """The requeue facts of pods and workloads (read-only; see the module docstring)."""
 
@@ -150,7 +154,34 @@ class RequeueView:
         only ones ``blockers`` evaluates (None: not known, look at every workload)."""
         self._unsettled_stale: set[WorkloadKey] = set()
         """Workloads whose pods changed since ``_unsettled`` was brought up to date."""
+        self._refused: OrderedDict[str, Hold] = OrderedDict()
+        """Pods this replica's filter refused since the waker last took them (``refused``)."""
+        self.on_refusal: Callable[[], None] = lambda: None
+        """Told when a pod is refused that was not refused before (the waker's poke)."""
         cache.subscribe(self._on_change)
+
+    # -- refusals: what the filter held, for the waker ------------------------------------------
+
+    def refused(self, uid: str, hold: Hold) -> None:
+        """The filter just refused pod ``uid`` with ``hold``. The waker learns of it even when
+        the hold ends before its next pass looks (a blocker Ready 0.3 s later): a pod refused,
+        then free, is woken, not left to kube-scheduler's flush (60 s; 5 min from 1.27).
+        Bounded: the oldest refusals are forgotten first (the pass still sees their holds)."""
+        known = uid in self._refused
+        self._refused[uid] = hold
+        self._refused.move_to_end(uid)
+        while len(self._refused) > REFUSALS_KEPT:
+            self._refused.popitem(last=False)
+        if not known:
+            self.on_refusal()
+
+    def take_refusals(self) -> dict[str, Hold]:
+        """The refusals since the last call (and forget them); the next pass asks those pods
+        again, whatever else changed."""
+        taken, self._refused = dict(self._refused), OrderedDict()
+        if self._changed is not None:
+            self._changed.update(taken)
+        return taken
 
     def _on_change(self, event: CacheEvent) -> None:  # type: ignore[type-arg]
         if event.kind != "pod":
@@ -490,15 +521,19 @@ class RequeueView:
             key_of[uid] = key
             if strict and cache.queue_of_pod(pod) in strict:
                 always.add(uid)
-            if self.surely_free(pod, key, now):
-                found[uid] = None
-            elif cache.unmanaged_reason(pod):
-                found[uid] = hold_of(self._admit_unmanaged(pod, now))
-            else:
-                found[uid] = hold_of(self._admit_by_rules(pod, now))
+            found[uid] = self.hold(pod, now)
             yield
         self._stamp = stamp
         return dict(found)
+
+    def hold(self, pod: Pod, now: float) -> Hold | None:
+        """``pod``'s hold now (None: free), as a pass finds it."""
+        key = self.cache.workload_key_of(pod.uid) or workload_of(pod)
+        if self.surely_free(pod, key, now):
+            return None
+        if self.cache.unmanaged_reason(pod):
+            return hold_of(self._admit_unmanaged(pod, now))
+        return hold_of(self._admit_by_rules(pod, now))
 
     def _to_recheck(self, changed: set[str]) -> list[Pod]:
         """Forget what ``changed`` pods were found (and their workloads' pods); return the

@@ -34,7 +34,14 @@ from app.logs import get_logger
 from app.model.gate import PodRef
 from app.model.pod import Pod
 from app.policy.rate import TokenBucket
-from app.policy.wakeup import Hold, WakePlan, WakeSchedule, freed_by, plan_wakeups
+from app.policy.wakeup import (
+    WAKE_SLACK_S,
+    Hold,
+    WakePlan,
+    WakeSchedule,
+    freed_by,
+    plan_wakeups,
+)
 from app.policy.workload import WorkloadKey, workload_of
 from app.state.cache import CacheEvent
 from app.state.preemption import AwaitedPreemptors
@@ -101,6 +108,8 @@ class RequeueWaker(Ticker):
         self._retries: dict[str, int] = {}
         self._nominated: dict[str, set[str]] = {}
         """Pending pods nominated to each node (kept from pod events: O(1) per event)."""
+        self.own_refusals: dict[str, Hold] = {}
+        """On a follower: pods its own filter refused, still held (woken when free)."""
         for pod in view.cache.pending_pods():
             self._track(None, pod)
         self.follow(lambda: view.cache.subscribe(self._on_change))
@@ -108,8 +117,9 @@ class RequeueWaker(Ticker):
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Listen to cache and record changes and start the loop."""
+        """Listen to cache and record changes and the filter's refusals; start the loop."""
         self.follow(lambda: listen(self.view.index.listeners, self.poke))
+        self.view.on_refusal = self.poke
         super().start()
 
     def rest(self) -> float:
@@ -210,22 +220,26 @@ class RequeueWaker(Ticker):
         None when skipped: not the leader, or nothing changed and no hold has ended yet.
         The pass lets the verbs run every few milliseconds (``in_slices``): on a big cluster
         it asks thousands of pods the filter's rule chain."""
+        refused = self.view.take_refusals()
         if not self.is_leader():
-            if self.held or len(self.schedule):
+            if self.held or self._generation != -1:  # was leading: its touches are not ours
                 self.held.clear()
                 self.schedule.clear()
                 self._retries.clear()
             self._generation, self._next_check = -1, None
-            return None
+            return self._evaluate_own_refusals(refused, now)
+        self.own_refusals.clear()
         generation = self.view.index.generation
         due = self._next_check is not None and now >= self._next_check
-        if generation == self._generation and not due:
+        if generation == self._generation and not due and not refused:
             return None
         self._generation = generation
         turns = Turns()
         current = await in_slices(self.view.pending_holds_steps(now), turns=turns)
         self.pass_seconds = turns.held  # its own cost, not the verbs answered meanwhile
-        plan = plan_wakeups(self.held, current)
+        # a pod refused since the last pass counts as held then: free now, it is woken even
+        # when no pass saw its hold (it began and ended between two)
+        plan = plan_wakeups({**refused, **self.held}, current)
         self._count_requeues(plan)
         self.held = plan.held
         self._next_check = plan.next_check
@@ -235,12 +249,42 @@ class RequeueWaker(Ticker):
             log.info("requeue holds ended: waking pods", pods=len(plan.wake))
         return plan
 
+    def _evaluate_own_refusals(self, refused: dict[str, Hold], now: float) -> WakePlan | None:
+        """On a follower: wake the pods its own filter refused once their hold ends. The leader
+        never hears of them (kube-scheduler called this replica), and a hold that ended before
+        the leader's pass looked would leave the pod to kube-scheduler's flush. A touch from
+        both replicas costs one more pod update; none costs the pod minutes."""
+        own = self.own_refusals
+        own.update(refused)
+        if not own:
+            return None
+        cache, wake, ends = self.view.cache, [], []
+        for uid in list(own):
+            pod = cache.pod(uid)
+            if pod is None or pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
+                del own[uid]
+                continue
+            hold = self.view.hold(pod, now)
+            if hold is None:
+                del own[uid]
+                wake.append(uid)
+                self.schedule.push(uid, now)
+            else:
+                own[uid] = hold
+                if hold.until is not None:
+                    ends.append(hold.until)
+        self._next_check = min(ends) + WAKE_SLACK_S if ends else None
+        if wake:
+            log.info("holds this replica refused ended: waking pods", pods=len(wake))
+        return WakePlan(wake=tuple(wake), held=dict(own), next_check=self._next_check)
+
     def _count_requeues(self, plan: WakePlan) -> None:
         """Workloads whose backoff just ended are back in their queue (counted once each)."""
         cache = self.view.cache
         back: dict[WorkloadKey, str] = {}
         for uid in plan.wake:
-            pod = cache.pod(uid) if self.held[uid].rule == "backoff" else None
+            hold = self.held.get(uid)
+            pod = cache.pod(uid) if hold is not None and hold.rule == "backoff" else None
             if pod is not None:
                 back.setdefault(workload_of(pod), cache.queue_of_pod(pod))
         for queue in back.values():
@@ -259,9 +303,8 @@ class RequeueWaker(Ticker):
     # -- touching -------------------------------------------------------------------------------
 
     async def touch_due(self, now: float) -> int:
-        """Touch the pods due at ``now`` within the rate limit; returns how many were patched."""
-        if not self.is_leader():
-            return 0
+        """Touch the pods due at ``now`` within the rate limit; returns how many were patched
+        (on a follower, only the pods its own filter refused are ever scheduled)."""
         granted = self.limiter.take(now, 1_000_000)
         uids = self.schedule.pop_due(now, granted)
         self.limiter.tokens += granted - len(uids)  # give back what was not used

@@ -436,3 +436,58 @@ async def test_a_preemptor_whose_failed_preemption_backed_off_is_woken_once(worl
     w.clock.advance(5)
     await w.run()
     assert len(w.wakes()) == 1
+
+
+async def filter_call(w: World, name: str) -> bool:
+    """kube-scheduler's filter call for pod ``name`` on node n1: whether n1 passed."""
+    body = {"Pod": w.api.pods[f"ml/{name}"], "NodeNames": ["n1"]}
+    async with asgi_client(w.app) as http:
+        resp = await http.post("/scheduler/filter", json=body)
+        assert resp.status_code == 200, resp.text
+    return "n1" in (resp.json().get("NodeNames") or [])
+
+
+@pytest.mark.parametrize("leader", [True, False], ids=["leader", "follower"])
+async def test_a_hold_that_begins_and_ends_between_two_passes_is_woken(leader: bool) -> None:
+    """The issue on current Kubernetes: blockAdmission refused b while a was not yet Ready, a
+    was Ready ~0.3 s later — before the waker's next pass looked — and b waited for
+    kube-scheduler's flush (30 to 90 s; 5 min from 1.27). The refusal itself tells the waker, on
+    whichever replica kube-scheduler called."""
+    config = {"waitForPodsReady": {"enable": True, "timeout": "30s", "blockAdmission": True}}
+    w = World(config)
+    w.leader = leader
+    try:
+        w.add_pod("a", labels={"runway.dev/workload": "a"})
+        w.add_pod("b", labels={"runway.dev/workload": "b"})
+        w.sync()
+        await w.run()  # a pass: both free
+        assert w.waker.held == {}
+        w.bind("a")  # admitted, not Ready: blocks b
+        assert not await filter_call(w, "b")
+        w.clock.advance(0.3)
+        w.bind("a", ready=True)  # before any pass saw b held
+        await w.run()
+        assert w.wakes() == [("b", "uid-b")]
+        await w.run()
+        assert w.wakes() == [("b", "uid-b")], "woken once"
+    finally:
+        await w.close()
+
+
+async def test_a_follower_wakes_what_it_refused_only_when_the_hold_ends() -> None:
+    w = World()
+    w.leader = False
+    try:
+        w.job_pods()
+        await w.write(
+            EvictionRecord(reason=PODS_READY_TIMEOUT, time=T0 - 5, count=1, requeue_at=T0 + 10)
+        )
+        assert not await filter_call(w, "train-0")
+        wait = await w.run()
+        assert w.wakes() == [] and wait == pytest.approx(10.05)
+        w.clock.advance(10.1)
+        await w.run()
+        # only the pod this replica refused: train-1 was never asked here (the leader's pass)
+        assert w.wakes() == [("train-0", "uid-train-0")]
+    finally:
+        await w.close()
