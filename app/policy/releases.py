@@ -1,0 +1,168 @@
+"""What runway does for kube-scheduler, decided per release (DESIGN §1.1).
+
+kube-scheduler changed under runway between 1.20 and the releases people run (read in each
+release's source, ``pkg/scheduler``, and measured on the releases built by ``tools/kube``):
+
+* **config API** — ``kubescheduler.config.k8s.io/v1beta1`` until 1.24, only ``v1`` from 1.25;
+* **a node with zero victims** in a ``preempt`` answer — accepted by 1.20 (the pod is nominated
+  there), an error from 1.22 on (``preemption.go``: "expected at least one victim pod");
+* **the unschedulable-pods flush** — 60 s in 1.20, 5 minutes in current releases
+  (``DefaultPodMaxInUnschedulablePodsDuration``): a wake-up runway misses costs five minutes;
+* **QueueingHints** (on from 1.32, locked on from 1.34) — a pod update re-queues a pod only if
+  a rejector's hint says so; runway's filter rejections are the ``Extender`` rejector, which
+  re-queues on any event, so the waker's touch still works for pods runway held;
+* **scheduling gates** (GA 1.30) — a gated pod costs the scheduler nothing;
+* **in-tree asynchronous preemption** (on by default from 1.33) — the scheduler's own
+  preemption no longer blocks its cycle: whether takeover still wins is measured, not assumed;
+* **the scheduler's own nominations** (1.35+, KEP-5278) — it writes ``nominatedNodeName`` when
+  binding starts; an external component must not overwrite it;
+* **workload-aware preemption** (1.36+, alpha, GenericWorkload) — a pod group's preemption
+  never calls extenders: min-runtime and budgets cannot protect against it.
+
+Pure: a version string in, the decisions out.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+class VersionError(ValueError):
+    """A Kubernetes version runway cannot read."""
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``v1.34.4`` (``gitVersion``, with any suffix such as ``-alpha.1+abc``) → (1, 34, 4)."""
+    match = _VERSION.match(text.strip())
+    if match is None:
+        raise VersionError(
+            f"not a Kubernetes version: {text!r} (expected the form v1.34.4 or 1.34)"
+        )
+    major, minor, patch = match.groups()
+    return int(major), int(minor), int(patch or 0)
+
+
+OLDEST_SUPPORTED = (1, 20)
+"""The oldest release runway supports (and is tested on)."""
+TESTED = ("1.20", "1.34", "1.37")
+"""The releases the end-to-end suite runs on (``tools/kube``)."""
+
+TAKEOVER_WINS_BEFORE = (1, 33)
+"""Releases older than this execute preemptions synchronously in the scheduling cycle: runway's
+takeover clears a storm of slow DELETEs faster (1.20: 0.15× the stock scheduler's time,
+bench/RESULTS.md). From 1.33 the scheduler's own preemption is asynchronous (KEP-4832 in tree);
+``preemption.async: auto`` keeps takeover only where it was measured to win (bench.takeover per
+release, bench/RESULTS.md)."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """What runway does for one kube-scheduler release."""
+
+    version: tuple[int, int, int]
+    source: str
+    """Where the version came from: ``config`` (kubernetes.schedulerVersion) or ``apiserver``."""
+
+    @property
+    def minor(self) -> tuple[int, int]:
+        """(major, minor)."""
+        return self.version[:2]
+
+    @property
+    def text(self) -> str:
+        """``1.34.4``."""
+        return ".".join(str(n) for n in self.version)
+
+    @property
+    def config_api(self) -> str:
+        """The KubeSchedulerConfiguration apiVersion this release reads."""
+        return (
+            "kubescheduler.config.k8s.io/v1"
+            if self.minor >= (1, 25)
+            else "kubescheduler.config.k8s.io/v1beta1"
+        )
+
+    @property
+    def zero_victim_nodes(self) -> bool:
+        """Whether a ``preempt`` answer may name a node with no victims (1.20, 1.21)."""
+        return self.minor < (1, 22)
+
+    @property
+    def flush_seconds(self) -> float:
+        """When kube-scheduler retries an unschedulable pod nothing woke, at the latest."""
+        return 60.0 if self.minor < (1, 26) else 300.0
+
+    @property
+    def scheduling_gates(self) -> bool:
+        """Whether ``spec.schedulingGates`` holds pods (GA 1.30; on by default from 1.27)."""
+        return self.minor >= (1, 30)
+
+    @property
+    def scheduler_nominates(self) -> bool:
+        """Whether kube-scheduler writes ``nominatedNodeName`` when it starts binding (1.35+):
+        runway then never touches a nomination it did not write."""
+        return self.minor >= (1, 35)
+
+    @property
+    def async_preemption_in_tree(self) -> bool:
+        """Whether the scheduler's own preemption runs off its cycle by default (1.33+)."""
+        return self.minor >= (1, 33)
+
+    @property
+    def workload_aware_preemption(self) -> bool:
+        """Whether the release has pod-group preemption that skips extenders (1.36+, alpha:
+        only where the GenericWorkload feature is turned on)."""
+        return self.minor >= (1, 36)
+
+    def takeover(self, configured: bool | str) -> bool:
+        """Whether runway takes preemptions over (``preemption.async``): as configured, or on
+        ``auto`` where takeover was measured to win on this release."""
+        if isinstance(configured, bool):
+            return configured
+        return self.minor < TAKEOVER_WINS_BEFORE
+
+    def notes(self) -> tuple[str, ...]:
+        """What an operator should know of runway on this release (logged at start)."""
+        out = []
+        if self.minor < OLDEST_SUPPORTED:
+            out.append(f"Kubernetes {self.text} is older than runway supports (1.20)")
+        if self.workload_aware_preemption:
+            out.append(
+                "workload-aware preemption (alpha, feature GenericWorkload) preempts pod "
+                "groups without calling extenders: with it on, runway's min-runtime and "
+                "preemption budget do not protect against a pod group's preemption"
+            )
+        if self.scheduler_nominates:
+            out.append(
+                "kube-scheduler writes nominatedNodeName when binding starts: runway changes "
+                "only nominations it wrote itself"
+            )
+        return tuple(out)
+
+    def to_dict(self, configured_async: bool | str) -> dict[str, object]:
+        """The decisions, as ``/v1/config`` shows them."""
+        return {
+            "version": self.text,
+            "source": self.source,
+            "configApiVersion": self.config_api,
+            "takeover": self.takeover(configured_async),
+            "zeroVictimNodes": self.zero_victim_nodes,
+            "flushSeconds": self.flush_seconds,
+            "schedulingGates": self.scheduling_gates,
+            "schedulerNominates": self.scheduler_nominates,
+            "asyncPreemptionInTree": self.async_preemption_in_tree,
+            "workloadAwarePreemption": self.workload_aware_preemption,
+            "notes": list(self.notes()),
+        }
+
+
+def release_of(version: str, source: str) -> Release:
+    """The ``Release`` of ``version`` (raises ``VersionError`` when unreadable)."""
+    return Release(parse_version(version), source)
+
+
+UNKNOWN = Release((1, 20, 0), "assumed")
+"""No cluster (the embedded default) or no answer: 1.20's conservative behaviour."""
