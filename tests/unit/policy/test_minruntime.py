@@ -1,6 +1,6 @@
 """Min-runtime resolution, protection and the elastic floor, replaying every KAI case.
 
-Each ``kai.*`` case in shared/reference/upstream-cases.json is replayed here, except
+Each ``kai.*`` case in tests/data/upstream-cases.json is replayed here, except
 ``kai.minruntime.config_parse`` (tests/unit/config/test_queues.py) and
 ``kai.queue.hierarchy_path`` (tests/unit/policy/test_queues.py); a guard test fails when the
 reference gains a ``kai.*`` feature nobody replays.
@@ -8,7 +8,6 @@ reference gains a ``kai.*`` feature nobody replays.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -38,7 +37,7 @@ from app.policy.minruntime import (
 from app.policy.queues import QueueTree
 from app.policy.workload import DEFAULT_QUEUE
 from tests.builders import forests, queue_names, tree_of
-from tests.reference import REFERENCE, upstream_cases
+from tests.reference import all_upstream_cases, upstream_cases
 
 NOW = 1_700_000_000.0
 
@@ -95,8 +94,7 @@ def cases(feature: str) -> list[Any]:
 
 
 def test_every_kai_feature_is_replayed() -> None:
-    all_cases = json.loads((REFERENCE / "upstream-cases.json").read_text())
-    features = {c["feature"] for c in all_cases if c["feature"].startswith("kai.")}
+    features = {c["feature"] for c in all_upstream_cases() if c["feature"].startswith("kai.")}
     assert features == REPLAYED_HERE | REPLAYED_ELSEWHERE
 
 
@@ -200,7 +198,7 @@ def test_kai_e2e_reclaim_waits_for_the_min_runtime(case: dict[str, Any]) -> None
     assert case["expected"]["reclaimer"][0].startswith("Unschedulable")
 
 
-# -- the seed's worked examples (shared/seeds/kai-min-runtime.md) ------------------------------
+# -- the worked examples of KAI's min-runtime design (DESIGN §3.1, §11) --------------------------
 
 RECLAIM_SEED = tree_of(
     {
