@@ -266,9 +266,9 @@ def test_pool_default_when_no_queue_sets_a_value() -> None:
     assert res == Resolution("reclaim", 9, POOL_DEFAULT, ["A"], True)
 
 
-def test_lca_fallback_is_the_reclaim_default_not_kais_preempt_default() -> None:
-    # KAI's resolveReclaimMinRuntimeLCA falls back to defaultPreemptMinRuntime; the design
-    # (and runway) use the reclaim default.
+def test_lca_fallback_is_the_reclaim_default() -> None:
+    # As KAI's design text and its resolveReclaimMinRuntimeLCA since KAI #234 (09b60aa4); its
+    # first version fell back to defaultPreemptMinRuntime.
     tree = tree_of({"top": {"parent": ""}, "a": {"parent": "top"}, "b": {"parent": "top"}})
     res = resolve(tree, PoolDefaults(preempt_min_runtime_s=5, reclaim_min_runtime_s=9), "a", "b")
     assert res.min_runtime_s == 9
