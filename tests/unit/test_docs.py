@@ -1,8 +1,9 @@
-"""The documents name things that exist: every backticked name in README.md, tests/README.md and
-docs/*.md that looks like a module, class, function, file, test, config key, chart value, record
-field, metric, REST path, CLI command or runway label resolves to something in this repository;
-every `DESIGN §N` cited anywhere is a heading of docs/DESIGN.md; and docs/ARCHITECTURE.md's map
-lists exactly the modules of app/, each where it is.
+"""The documents name things that exist: every backticked name in the READMEs (the repository's,
+tests/, tests/data/, bench/) and docs/*.md that looks like a module, class, function, file, test,
+config key, chart value, record field, metric, REST path, CLI command or runway label resolves
+to something in this repository; every `DESIGN §N` cited anywhere is a heading of
+docs/DESIGN.md; and docs/ARCHITECTURE.md's map lists exactly the modules of app/, each where it
+is.
 
 How a span is read (``unresolved``): by its shape first — a path, a test, a metric, a REST path,
 a command line, a runway.dev name — and a dotted or slashed name then by every reading it could
@@ -37,7 +38,13 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "app"
-DOCS = [ROOT / "README.md", ROOT / "tests" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "tests" / "README.md",
+    ROOT / "tests" / "data" / "README.md",
+    ROOT / "bench" / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+]
 
 # Names the documents cite on purpose that nothing here defines or spells, each with its reason
 # (a test fails when an entry is no longer cited, or resolves without the list): mostly other
@@ -59,6 +66,10 @@ ELSEWHERE: dict[str, str] = {
     "scheduler.extraVolumes": "kubeadm's ClusterConfiguration (README, installing by hand)",
     "PriorityClass": "a Kubernetes kind (the chart names one, system-cluster-critical)",
     "authorization.credentials": "a Prometheus ServiceMonitor field",
+    "scheduling_algorithm": "a kube-scheduler metric (bench/README.md)",
+    "e2e_scheduling": "a kube-scheduler metric (bench/README.md)",
+    "build.sh": "the Go peer's build script, outside the repository with the cluster tools",
+    "control-plane.sh": "a cluster tool, outside the repository (until it moves into tools/)",
     # Kubernetes API machinery, Python's and Starlette's
     "metav1.LabelSelector": "apimachinery's selector type (DESIGN §2.1)",
     "LabelSelectorAsSelector": "apimachinery's selector conversion (DESIGN §11)",
@@ -107,7 +118,11 @@ FILE_NAME = re.compile(r"^[\w.-]+\.(?:py|json|yaml|yml|md|txt|sh|crt|key|toml)$"
 RESOURCE = re.compile(r"^[a-z]+\.(?:batch|[a-z0-9.-]+\.(?:io|dev|ai))$")
 TEMPLATE = re.compile(r"\b[A-Z]{2,}\b|^v\d")  # RELEASE-runway.NAMESPACE.svc, v1.30.0
 NON_OPENAPI_PATHS = {"/ui/", "/docs", "/openapi.json"}
-SCOPE = {ROOT / "tests" / "README.md": ("app", "tests")}  # where each document's names live
+SCOPE = {  # where each document's code names live (app/ unless said here)
+    ROOT / "tests" / "README.md": ("app", "tests"),
+    ROOT / "tests" / "data" / "README.md": ("app", "tests"),
+    ROOT / "bench" / "README.md": ("app", "bench"),
+}
 
 
 def spans(path: Path) -> Iterator[tuple[int, str]]:
