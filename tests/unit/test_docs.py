@@ -75,6 +75,7 @@ ELSEWHERE: dict[str, str] = {
     "LabelSelectorAsSelector": "apimachinery's selector conversion (DESIGN §11)",
     'labels.Parse("")': "apimachinery's selector parser (DESIGN §9)",
     "app.state.auth": "Starlette's state of the FastAPI app (server.create_app sets it)",
+    "V1Pod": "the official Python client's generated model (DESIGN §10.1: why not it)",
     "runway.dev/workloads": "the group/resource a SubjectAccessReview asks (auth.sar.*)",
     "my-values.yaml": "a user's own values file",
     # Kueue and KAI-Scheduler
