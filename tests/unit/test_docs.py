@@ -11,9 +11,10 @@ have (a module of app/ and its attributes; a key of the config file, of the char
 the WorkloadRecord; a field of a REST answer or of an API object runway decodes; ``Class.member``
 of a class in app/). Bare identifiers are checked when they cannot be plain words: snake_case
 with an underscore, and CamelCase with two humps — each must be defined in app/ or spelled by it
-(a string it writes or reads). Upstream names (Kubernetes', Kueue's, KAI's) that runway does not
-spell are listed in ``ELSEWHERE`` with a reason each; prose in backticks (a log line, a sample
-value, a command with placeholders) matches no shape and is not read.
+(a string it writes or reads) or by the chart. Upstream names (Kubernetes', Kueue's, KAI's) that
+runway does not spell are listed in ``ELSEWHERE`` with a reason each; prose in backticks (a log
+line, a sample value, a command with placeholders) matches no shape and is not read, nor is a
+span broken across two lines.
 """
 
 from __future__ import annotations
