@@ -1,6 +1,6 @@
 """Supervision of runway's background loops: an unexpected error (or an unexpected return) is
 logged, counted (``runway_loop_restarts_total{loop}``) and the loop started again after a capped
-exponential backoff. Used by the kube loops (reflectors, owner watches, leader election) and the
+exponential backoff. Used by the kube loops (the reflectors, leader election) and the
 tasks' ``Ticker`` alike, so no loop ends silently and freezes what it feeds. Also the two
 endings every loop's owner writes: a bounded wait for its first answer (``wait_within``) and
 stopping its task (``stop_task``); and the one way a long pass shares the event loop with the

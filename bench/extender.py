@@ -1,4 +1,4 @@
-"""Extender speed benchmark (SPEC §7): decoders, in-process verbs, and loopback HTTP.
+"""Extender speed benchmark (DESIGN §10): decoders, in-process verbs, and loopback HTTP.
 
 Run ``python -m bench.extender [--quick] [--out bench/out/extender.json]``. Three parts:
 
@@ -706,7 +706,7 @@ def machine() -> dict[str, Any]:
 
 
 def bars(in_process: list[dict[str, Any]], http: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The SPEC §7 speed bars, met or not, with the measured values."""
+    """The speed bars (DESIGN §10), met or not, with the measured values."""
     out: list[dict[str, Any]] = []
     for r in in_process:
         if (r["verb"], r["mode"], r["nodes"]) == ("filter", "names", 5_000):
@@ -731,7 +731,7 @@ def bars(in_process: list[dict[str, Any]], http: list[dict[str, Any]]) -> list[d
                 }
             )
     if out:
-        print("\nbars (SPEC §7)")
+        print("\nbars (DESIGN §10)")
         for b in out:
             verdict = "n/a" if b.get("informative") else ("MET" if b["met"] else "MISSED")
             print(f"  [{verdict:6s}] {b['bar']}: {b['measured']}")

@@ -9,7 +9,7 @@ its peak RSS is its own.
     python -m bench.ingest                    # 50,000 pods, pages of 500 and one unpaginated LIST
     python -m bench.ingest --pods 5000 --quick
 
-Writes ``bench/out/ingest.json``; the bar (SPEC §7) is ≤ 300 MB RSS with 50,000 cached pods.
+Writes ``bench/out/ingest.json``; the bar (DESIGN §10) is ≤ 300 MB RSS with 50,000 cached pods.
 """
 
 from __future__ import annotations

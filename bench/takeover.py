@@ -1,4 +1,4 @@
-"""Preemption under a slow API server, on the real kube-scheduler 1.20 (SPEC §4, §7).
+"""Preemption under a slow API server, on the real kube-scheduler 1.20 (DESIGN §4.2, §10).
 
 Run ``python -m bench.takeover [--preemptors 12] [--victims 4] [--unrelated 120] [--delay 0.25]
 [--rounds 1] [--configs stock,executes,takeover]``.
@@ -25,7 +25,7 @@ from a scheduling component (kube-scheduler or runway: must be exactly 1); per p
 from its last victim's disappearance to its bind; unrelated pods placed on a preemptor's node
 before it bound there (a nomination not honoured).
 
-Bars (SPEC §7): unrelated pods all bound in <= 0.25x the stock scheduler's time; every preemptor
+Bars (DESIGN §10): unrelated pods all bound in <= 0.25x the stock scheduler's time; every preemptor
 binds, the last no later than 1.2x the stock scheduler's last; no victim deleted twice. Prints a
 table and writes ``bench/out/takeover.json``.
 """
@@ -405,7 +405,7 @@ def fmt(value: float | None) -> str:
 
 
 def bars(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """SPEC §7's bars per runway configuration, against the stock runs (means over rounds)."""
+    """DESIGN §10's bars per runway configuration, against the stock runs (means over rounds)."""
 
     def mean(config: str, attr: str) -> float | None:
         values = [getattr(r, attr) for r in runs if r.config == config]
@@ -522,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     verdict = bars(runs)
-    print("\nbars (SPEC §7), against stock")
+    print("\nbars (DESIGN §10), against stock")
     for b in verdict:
         print(
             f"  [{'MET' if b['met'] else 'MISSED':6s}] {b['config']}: unrelated "

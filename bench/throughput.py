@@ -1,4 +1,4 @@
-"""Scheduling throughput on the real kube-scheduler (SPEC §7): runway vs the Go peer.
+"""Scheduling throughput on the real kube-scheduler (DESIGN §10): runway vs the Go peer.
 
 Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]
 [--extenders runway,go]``; issue #29's four-way comparison: ``--modes cache --extenders
@@ -852,7 +852,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     bars = summarise(runs, modes)
-    print("\nbars (SPEC §7, issue #13)")
+    print("\nbars (DESIGN §10, issue #13)")
     for b in bars:
         unit = "pods/s" if "runway_pods_per_s" in b else "CPU-s/1000 pods"
         mine, go = (

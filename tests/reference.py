@@ -1,4 +1,9 @@
-"""Access to ../shared/reference: golden wire payloads and upstream cases (read-only)."""
+"""The golden data under ``tests/data/`` (read-only): wire payloads and upstream cases.
+
+``tests/data/README.md`` says where each file came from; ``tests/data/SHA256SUMS`` pins them
+(``tests/unit/test_reference_data.py``): a golden file is replaced by a new capture, never
+edited to make a test pass.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +12,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-
-def _shared() -> Path:
-    """$RUNWAY_SHARED, else ../shared beside the checkout, else /work/shared (a fresh clone)."""
-    candidates = [
-        os.environ.get("RUNWAY_SHARED"),
-        Path(__file__).resolve().parents[2] / "shared",
-        "/work/shared",
-    ]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "SPEC.md").is_file():
-            return Path(candidate)
-    raise RuntimeError("cannot find the shared/ folder; set RUNWAY_SHARED")
-
-
-SHARED = _shared()
-REFERENCE = SHARED / "reference"
-CONTROL_PLANE = SHARED / "tools" / "control-plane.sh"
-WIRE = REFERENCE / "wire"
+DATA = Path(__file__).resolve().parent / "data"
+WIRE = DATA / "wire"
+UPSTREAM_CASES = DATA / "upstream-cases.json"
 
 
 def wire_cases() -> list[dict[str, Any]]:
@@ -37,7 +27,33 @@ def wire_cases() -> list[dict[str, Any]]:
     return out
 
 
+def all_upstream_cases() -> list[dict[str, Any]]:
+    """Every upstream case (Kueue's and KAI-Scheduler's), in file order."""
+    cases: list[dict[str, Any]] = json.loads(UPSTREAM_CASES.read_text())
+    return cases
+
+
 def upstream_cases(prefix: str) -> list[dict[str, Any]]:
     """The upstream cases whose feature starts with ``prefix``."""
-    cases = json.loads((REFERENCE / "upstream-cases.json").read_text())
-    return [c for c in cases if c["feature"].startswith(prefix)]
+    return [c for c in all_upstream_cases() if c["feature"].startswith(prefix)]
+
+
+# -- the cluster tools (not data), until they move into the repository's tools/ --------------
+
+
+def _shared() -> Path:
+    """Where the cluster tools are: $RUNWAY_SHARED, else ../shared beside the checkout, else
+    /work/shared. A path that may not exist: the tests that need a tool skip without it."""
+    candidates = [
+        os.environ.get("RUNWAY_SHARED"),
+        Path(__file__).resolve().parents[2] / "shared",
+        "/work/shared",
+    ]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "tools").is_dir():
+            return Path(candidate)
+    return Path(__file__).resolve().parents[2] / "shared"
+
+
+SHARED = _shared()
+CONTROL_PLANE = SHARED / "tools" / "control-plane.sh"

@@ -1,9 +1,15 @@
-"""The eviction record of a workload (DESIGN §5), and its annotation format.
+"""The eviction record of a workload (DESIGN §5.1), and runway 0.1's annotations for it.
 
-One record per workload, persisted as annotations on the workload's owner object (or on every
-pod of a bare-pod workload), so it survives runway restarts and pod re-creation. The same format
-is written by the asynchronous preemption (reason ``Preempted``) and by the PodsReady evictor
-(reason ``PodsReadyTimeout``). Times are RFC 3339 in UTC, second precision.
+One record per workload, kept in its WorkloadRecord's ``status.eviction`` (``app.model.record``,
+docs/state.md), so it survives runway restarts and pod re-creation. The asynchronous preemption
+writes it (reason ``Preempted``) and so does the PodsReady evictor (reason ``PodsReadyTimeout``),
+both through ``app.policy.eviction``. Times are Unix seconds here; persisted, RFC 3339 in UTC
+with second precision.
+
+Runway 0.1 kept the record in annotations on the workload's controller (or on every pod of a
+bare-pod workload). They are never read as state now (``app.model.record.RETIRED_ANNOTATIONS``):
+``from_annotations`` reads them once, for ``migrate-annotations`` (``app.kube.migration``, which
+imports only what makes a workload less privileged: ``app.policy.migration``). The retired keys:
 
 ========================================  =====================================================
 annotation                                meaning
@@ -27,10 +33,10 @@ annotation                                meaning
                                           most ``HISTORY_LIMIT``
 ========================================  =====================================================
 
-``to_annotations`` returns every key, with ``None`` for an unset field: written as a JSON merge
-patch, ``null`` removes the stale annotation. ``from_annotations`` never raises: a record needs a
-known reason and a parsable time, else there is no record (a garbled record must not hold a
-workload back forever); any other field that does not parse takes its default.
+``from_annotations`` never raises: a record needs a known reason and a parsable time, else there
+is no record (a garbled record must not hold a workload back forever); any other field that does
+not parse takes its default. ``to_annotations`` is its inverse (every key, ``None`` for an unset
+field); nothing in app/ writes annotations with it any more.
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
-"""A workload's life as persisted facts (DESIGN §2), and their annotation format.
+"""A workload's life as persisted facts (DESIGN §2.3), and runway 0.1's annotations for them.
 
-Kept next to the eviction record (``app.model.eviction``): on the workload's controller owner, or
-on each pod of a bare-pod workload; written by the leader when a fact first becomes known or is
-reset by a full eviction. Times are RFC 3339 in UTC, second precision.
+Kept in the workload's WorkloadRecord, ``status.life`` (``app.model.record``), next to its
+eviction record; written by the leader (``app.tasks.lifecycle``) when a fact first becomes known
+or is reset by a full eviction. Times are Unix seconds here; persisted, RFC 3339 in UTC with
+second precision (``Life.persisted``: the facts as a write reads back).
+
+Runway 0.1 kept the facts in annotations on the workload's controller owner (or on each pod of a
+bare-pod workload); they are never read as state now (``app.model.record.RETIRED_ANNOTATIONS``).
+The retired keys:
 
 ================================  ===============================================================
 annotation                        meaning
@@ -18,8 +23,8 @@ annotation                        meaning
 ================================  ===============================================================
 
 *Members* (pods not ``Failed`` and not being deleted) are a rule over the live pods, not a stored
-value. ``to_annotations`` returns every key, ``None`` for an unknown fact (a merge patch removes
-it); ``from_annotations`` never raises: a value that does not parse is an unknown fact.
+value. The annotation codec (``to_annotations``, ``from_annotations``: never raises, a value that
+does not parse is an unknown fact) is left only for ``Life.persisted``'s second precision.
 """
 
 from __future__ import annotations

@@ -149,7 +149,8 @@ class LifeFacts:
 
     life: Life
     persisted: Life
-    """What the annotations hold (the leader writes ``life`` there when they differ)."""
+    """What the WorkloadRecord's ``status.life`` holds (the leader writes ``life`` there when
+    they differ)."""
     min_available: int
     members: int
     min_available_source: Source
@@ -161,8 +162,8 @@ class LifeFacts:
     """Ready + succeeded members ≥ ``size`` now (DESIGN §5)."""
 
     def source(self, fact: Literal["created", "admitted", "started", "ready"]) -> Source:
-        """``persisted`` when the annotation holds the value, ``derived`` when it comes from the
-        pods now, ``unknown`` when there is none."""
+        """``persisted`` when the WorkloadRecord holds the value, ``derived`` when it comes from
+        the pods now, ``unknown`` when there is none."""
         value = getattr(self.life, fact)
         if value is None:
             return "unknown"
@@ -170,7 +171,7 @@ class LifeFacts:
 
     @property
     def dirty(self) -> bool:
-        """The annotations do not hold the facts yet: the leader should write them."""
+        """The WorkloadRecord does not hold the facts yet: the leader should write them."""
         return self.life.persisted() != self.persisted
 
 

@@ -10,9 +10,8 @@ node pool's default (``minRuntime.pools[<label value>]``, then ``minRuntime``).
   sets ``reclaimMinRuntime``; with no common ancestor, only the victim's top-level queue is
   consulted. Method ``queue``: walk up from the victim's leaf.
 
-One deliberate difference from KAI: when the ``lca`` walk finds nothing, KAI falls back to the
-*preempt* default (``resolveReclaimMinRuntimeLCA`` initialises with
-``defaultPreemptMinRuntime``); runway uses the reclaim default, as the design says.
+When the ``lca`` walk finds nothing, the reclaim default applies, as in KAI's design text and
+its plugin since KAI #234 (09b60aa4; its first version fell back to the *preempt* default).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 started — when one first becomes known or a full eviction resets them.
 
 Writes are few: none for a pod that is a workload alone (its own fields are its facts) or for
-DaemonSet and static pods; for the others one patch at the first bind (created and admitted,
-often started too), one when started becomes known later, one on a full eviction.
+DaemonSet and static pods; for the others one record write at the first bind (created and
+admitted, often started too), one when started becomes known later, one on a full eviction.
 
 Readers never need it to be right now: ``RecordBook.life`` applies the same rules
 (``app.policy.lifecycle``) to the persisted facts and the pods it sees. Persisting is what makes
@@ -91,7 +91,7 @@ class LifeRecorder(Ticker):
         return self.tick
 
     async def record(self, key: WorkloadKey) -> bool:
-        """Persist ``key``'s facts if they differ from what its annotations hold."""
+        """Persist ``key``'s facts if they differ from what its WorkloadRecord holds."""
         if key.source == "pod":
             return False  # a pod alone: its own creationTimestamp and bind are its facts
         view = self.cache.workload(key)
@@ -108,7 +108,7 @@ class LifeRecorder(Ticker):
             return False
         try:
             written = await self.records.write_life(key, facts.life)
-        except Exception as exc:  # e.g. RBAC does not allow patching this owner kind
+        except Exception as exc:  # e.g. the API server refused or timed out the record's write
             # Retried when its pods change again or on the next leader's sweep, not in a loop.
             log.warning("workload facts not written", workload=str(key), error=str(exc))
             return False

@@ -1,12 +1,13 @@
 """Preemption in the background: the API calls of a preemption, made after ``preempt`` answered.
 
 Takeover (``preemption.async: true``, DESIGN §4): ``preempt`` answered ``{}``, so runway alone
-executes the preemption, off kube-scheduler's cycle: the gate annotation (the claim, for other
-replicas), the preemptor's nomination, the clearing of lower-priority nominations on the node,
-then per victim (gang siblings included) a ``DisruptionTarget=True`` condition, the eviction
-record on its workload and ``DELETE`` with a UID precondition (404 counts as done). Nominate
-first: the victims' deletion is what makes kube-scheduler retry the preemptor and schedule other
-pods, and by then its nominator must already reserve the node.
+executes the preemption, off kube-scheduler's cycle: the gate mirrored on the preemptor's
+WorkloadRecord (the claim, for other replicas), the preemptor's nomination, the clearing of
+lower-priority nominations on the node, then per victim (gang siblings included) a
+``DisruptionTarget=True`` condition, the eviction record on its workload and ``DELETE`` with a
+UID precondition (404 counts as done). Nominate first: the victims' deletion is what makes
+kube-scheduler retry the preemptor and schedule other pods, and by then its nominator must
+already reserve the node.
 
 Scheduler executes (``preemption.async: false``): ``preempt`` returned the victims and
 kube-scheduler deletes them and nominates; runway only mirrors the gate and writes the records.

@@ -1,4 +1,4 @@
-"""A workload's life as persisted facts (SPEC §2), end to end: a real kube-apiserver and
+"""A workload's life as persisted facts (DESIGN §2.3), end to end: a real kube-apiserver and
 kube-scheduler with runway as its extender; the test plays the kubelet and the Job controller
 (``Cluster`` of ``test_requeue_e2e``).
 

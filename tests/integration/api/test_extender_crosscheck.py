@@ -1,4 +1,4 @@
-"""The preempt verb with a cluster cache (SPEC §4 "never delete on the word of a request"): a
+"""The preempt verb with a cluster cache (DESIGN §4.7 "never delete on the word of a request"): a
 forged payload — a victim of higher priority, a made-up preemptor priority, a preemptor that does
 not exist or is bound, a victim on another node — gets ``{}``, a counted refusal and no API call.
 A genuine one is taken over: ``{}`` to kube-scheduler, a plan with the cache's priority."""

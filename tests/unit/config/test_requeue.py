@@ -32,7 +32,9 @@ requeueStrategy:
 """
 
 
-def test_defaults_follow_the_seeds() -> None:
+def test_defaults_follow_the_design() -> None:
+    """DESIGN §5.2, §5.3: base 60 s, max 3600 s; Eviction after a timeout, Creation after a
+    preemption; blockAdmission off unless the file enables the feature (v1beta1 shape)."""
     c = RunwayConfig()
     w = c.wait_for_pods_ready
     assert (w.enable, w.timeout, w.recovery_timeout, w.block_admission) == (False, 300, None, False)

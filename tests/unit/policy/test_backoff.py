@@ -1,9 +1,9 @@
 """Kueue's requeue backoff, limits and requeue state, replayed from upstream-cases.json.
 
-Mapping of Kueue's Workload onto runway (SPEC §5): ``status.requeueState`` is the eviction
-record's ``count``/``requeue_at``; the Workload's Evicted/DeactivationTarget conditions are the
-record's ``reason``/``deactivated``/``message``. Kueue's events, admission checks and scheduling
-stats have no runway counterpart and are not asserted.
+Mapping of Kueue's Workload onto runway (DESIGN §5.1, §5.3): ``status.requeueState`` is the
+eviction record's ``count``/``requeue_at``; the Workload's Evicted/DeactivationTarget conditions
+are the record's ``reason``/``deactivated``/``message``. Kueue's events, admission checks and
+scheduling stats have no runway counterpart and are not asserted.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_kueue_backoff_edge(case: dict[str, Any]) -> None:
     }
     data = {"waitForPodsReady": {"requeuingStrategy": section}}
     if case["source"]["case"] == "base > max":
-        # SPEC §5 departs from Kueue on purpose (reference/README.md): the config is rejected.
+        # runway departs from Kueue on purpose (DESIGN §9): the config is rejected.
         with pytest.raises(ConfigError) as err:
             parse_config(data, "runway.yaml")
         msg = str(err.value)

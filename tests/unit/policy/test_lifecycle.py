@@ -1,4 +1,4 @@
-"""A workload's life facts over pod churn (SPEC §2, ``app.policy.lifecycle``): tables for the
+"""A workload's life facts over pod churn (DESIGN §2.3, ``app.policy.lifecycle``): tables for the
 rules, hypothesis for the invariants — created never changes, started only moves on a full
 eviction, admitted is the first bind since the last full eviction."""
 

@@ -1,6 +1,6 @@
 """Min-runtime resolution, protection and the elastic floor, replaying every KAI case.
 
-Each ``kai.*`` case in shared/reference/upstream-cases.json is replayed here, except
+Each ``kai.*`` case in tests/data/upstream-cases.json is replayed here, except
 ``kai.minruntime.config_parse`` (tests/unit/config/test_queues.py) and
 ``kai.queue.hierarchy_path`` (tests/unit/policy/test_queues.py); a guard test fails when the
 reference gains a ``kai.*`` feature nobody replays.
@@ -8,7 +8,6 @@ reference gains a ``kai.*`` feature nobody replays.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -37,7 +36,7 @@ from app.policy.minruntime import (
 )
 from app.policy.queues import DEFAULT_QUEUE, QueueTree
 from tests.builders import forests, queue_names, tree_of
-from tests.reference import REFERENCE, upstream_cases
+from tests.reference import all_upstream_cases, upstream_cases
 
 NOW = 1_700_000_000.0
 
@@ -94,8 +93,7 @@ def cases(feature: str) -> list[Any]:
 
 
 def test_every_kai_feature_is_replayed() -> None:
-    all_cases = json.loads((REFERENCE / "upstream-cases.json").read_text())
-    features = {c["feature"] for c in all_cases if c["feature"].startswith("kai.")}
+    features = {c["feature"] for c in all_upstream_cases() if c["feature"].startswith("kai.")}
     assert features == REPLAYED_HERE | REPLAYED_ELSEWHERE
 
 
@@ -205,7 +203,7 @@ def test_kai_e2e_reclaim_waits_for_the_min_runtime(case: dict[str, Any]) -> None
     assert case["expected"]["reclaimer"][0].startswith("Unschedulable")
 
 
-# -- the seed's worked examples (shared/seeds/kai-min-runtime.md) ------------------------------
+# -- the worked examples of KAI's min-runtime design (DESIGN §3.1, §11) --------------------------
 
 RECLAIM_SEED = tree_of(
     {
@@ -273,9 +271,9 @@ def test_pool_default_when_no_queue_sets_a_value() -> None:
     assert res == Resolution("reclaim", 9, POOL_DEFAULT, ["A"], True)
 
 
-def test_lca_fallback_is_the_reclaim_default_not_kais_preempt_default() -> None:
-    # KAI's resolveReclaimMinRuntimeLCA falls back to defaultPreemptMinRuntime; the design
-    # (and runway) use the reclaim default.
+def test_lca_fallback_is_the_reclaim_default() -> None:
+    # As KAI's design text and its resolveReclaimMinRuntimeLCA since KAI #234 (09b60aa4); its
+    # first version fell back to defaultPreemptMinRuntime.
     tree = tree_of({"top": {"parent": ""}, "a": {"parent": "top"}, "b": {"parent": "top"}})
     res = resolve(tree, PoolDefaults(preempt_min_runtime_s=5, reclaim_min_runtime_s=9), "a", "b")
     assert res.min_runtime_s == 9

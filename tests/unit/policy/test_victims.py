@@ -1,4 +1,4 @@
-"""The preempt verb's victim policy (SPEC §3): one table or scenario per rule."""
+"""The preempt verb's victim policy (DESIGN §3): one table or scenario per rule."""
 
 from __future__ import annotations
 

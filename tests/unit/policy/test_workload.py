@@ -1,4 +1,5 @@
-"""Which queue and workload a pod belongs to, and the workload facts from its pods (SPEC §2)."""
+"""Which queue and workload a pod belongs to, and the workload facts from its pods (DESIGN §2.1,
+§2.2)."""
 
 from __future__ import annotations
 
@@ -200,7 +201,7 @@ def annotated(*values: str | None) -> list[Pod]:
         ((None, None, None), None, 3),  # no annotation: a gang of all its pods
         (("2", None, None), 2, 2),
         ((None, "2", None), 2, 2),  # the first pod that has a valid one
-        (("5", None, None), 5, 5),  # never capped at the pods runway sees (SPEC §2)
+        (("5", None, None), 5, 5),  # never capped at the pods runway sees (DESIGN §2.2)
         ((" 2 ", None, None), 2, 2),  # surrounding blanks are tolerated
         (("0", None, None), None, 3),  # not positive: ignored
         (("-1", None, None), None, 3),

@@ -133,7 +133,7 @@ def test_pending_workloads_skip_admitted_ones() -> None:
     rt = runtime()
     rt.cache.upsert_pod(pod("a", workload="run", bound_at=T0))
     rt.cache.upsert_pod(pod("b", workload="half", bound_at=T0))
-    # a gang half bound is admitted (its first bind, SPEC §2): its other pod is not pending
+    # a gang half bound is admitted (its first bind, DESIGN §2.3): its other pod is not pending
     rt.cache.upsert_pod(pod("c", workload="half"))
     rt.cache.upsert_pod(pod("d", workload="wait"))
     names = [w.name for w in rt.requeue.pending_workloads("default")]
@@ -370,7 +370,7 @@ async def test_the_recovery_clock_needs_the_whole_gang_to_have_been_ready(
     every_one_was = all(s in ("ready", "crashed", "failed-after") for s in states)
     assert state.pods_ready is all(s == "ready" for s in states)
     if all(s.startswith("failed") for s in states):
-        # no member left bound: a full eviction (SPEC §2), no clock runs
+        # no member left bound: a full eviction (DESIGN §2.3), no clock runs
         assert state.admitted_at is None and check.cause == ""
     elif state.pods_ready:
         assert check.cause == ""
