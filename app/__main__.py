@@ -53,7 +53,13 @@ def _serve(ns: argparse.Namespace) -> int:
             url_prefix=server.url_prefix,
             max_body_bytes=server.max_body_bytes,
             mode="embedded default (no cluster)" if kube is None else "cluster",
-            preemption="async" if config.preemption.async_ else "sync",
+            preemption=(
+                "auto (by release)"
+                if config.preemption.async_ == "auto"
+                else "takeover"
+                if config.preemption.async_
+                else "scheduler-executes"
+            ),
         )
 
     app = create_app(config, kube=kube)

@@ -21,6 +21,7 @@ from app.config import RunwayConfig
 from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
+from app.kube.errors import KubeError
 from app.kube.events import KubeEventRecorder
 from app.kube.jobs import JobSource
 from app.kube.leader import LeaderElector, own_namespace
@@ -29,6 +30,7 @@ from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
 from app.kube.reviews import KubeReviewer
 from app.kube.sync import ClusterSync
+from app.kube.version import server_version
 from app.kube.workloadrecords import KubeRecordStore
 from app.logs import get_logger
 from app.model.event import ObjectRef
@@ -39,6 +41,8 @@ from app.policy.admission import FilterPolicy
 from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
+from app.policy.releases import UNKNOWN as UNKNOWN_RELEASE
+from app.policy.releases import Release, VersionError, release_of
 from app.policy.scope import Scope
 from app.policy.shield import Shield
 from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey
@@ -103,6 +107,8 @@ class Runway:
     """A follower's ``preempt`` calls, relayed to the leader (None without an election)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
+    release: Release = field(default=UNKNOWN_RELEASE)
+    """The kube-scheduler release runway serves (``detect_release`` at start)."""
 
     # -- what the REST API asks about the cluster (``app.api.context.ClusterInfo``) ------------
 
@@ -200,8 +206,43 @@ class Runway:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    async def detect_release(self) -> Release:
+        """The scheduler's release: ``kubernetes.schedulerVersion``, else the API server's
+        ``/version``, else 1.20's behaviour; applied to what runway does for the scheduler
+        (the preemption mode on ``preemption.async: auto``, the preempt reply's nodes) and
+        logged with what an operator should know of it."""
+        configured = self.config.kubernetes.scheduler_version
+        release = UNKNOWN_RELEASE
+        try:
+            if configured:
+                release = release_of(configured, "config")
+            elif self.kube is not None:
+                release = release_of(await server_version(self.kube), "apiserver")
+        except (VersionError, KubeError) as exc:
+            log.warning(
+                "kube-scheduler's release unknown: runway behaves as for 1.20; set "
+                "kubernetes.schedulerVersion",
+                error=str(exc),
+            )
+        self.release = release
+        self.decider.release = release
+        mode = self.config.preemption.async_
+        self.executor.takeover = release.takeover(mode)
+        log.info(
+            "kube-scheduler release",
+            version=release.text,
+            source=release.source,
+            preemption="takeover" if self.executor.takeover else "scheduler-executes",
+            chosen_by="release" if mode == "auto" else "preemption.async",
+            config_api=release.config_api,
+        )
+        for note in release.notes():
+            log.warning(note, release=release.text)
+        return release
+
     async def start(self) -> None:
         """Start the reflectors, wait (bounded) for the eviction records, start the loops."""
+        await self.detect_release()
         if isinstance(self.events, KubeEventRecorder):
             self.events.start()
         if self.sync is not None:
@@ -464,7 +505,7 @@ def build(
         history=pre.history,
         identity=leader.identity if leader is not None else "",
         recorder=records,
-        takeover=pre.async_,
+        takeover=UNKNOWN_RELEASE.takeover(pre.async_),  # the release's, once detected
         events=events,
         owners_of=owners_of,
     )

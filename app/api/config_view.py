@@ -23,5 +23,26 @@ router = APIRouter(prefix="/v1", tags=["tooling"])
     summary="The effective configuration (secrets redacted)",
 )
 async def config_endpoint(request: Request) -> RunwayConfig:
-    """Every key with the value in force, defaults included; static tokens read `**********`."""
-    return context(request).config
+    """Every key with the value in force, defaults included; static tokens read `**********`.
+    ``kubernetes.schedulerVersion`` unset in the file is the release runway detected."""
+    ctx = context(request)
+    config = ctx.config
+    release = ctx.decider.release
+    if config.kubernetes.scheduler_version is None and release.source != "assumed":
+        kubernetes = config.kubernetes.model_copy(update={"scheduler_version": release.text})
+        config = config.model_copy(update={"kubernetes": kubernetes})
+    return config
+
+
+@router.get(
+    "/release",
+    summary="The kube-scheduler release runway serves and what it does for it",
+)
+async def release_endpoint(request: Request) -> dict[str, object]:
+    """The release (``kubernetes.schedulerVersion``, else the API server's ``/version``) and
+    each decision taken for it (DESIGN §1.1): the preemption mode, the config API, zero-victim
+    nodes, the flush, gates, nominations, and what an operator should know."""
+    ctx = context(request)
+    return ctx.decider.release.to_dict(ctx.config.preemption.async_) | {
+        "takeover": ctx.executor.takeover
+    }

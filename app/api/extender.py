@@ -21,6 +21,7 @@ from app.api.errors import error_body, error_response
 from app.logs import RateLimitedWarnings, debug_enabled, get_logger
 from app.policy import admission, scoring
 from app.policy.crosscheck import Refusal
+from app.policy.releases import Release
 from app.policy.wakeup import hold_of
 from app.state.preemption import PreemptOutcome
 from app.wire import (
@@ -132,8 +133,20 @@ def plan_preempt(ctx: ApiContext, body: bytes) -> tuple[bytes, PreemptOutcome]:
         if counts.nodes_dropped:
             metrics.PREEMPT_NODES_DROPPED.inc(counts.nodes_dropped)
         if outcome.plan is not None and not ctx.executor.takeover:
-            reply = outcome.decision.reply()
+            reply = scheduler_reply(outcome.decision.reply(), ctx.decider.release)
     return encode_preemption_result(reply), outcome
+
+
+def scheduler_reply(
+    reply: dict[str, tuple[list[str], int]], release: Release
+) -> dict[str, tuple[list[str], int]]:
+    """The reply kube-scheduler executes, as its release accepts it: from 1.22 a node with no
+    victims fails the whole preemption ("expected at least one victim pod"), so such a node
+    (its victims already going: awaited) is not named — the pod is retried when they are
+    gone, and the gate holds it meanwhile."""
+    if release.zero_victim_nodes:
+        return reply
+    return {node: entry for node, entry in reply.items() if entry[0]}
 
 
 def handle_preempt(ctx: ApiContext, body: bytes) -> bytes:

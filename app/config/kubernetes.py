@@ -86,6 +86,15 @@ class KubernetesConfig(Section):
         None, description="Path of a kubeconfig file (`serve --kubeconfig` overrides it)."
     )
     context: str | None = Field(None, description="kubeconfig context (default: current).")
+    scheduler_version: str | None = Field(
+        None,
+        pattern=r"^v?1\.\d{1,3}(\.\d{1,4})?([-+][0-9A-Za-z.+-]{0,64})?$",
+        description="The release of the kube-scheduler that calls runway (`1.34` or `v1.34.4`). "
+        "What runway does for the scheduler is decided per release (DESIGN §1.1): the "
+        "preemption mode on `preemption.async: auto`, zero-victim nodes, nominations. Unset: "
+        "the API server's `/version` (a cluster's scheduler is its control plane's release); "
+        "no cluster: 1.20's behaviour.",
+    )
     qps: float | None = Field(
         None, gt=0, description="Client-side limit on API calls per second (unset: none)."
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from app.config.durations import Duration
@@ -11,10 +13,13 @@ from app.config.section import Section
 class PreemptionConfig(Section):
     """Asynchronous preemption (KEP-4832 in the extender)."""
 
-    async_: bool = Field(
-        True,
+    async_: bool | Literal["auto"] = Field(
+        "auto",
         alias="async",
-        description="Takeover (true): `preempt` answers `{}` and runway executes the preemption "
+        description="`auto` (default): takeover where it was measured to clear a preemption "
+        "storm faster than the scheduler executing, chosen by the scheduler's release (DESIGN "
+        "§1.1: takeover before 1.33, where the scheduler's own preemption is synchronous). "
+        "Takeover (true): `preempt` answers `{}` and runway executes the preemption "
         "in a background task (nominate, then mark, record and delete each victim), so "
         "kube-scheduler's cycle never waits for those API calls. False: `preempt` returns the "
         "victims and kube-scheduler deletes them itself, as it does without an extender; runway "

@@ -52,7 +52,7 @@ TESTED = ("1.20", "1.34", "1.37")
 
 TAKEOVER_WINS_BEFORE = (1, 33)
 """Releases older than this execute preemptions synchronously in the scheduling cycle: runway's
-takeover clears a storm of slow DELETEs faster (1.20: 0.15× the stock scheduler's time,
+takeover clears a storm of slow DELETEs faster (1.20: 0.15x the stock scheduler's time,
 bench/RESULTS.md). From 1.33 the scheduler's own preemption is asynchronous (KEP-4832 in tree);
 ``preemption.async: auto`` keeps takeover only where it was measured to win (bench.takeover per
 release, bench/RESULTS.md)."""
@@ -92,8 +92,10 @@ class Release:
 
     @property
     def flush_seconds(self) -> float:
-        """When kube-scheduler retries an unschedulable pod nothing woke, at the latest."""
-        return 60.0 if self.minor < (1, 26) else 300.0
+        """When kube-scheduler retries an unschedulable pod nothing woke, at the latest: 60 s in
+        1.20, 5 minutes in 1.34 and later (read in their source); the releases between, not
+        supported, are taken as the later (the longer wait is the one to plan for)."""
+        return 60.0 if self.minor < (1, 21) else 300.0
 
     @property
     def scheduling_gates(self) -> bool:

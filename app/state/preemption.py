@@ -24,6 +24,8 @@ from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.lifecycle import facts_of
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
+from app.policy.releases import UNKNOWN as UNKNOWN_RELEASE
+from app.policy.releases import Release
 from app.policy.shield import NO_SHIELD, Shield, shielded
 from app.policy.victims import (
     Decision,
@@ -317,6 +319,8 @@ class PreemptDecider:
         self.clock = clock
         self.verify = verify
         self.scheduler_names = frozenset(scheduler_names)
+        self.release: Release = UNKNOWN_RELEASE
+        """The scheduler's release (``Runway.detect_release``): what its preempt reply accepts."""
         self.awaited = AwaitedPreemptors()
         """Preemptors refused as unknown to the cache: woken when they arrive."""
 

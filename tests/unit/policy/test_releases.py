@@ -1,0 +1,102 @@
+"""What runway does for kube-scheduler, per release (``policy.releases``, DESIGN §1.1): each
+decision against the release where kube-scheduler changed (read in its ``pkg/scheduler``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.api.extender import scheduler_reply
+from app.clock import ManualClock
+from app.config import parse_config
+from app.policy.releases import UNKNOWN, VersionError, parse_version, release_of
+from app.wiring import build
+
+
+@pytest.mark.parametrize(
+    ("text", "version"),
+    [
+        ("v1.20.2", (1, 20, 2)),
+        ("1.34", (1, 34, 0)),
+        ("v1.38.0-alpha.1+abc123", (1, 38, 0)),
+        (" v1.37.2 ", (1, 37, 2)),
+    ],
+)
+def test_versions_as_the_api_server_writes_them(text: str, version: tuple[int, int, int]) -> None:
+    assert parse_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["", "latest", "one.two", "x1.20"])
+def test_an_unreadable_version_names_itself(text: str) -> None:
+    with pytest.raises(VersionError, match="not a Kubernetes version"):
+        parse_version(text)
+
+
+@pytest.mark.parametrize(
+    ("version", "config_api", "zero_victims", "flush", "gates", "nominates", "takeover"),
+    [
+        ("1.20.2", "v1beta1", True, 60.0, False, False, True),
+        ("1.24.0", "v1beta1", False, 300.0, False, False, True),
+        ("1.25.0", "v1", False, 300.0, False, False, True),
+        ("1.30.0", "v1", False, 300.0, True, False, True),
+        ("1.34.4", "v1", False, 300.0, True, False, False),
+        ("1.35.4", "v1", False, 300.0, True, True, False),
+        ("1.37.2", "v1", False, 300.0, True, True, False),
+    ],
+)
+def test_decisions_per_release(
+    version: str,
+    config_api: str,
+    zero_victims: bool,
+    flush: float,
+    gates: bool,
+    nominates: bool,
+    takeover: bool,
+) -> None:
+    release = release_of(version, "config")
+    assert release.config_api == f"kubescheduler.config.k8s.io/{config_api}"
+    assert release.zero_victim_nodes is zero_victims
+    assert release.flush_seconds == flush
+    assert release.scheduling_gates is gates
+    assert release.scheduler_nominates is nominates
+    assert release.takeover("auto") is takeover
+    # an explicit setting wins on every release
+    assert release.takeover(True) is True and release.takeover(False) is False
+
+
+def test_what_an_operator_should_know_is_said_per_release() -> None:
+    assert release_of("1.20.2", "apiserver").notes() == ()
+    notes = " ".join(release_of("1.36.1", "apiserver").notes())
+    assert "workload-aware preemption" in notes and "nominatedNodeName" in notes
+    assert "older than runway supports" in " ".join(release_of("1.19.0", "config").notes())
+
+
+def test_a_node_with_no_victims_is_never_named_to_a_release_that_refuses_it() -> None:
+    reply = {"n1": (["uid-a"], 0), "n2": ([], 0)}
+    assert scheduler_reply(reply, release_of("1.20.2", "config")) == reply
+    assert scheduler_reply(reply, release_of("1.22.0", "config")) == {"n1": (["uid-a"], 0)}
+    assert scheduler_reply({"n2": ([], 0)}, release_of("1.37.2", "config")) == {}
+
+
+async def test_the_configured_release_decides_the_preemption_mode() -> None:
+    runway = build(
+        parse_config({"kubernetes": {"schedulerVersion": "v1.37.2"}}), clock=ManualClock(0.0)
+    )
+    release = await runway.detect_release()
+    assert release.text == "1.37.2" and release.source == "config"
+    assert runway.executor.takeover is False and runway.decider.release is release
+    fixed = build(
+        parse_config({"kubernetes": {"schedulerVersion": "1.37"}, "preemption": {"async": True}}),
+        clock=ManualClock(0.0),
+    )
+    await fixed.detect_release()
+    assert fixed.executor.takeover is True
+    embedded = build(parse_config({}), clock=ManualClock(0.0))
+    assert await embedded.detect_release() is UNKNOWN
+    assert embedded.executor.takeover is True
+
+
+def test_a_bad_scheduler_version_is_a_config_error() -> None:
+    from app.config import ConfigError
+
+    with pytest.raises(ConfigError, match="schedulerVersion"):
+        parse_config({"kubernetes": {"schedulerVersion": "latest"}})
