@@ -71,3 +71,17 @@ def check_gate(
     if now >= entry.deadline:
         return GateCheck(True, f"gate bound passed at {format_time(entry.deadline)}", outstanding)
     return GateCheck(False, "preemption in flight", outstanding)
+
+
+def may_clear_nomination(
+    entry: GateEntry | None, node: str, gate_open: bool, scheduler_nominates: bool
+) -> bool:
+    """Whether runway may clear a pending pod's nomination to ``node`` when a higher-priority
+    preemption takes the node: only a nomination runway wrote itself — the pod is a preemptor of
+    runway's (``entry``) nominated to that very node — never one kube-scheduler wrote (its own
+    preemption, or, from 1.35, the nomination it writes when binding starts, KEP-5278: "external
+    components should not overwrite this field"). On such a release a preemptor whose gate is
+    open may be binding already: its nomination is the scheduler's now, and stays."""
+    if entry is None or entry.node != node:
+        return False
+    return not (scheduler_nominates and gate_open)

@@ -21,6 +21,7 @@ from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
+from app.policy.gate import may_clear_nomination
 from app.policy.lifecycle import facts_of
 from app.policy.quantity import QuantityError
 from app.policy.queues import QueueTree
@@ -429,13 +430,21 @@ class PreemptDecider:
         clears their nomination: they no longer fit once the preemptor takes the room)."""
         if not self.verify or not self.cache.nominated_to(node):
             return ()  # (a dict lookup: a scan of every pending pod only when one is nominated)
+        now = self.clock.now()
         return tuple(
             PodRef.of(p)
             for p in self.cache.pending_pods()
             if p.status.nominatedNodeName == node
             and p.priority < preemptor.priority
             and p.metadata.uid != preemptor.metadata.uid
+            and self._nominated_by_runway(p, node, now)
         )
+
+    def _nominated_by_runway(self, pod: Pod, node: str, now: float) -> bool:
+        """``policy.gate.may_clear_nomination`` for ``pod``'s nomination to ``node``."""
+        entry = self.gate.lookup(pod)
+        gate_open = entry is not None and self.gate.check(entry, now).open
+        return may_clear_nomination(entry, node, gate_open, self.release.scheduler_nominates)
 
     def _refuse(
         self, pod: Pod, refusal: Refusal | None, decision: Decision | None = None
