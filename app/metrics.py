@@ -368,6 +368,14 @@ PENDING_WORKLOADS = Gauge(
     registry=REGISTRY,
 )
 
+BINDINGS = Counter(
+    "runway_bindings_total",
+    "Binds of pods runway manages seen by this replica, by whether its filter was called about "
+    "the pod (filtered: yes, no). kube-scheduler calls one replica per cycle: binds with no "
+    "`yes` on any replica mean kube-scheduler is skipping runway (alert RunwayBypassed).",
+    ["filtered"],
+    registry=REGISTRY,
+)
 REQUEUE_WAKEUPS = Counter(
     "runway_requeue_wakeups_total",
     "Pending pods touched (annotation runway.dev/requeue-wake) because runway's hold on them "

@@ -46,6 +46,7 @@ from app.policy.releases import Release, VersionError, release_of
 from app.policy.scope import Scope
 from app.policy.shield import Shield
 from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey
+from app.state.bypass import BindWatch
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -105,6 +106,9 @@ class Runway:
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     forwarder: LeaderForwarder | None = None
     """A follower's ``preempt`` calls, relayed to the leader (None without an election)."""
+    bypass: BindWatch | None = None
+    """Counts binds of managed pods by whether this replica filtered them (``state.bypass``;
+    None without a cluster: nothing binds)."""
     synced: bool = field(default=False)
     """True once the caches are listed (at once on the embedded default)."""
     release: Release = field(default=UNKNOWN_RELEASE)
@@ -202,6 +206,7 @@ class Runway:
             cluster=self,
             events=self.events,
             forwarder=self.forwarder,
+            bypass=self.bypass,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -551,6 +556,7 @@ def build(
         ),
         recorder=LifeRecorder(cache, records, is_leader=is_leader),
         janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
+        bypass=BindWatch(cache, clock) if kube is not None else None,
         events=events,
         jobs=jobs,
         kube=kube,

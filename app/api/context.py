@@ -10,6 +10,7 @@ from fastapi import Request
 from app.clock import Clock
 from app.config import RunwayConfig
 from app.policy.queues import QueueTree
+from app.state.bypass import BindWatch
 from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
@@ -93,6 +94,9 @@ class ApiContext:
     events: EventSink
     forwarder: Forwarder | None = None
     """A follower forwards ``preempt`` to the leader through it (None: no election)."""
+    bypass: BindWatch | None = None
+    """Told of every filter call: binds of managed pods nobody filtered mean kube-scheduler
+    skips runway (``state.bypass``)."""
     read_args: ArgsReader = field(default_factory=ArgsReader)
     """filter's and prioritize's request decoder (prioritize often repeats filter's body)."""
 

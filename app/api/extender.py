@@ -45,7 +45,10 @@ VERBS = ("filter", "prioritize", "preempt")
 def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     """``ExtenderArgs`` → ``ExtenderFilterResult`` as buffers to write in order (zero-copy echo)."""
     args = ctx.read_args(body)
-    ctx.cache.expect(args.pod.metadata.uid)
+    uid = args.pod.metadata.uid
+    ctx.cache.expect(uid)
+    if ctx.bypass is not None:
+        ctx.bypass.filtered(uid)
     now = ctx.clock.now()
     verdict = ctx.requeue.admit(args.pod, now)
     if not verdict.allowed and ctx.cache.refresh():
@@ -55,9 +58,9 @@ def filter_parts(ctx: ApiContext, body: bytes) -> list[bytes | memoryview]:
     if verdict.rule:
         metrics.FILTER_REJECTIONS.labels(verdict.rule).inc()
     hold = hold_of(verdict)
-    if hold is not None and args.pod.metadata.uid:
+    if hold is not None and uid:
         # the waker wakes it when the hold ends, however briefly it held
-        ctx.requeue.refused(args.pod.metadata.uid, hold)
+        ctx.requeue.refused(uid, hold)
     if verdict.allowed and verdict.only_nodes is None and not verdict.except_nodes:
         # The common case never needs node names: in NodeList mode the nodes go back unparsed.
         return encode_filter_result_parts(args, None, {}, {})
