@@ -22,10 +22,17 @@ from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.lifecycle import facts_of
-from app.policy.quantity import QuantityError
+from app.policy.quantity import (
+    QuantityError,
+    Resources,
+    add_resources,
+    parse_resources,
+    pod_requests,
+)
 from app.policy.queues import QueueTree
 from app.policy.shield import NO_SHIELD, Shield, shielded
 from app.policy.victims import (
+    PODS,
     Decision,
     NodeOffer,
     PodFacts,
@@ -37,6 +44,7 @@ from app.policy.victims import (
 from app.policy.workload import (
     WorkloadKey,
     active_pods,
+    is_active,
     min_available,
     queue_of,
     workload_of,
@@ -99,6 +107,7 @@ class _Builder:
         self.budgets: dict[str, BudgetResolution] = {}
         self.default_budget = default_budget(min_runtime)
         self.facts_by_uid: dict[str, PodFacts] = {}
+        self.nominees: dict[str, list[Pod]] | None = None
 
     def lookup(self, uid: str) -> Pod | None:
         pod = self.cache.pod(uid) or self.payload.get(uid)
@@ -174,6 +183,36 @@ class _Builder:
         except QuantityError:
             return PodFacts.unknown(pod.metadata.uid, node)
 
+    def allocatable(self, node: str) -> Resources | None:
+        """The node's allocatable as integers; None when the cache does not hold the node (or
+        it reports nothing yet, or an invalid quantity)."""
+        found = self.cache.node(node)
+        if found is None or not found.allocatable:
+            return None
+        try:
+            return parse_resources(found.allocatable)
+        except QuantityError:
+            return None
+
+    def nominated(self, node: str) -> Resources:
+        """The summed requests (and count, as ``pods``) of the pending pods nominated to
+        ``node`` at the preemptor's priority or above: kube-scheduler keeps their room."""
+        if not self.cache.nominated_to(node):
+            return {}  # a dict lookup: the pending pods are scanned only when one is nominated
+        if self.nominees is None:
+            self.nominees = {}
+            for p in self.cache.pending_pods():
+                to = p.status.nominatedNodeName
+                if to and p.priority >= self.preemptor.priority and p.uid != self.preemptor.uid:
+                    self.nominees.setdefault(to, []).append(p)
+        room: Resources = {}
+        for p in self.nominees.get(node, ()):
+            try:
+                room = add_resources(room, pod_requests(p), {PODS: 1})
+            except QuantityError:
+                room = add_resources(room, {PODS: 1})
+        return room
+
     def build(self) -> PreemptionFacts:
         offers: dict[str, NodeOffer] = {}
         for node, cands in self.args.victims.items():
@@ -184,13 +223,18 @@ class _Builder:
                 victims.append(
                     PodFacts.unknown(cand.uid, node) if pod is None else self.facts(pod, node)
                 )
+            # Terminating pods are going and finished ones hold nothing: neither is a bystander.
             others = [
                 self.facts(p, node)
                 for p in self.cache.pods_on_node(node)
-                if p.metadata.uid not in offered and p.metadata.deletionTimestamp is None
+                if p.metadata.uid not in offered and is_active(p)
             ]
             offers[node] = NodeOffer(
-                victims=victims, pdb_violations=self.args.pdb_violations.get(node, 0), others=others
+                victims=victims,
+                pdb_violations=self.args.pdb_violations.get(node, 0),
+                others=others,
+                allocatable=self.allocatable(node),
+                nominated=self.nominated(node),
             )
         workloads = {}
         for name, members in self.workload_members.items():

@@ -44,6 +44,7 @@ The package, in three modules that each read alone: ``facts`` (what the caller h
 from app.policy.minruntime import Protection, ResolutionLike
 from app.policy.victims.decide import decide, work_lost
 from app.policy.victims.facts import (
+    PODS,
     NodeOffer,
     PodFacts,
     Preemptor,
@@ -61,6 +62,7 @@ from app.policy.victims.record import (
 )
 
 __all__ = [
+    "PODS",
     "Counts",
     "Decision",
     "NodeOffer",

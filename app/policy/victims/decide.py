@@ -360,12 +360,73 @@ def _needed(dropped: Sequence[PodFacts]) -> Resources:
     return need or {PODS: len(dropped)}
 
 
+def _positive(resources: Mapping[str, int]) -> Resources:
+    return {k: v for k, v in resources.items() if v > 0}
+
+
+def _subtract(a: Mapping[str, int], b: Mapping[str, int]) -> Resources:
+    return {k: v - b.get(k, 0) for k, v in a.items()}
+
+
+def _preemptor_needs(preemptor: Preemptor, counts_pods: bool) -> Resources:
+    """What the preemptor asks of a node: its requests, and a pod slot where the node counts
+    them (``pods`` in its allocatable)."""
+    assert preemptor.requests is not None
+    needs = _positive(preemptor.requests)
+    if counts_pods:
+        needs[PODS] = 1
+    return needs
+
+
+def _going(ctx: _Context, plan: _NodePlan) -> set[str]:
+    """UIDs of the node's pods that leave: this plan's victims, the awaited, and any other pod
+    already going (another preemption's victim, terminating)."""
+    going = set(plan.victims) | set(plan.awaited)
+    going.update(p.uid for p in plan.offer.others if ctx.going(p) is not None)
+    return going
+
+
+def _free_after(ctx: _Context, plan: _NodePlan, allocatable: Mapping[str, int]) -> Resources:
+    """What the node has free once the pods going are gone: its allocatable less the requests
+    of every pod that stays (the dropped victims included) and of the pods nominated to it."""
+    going = _going(ctx, plan)
+    staying = {
+        p.uid: p
+        for p in (*plan.offer.victims, *plan.offer.others)
+        if p.node == plan.node and p.uid not in going
+    }
+    used = quantity.add_resources(_freed(staying.values()), plan.offer.nominated)
+    return _subtract(allocatable, used)
+
+
+def _shortfall(ctx: _Context, plan: _NodePlan) -> Resources:
+    """Rule 3: what the replacements must free — what the preemptor still lacks on the node
+    once the kept victims (and their gangs' siblings there) and the awaited pods are gone.
+
+    With the node's allocatable known: each resource the preemptor requests, less what the node
+    has free after the pods that stay. Without it: kube-scheduler's dry run found the node
+    fits with every offered victim gone, so freeing, in each resource the preemptor requests,
+    as much as the dropped victims did — or the whole request, whichever is less — suffices.
+    Never the dropped victims' own requests in a resource the preemptor does not ask for: a
+    shielded victim's memory is no reason to evict another pod's memory. A preemptor whose
+    requests are unknown falls back to the dropped victims' requests."""
+    allocatable = plan.offer.allocatable
+    if ctx.preemptor.requests is None:
+        need = _needed(plan.dropped)
+    elif allocatable is not None:
+        needs = _preemptor_needs(ctx.preemptor, PODS in allocatable)
+        free = _free_after(ctx, plan, allocatable)
+        return _positive({k: v - free.get(k, 0) for k, v in needs.items()})
+    else:
+        dropped = _freed(plan.dropped)
+        needs = _preemptor_needs(ctx.preemptor, counts_pods=True)
+        need = {k: min(v, dropped.get(k, 0)) for k, v in needs.items()}
+    return _positive(_subtract(need, _freed(plan.extras)))
+
+
 def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
     """Step 3: replace dropped victims. Returns why the node must be dropped, or None."""
-    need = _needed(plan.dropped)
-    from_extras = _freed(plan.extras)
-    remaining = {k: v - from_extras.get(k, 0) for k, v in need.items()}
-    remaining = {k: v for k, v in remaining.items() if v > 0}
+    remaining = _shortfall(ctx, plan)
     dropped_keys = ", ".join(p.key for p in plan.dropped)
     if not remaining:
         return None
@@ -390,7 +451,7 @@ def _reselect(ctx: _Context, plan: _NodePlan) -> str | None:
             f"{len(plan.dropped)} needed victim(s) dropped ({dropped_keys}); the node's other "
             f"pods of priority below {ctx.preemptor.priority} that are not protected free only "
             f"{quantity.format_resources(total)} of the {quantity.format_resources(remaining)} "
-            "still needed"
+            f"still needed by {ctx.preemptor.key}"
         )
     # Reprieve: give back units (last chosen first) that coverage does not need.
     for unit in list(reversed(chosen)):

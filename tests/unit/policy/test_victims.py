@@ -268,6 +268,154 @@ def test_every_node_dropped_vetoes() -> None:
     assert "every offered node was dropped" in d.reason
 
 
+# --- re-selection counts what the preemptor needs (issue #35) --------------------------------
+
+MI = 1 << 20
+NODE = {"cpu": 2000, "memory": 4096 * MI, "pods": 110}
+
+
+@pytest.mark.parametrize(
+    ("case", "preemptor", "offered", "others", "allocatable", "nominated", "expected"),
+    [
+        (
+            # The operator's: kube-scheduler offers runway's own replica (500m, 512Mi); the
+            # preemptor asks cpu only: the Job pod's cpu covers it, memory is not needed.
+            "shielded replica, cpu-only preemptor",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            NODE,
+            {},
+            ["job"],
+        ),
+        (
+            "the same without the node's allocatable: its request bounds the need",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            None,
+            {},
+            ["job"],
+        ),
+        (
+            # A kube-system add-on requesting memory alone: the preemptor needs none of it.
+            "add-on requesting memory only",
+            {"cpu": 1000},
+            [("addon", 0, 0, 256)],
+            [("job", 10, 1200, 0)],
+            NODE,
+            {},
+            ["job"],
+        ),
+        (
+            "add-on requesting memory only, allocatable unknown: one pod slot",
+            {"cpu": 1000},
+            [("addon", 0, 0, 256)],
+            [("job", 10, 1200, 0)],
+            None,
+            {},
+            ["job"],
+        ),
+        (
+            # 2000 - 500 - 600 - 800 = 100m free; 1000m asked: 900m short, 600m + 800m cover it
+            # and the cheaper one alone does not.
+            "the shortfall needs two pods",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0), ("batch", 20, 800, 0)],
+            NODE,
+            {},
+            ["batch", "job"],
+        ),
+        (
+            # A pending pod nominated there at the preemptor's priority keeps its room.
+            "a nominated pod's room is not free",
+            {"cpu": 500},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 300, 0), ("batch", 20, 300, 0)],
+            NODE,
+            {"cpu": 900, "pods": 1},
+            ["batch", "job"],
+        ),
+        (
+            "the preemptor asks memory too: the Job frees none",
+            {"cpu": 1000, "memory": 3800 * MI},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            NODE,
+            {},
+            None,
+        ),
+        (
+            "a full node needs a pod slot: any pod frees one",
+            {},
+            [("runway-0", 0, 0, 0)],
+            [("job", 10, 0, 0)],
+            {"cpu": 2000, "pods": 2},
+            {},
+            ["job"],
+        ),
+    ],
+)
+def test_reselection_frees_what_the_preemptor_lacks_not_what_the_refused_victim_held(
+    case: str,
+    preemptor: dict[str, int],
+    offered: list[tuple[str, int, int, int]],
+    others: list[tuple[str, int, int, int]],
+    allocatable: dict[str, int] | None,
+    nominated: dict[str, int],
+    expected: list[str] | None,
+) -> None:
+    def facts(uid: str, priority: int, cpu: int, memory: int) -> PodFacts:
+        return pod(uid, priority=priority, cpu=cpu, memory=memory * MI)
+
+    pre = replace(P, requests=preemptor)
+    offer = NodeOffer(
+        [replace(facts(*v), shield="is in protected namespace kube-system") for v in offered],
+        others=[facts(*o) for o in others],
+        allocatable=allocatable,
+        nominated=nominated,
+    )
+    d = decide(pre, {"n1": offer}, {}, NOW)
+    if expected is None:
+        assert d.reply() == {}, case
+        assert (
+            "memory=" in node_record(d, "n1").reason and "still needed by ns/p" in d.nodes[0].reason
+        )
+    else:
+        assert d.reply() == {"n1": (expected, 0)}, case
+        assert all(outcome(d, uid) == "reselected" for uid in expected)
+    assert all(outcome(d, v[0]) == "dropped" for v in offered)
+
+
+def test_the_shortfall_is_named_when_nothing_covers_it() -> None:
+    pre = replace(P, requests={"cpu": 1500})
+    offer = NodeOffer(
+        [replace(pod("runway-0", priority=0, cpu=500, memory=512 * MI), shield="is shielded")],
+        others=[pod("job", priority=10, cpu=300)],
+        allocatable=NODE,
+    )
+    d = decide(pre, {"n1": offer}, {}, NOW)
+    # 2000 - 500 - 300 = 1200m free, 1500m asked: 300m short; the Job frees exactly that, so
+    # it is taken; one more pod asking 100m leaves it 100m short.
+    assert d.reply() == {"n1": (["job"], 0)}
+    crowded = replace(offer, others=[*offer.others, pod("web", priority=5000, cpu=100)])
+    d = decide(pre, {"n1": crowded}, {}, NOW)
+    assert d.reply() == {}
+    assert node_record(d, "n1").reason.endswith(
+        "free only cpu=300m, pods=1 of the cpu=400m still needed by ns/p"
+    )
+
+
+def test_a_preemptor_whose_requests_are_unknown_needs_what_the_dropped_victims_held() -> None:
+    # The last resort (an invalid quantity): the dropped victim's own requests.
+    young = pod("young", started_ago=10, min_runtime=600, cpu=1000, memory=4 << 30)
+    assert P.requests is None
+    d = run({"n1": NodeOffer([young], others=[pod("cpu-only", cpu=4000)], allocatable=NODE)})
+    assert d.reply() == {}
+    assert "memory=4294967296" in node_record(d, "n1").reason
+
+
 # --- gangs ----------------------------------------------------------------------------------
 
 
