@@ -42,7 +42,7 @@ The package, in three modules that each read alone: ``facts`` (what the caller h
 """
 
 from app.policy.minruntime import Protection, ResolutionLike
-from app.policy.victims.decide import decide, work_lost
+from app.policy.victims.decide import CRITERIA, Rank, decide, work_lost
 from app.policy.victims.facts import (
     PODS,
     NodeOffer,
@@ -53,16 +53,22 @@ from app.policy.victims.facts import (
     running_since,
 )
 from app.policy.victims.record import (
+    INELIGIBLE,
+    Cause,
     Counts,
     Decision,
     NodeRecord,
     VictimRecord,
     action_for,
+    bucket,
     protection,
 )
 
 __all__ = [
+    "CRITERIA",
+    "INELIGIBLE",
     "PODS",
+    "Cause",
     "Counts",
     "Decision",
     "NodeOffer",
@@ -70,11 +76,13 @@ __all__ = [
     "PodFacts",
     "Preemptor",
     "Protection",
+    "Rank",
     "ResolutionLike",
     "Rule",
     "VictimRecord",
     "WorkloadFacts",
     "action_for",
+    "bucket",
     "decide",
     "protection",
     "running_since",
