@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import msgspec
@@ -16,12 +16,18 @@ from app.policy.claims import Claim
 from app.policy.minruntime import PoolDefaults, resolve
 from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
+    CRITERIA,
+    INELIGIBLE,
+    Cause,
+    Counts,
     Decision,
     NodeOffer,
     PodFacts,
     Preemptor,
+    Rank,
     Rule,
     WorkloadFacts,
+    bucket,
     decide,
     protection,
     running_since,
@@ -266,6 +272,177 @@ def test_every_node_dropped_vetoes() -> None:
     d = run({"n1": NodeOffer([pod("young", started_ago=10, min_runtime=600)])})
     assert d.reply() == {} and d.chosen is None
     assert "every offered node was dropped" in d.reason
+
+
+# --- one row per branch: the outcome, the Cause and the count of each rule ------------------
+
+
+def _gang(*members: PodFacts) -> WorkloadFacts:
+    return workload(members[0].workload, members)
+
+
+_YOUNG = {"started_ago": 10.0, "min_runtime": 600.0}
+BRANCHES: list[tuple[str, dict[str, NodeOffer], list[WorkloadFacts], dict[str, str], str]] = [
+    # (pod, offers, workloads, reserved, expected) -> outcome / cause / count bucket
+    ("v", {"n1": NodeOffer([pod("v")])}, [], {"v": "ns/q"}, "awaited already-going awaited"),
+    (
+        "t",
+        {"n1": NodeOffer([replace(pod("t"), terminating=True), pod("v")])},
+        [],
+        {},
+        "awaited already-going awaited",
+    ),
+    (
+        "ghost",
+        {"n1": NodeOffer([PodFacts.unknown("ghost", "n1")])},
+        [],
+        {},
+        "kept unknown-pod kept",
+    ),
+    (
+        "s",
+        {"n1": NodeOffer([replace(pod("s"), shield="is shielded")], others=[pod("o")])},
+        [],
+        {},
+        "dropped shielded ineligible",
+    ),
+    (
+        "v",
+        {"n1": NodeOffer([pod("v", started_ago=700, min_runtime=600)])},
+        [],
+        {},
+        "kept not-protected kept",
+    ),
+    (
+        "v",
+        {"n1": NodeOffer([pod("v", **_YOUNG)], others=[pod("o")])},
+        [],
+        {},
+        "dropped protected protected",
+    ),
+    (
+        "o",
+        {"n1": NodeOffer([pod("v", **_YOUNG)], others=[pod("o")])},
+        [],
+        {},
+        "reselected replaces-dropped reselected",
+    ),
+    (
+        "e1",
+        {"n1": NodeOffer([pod("e1", workload="ns/e", **_YOUNG)])},
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e", **_YOUNG) for i in range(1, 4)], 2)],
+        {},
+        "kept above-elastic-floor kept",
+    ),
+    (
+        "e2",
+        {
+            "n1": NodeOffer(
+                [pod("e1", workload="ns/e", **_YOUNG), pod("e2", workload="ns/e", **_YOUNG)],
+                others=[pod("o")],
+            )
+        },
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e", **_YOUNG) for i in range(1, 4)], 2)],
+        {},
+        "dropped elastic-floor protected",
+    ),
+    (
+        "e1",
+        {"n1": NodeOffer([pod("e1", workload="ns/e")])},
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e") for i in range(1, 4)], 2)],
+        {},
+        "kept not-protected kept",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g"), pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {},
+        "kept gang-goes-whole kept",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")], others=[pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {},
+        "gang-expanded gang-member gang_expanded",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")], others=[pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {"g2": "ns/q"},
+        "awaited already-going awaited",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", node="n2", workload="ns/g", priority=1000))],
+        {},
+        "dropped gang-ineligible ineligible",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [
+            _gang(
+                pod("g1", workload="ns/g"),
+                replace(pod("g2", workload="ns/g"), shield="is shielded"),
+            )
+        ],
+        {},
+        "dropped gang-ineligible ineligible",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", node="n2", workload="ns/g", **_YOUNG))],
+        {},
+        "dropped protected protected",
+    ),
+]
+
+
+@pytest.mark.parametrize(("uid", "offers", "workloads", "reserved", "expected"), BRANCHES)
+def test_each_branch_records_its_outcome_and_cause_and_counts_it_once(
+    uid: str,
+    offers: dict[str, NodeOffer],
+    workloads: list[WorkloadFacts],
+    reserved: dict[str, str],
+    expected: str,
+) -> None:
+    outcome_, cause, bucket_ = expected.split()
+    d = decide(P, offers, {w.key: w for w in workloads}, NOW, reserved=reserved)
+    rec = next(r for n in d.nodes for r in n.records if r.uid == uid)
+    assert (rec.outcome, rec.cause, bucket(rec)) == (outcome_, Cause(cause), bucket_)
+    counted = sum(sum(getattr(d.counts, f.name).values()) for f in _COUNT_FIELDS)
+    assert counted == sum(len(n.records) for n in d.nodes)  # every record in one bucket
+
+
+_COUNT_FIELDS = [f for f in fields(Counts) if f.name != "nodes_dropped"]
+
+
+def test_the_causes_that_no_wait_lifts_are_the_ineligible_ones() -> None:
+    assert {Cause.SHIELDED, Cause.GANG_INELIGIBLE} == INELIGIBLE
+
+
+def test_a_gate_backing_off_says_until_when() -> None:
+    d = decide(P, {"n1": NodeOffer([pod("a")])}, {}, NOW, gated=True, gate_why="retried at 12:00")
+    assert d.vetoed_by_gate and d.reason == (
+        "ns/p is in the gate: retried at 12:00; preemption is vetoed until the gate opens"
+    )
+
+
+def test_rank_is_compared_field_by_field_in_the_criteria_order() -> None:
+    assert Rank._fields == tuple(CRITERIA)
+    fewer_claims = Rank(0, 9, 999, 999, 9, 9.0, "z")
+    assert fewer_claims < Rank(1, 0, 0, 0, 0, 0.0, "a")
+    d = run(
+        {"a": NodeOffer([pod("x", node="a", priority=5)]), "b": NodeOffer([pod("y", node="b")])}
+    )
+    chosen = node_record(d, "a")
+    assert (chosen.max_priority, chosen.priority_sum, chosen.victim_count) == (5, 5, 1)
+    assert "on highest victim priority (100 > 5)" in node_record(d, "b").reason
 
 
 # --- re-selection counts what the preemptor needs (issue #35) --------------------------------
