@@ -125,6 +125,10 @@ def test_reply_is_one_offered_node_with_its_own_pods(c: Cluster) -> None:
 @settings(max_examples=150, deadline=None)
 @given(clusters())
 def test_chosen_node_frees_at_least_what_the_scheduler_asked_for(c: Cluster) -> None:
+    """With the preemptor's requests unknown (``P.requests`` None), re-selection's last resort:
+    what the offered victims held. (With them known it frees what the preemptor lacks:
+    ``test_reselection_makes_the_preemptor_fit_and_finds_a_fit_when_one_exists``.)"""
+    assert P.requests is None
     d = run(c)
     if d.chosen is None:
         return
