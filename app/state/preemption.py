@@ -197,8 +197,6 @@ class _Builder:
     def nominated(self, node: str) -> Resources:
         """The summed requests (and count, as ``pods``) of the pending pods nominated to
         ``node`` at the preemptor's priority or above: kube-scheduler keeps their room."""
-        if not self.cache.nominated_to(node):
-            return {}  # a dict lookup: the pending pods are scanned only when one is nominated
         if self.nominees is None:
             self.nominees = {}
             for p in self.cache.pending_pods():
@@ -234,7 +232,8 @@ class _Builder:
                 pdb_violations=self.args.pdb_violations.get(node, 0),
                 others=others,
                 allocatable=self.allocatable(node),
-                nominated=self.nominated(node),
+                # a dict lookup: the pending pods are scanned only when one is nominated here
+                nominated=self.nominated(node) if self.cache.nominated_to(node) else {},
             )
         workloads = {}
         for name, members in self.workload_members.items():

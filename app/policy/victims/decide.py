@@ -67,7 +67,7 @@ def decide(
     dropped: list[tuple[_NodePlan, str]] = []
     for node in sorted(offers):
         plan = _NodePlan(node=node, offer=offers[node])
-        why_dropped = _plan_node(ctx, plan, claims_on.get(node, []))
+        why_dropped = _plan_node(ctx, plan, claims_on.get(node, ()))
         if why_dropped is None:
             planned.append(plan)
         else:
@@ -77,7 +77,7 @@ def decide(
 
 def _plan_node(ctx: _Context, plan: _NodePlan, claims: Sequence[Claim]) -> str | None:
     """Rules 0-3 on one node: why it is dropped, or None when ``plan`` holds its victims."""
-    holder = _claim_at_or_above(claims, ctx.preemptor)
+    holder = _claim_at_or_above(claims, ctx.preemptor) if claims else None
     if holder is not None:
         return (
             f"claimed by the preemption in flight of {holder.preemptor} (priority "
@@ -669,14 +669,17 @@ class Rank(NamedTuple):
     def of(cls, plan: _NodePlan, now: float) -> Rank:
         # The pods this preemption evicts itself: awaited ones go anyway, whichever node wins.
         pods = [*plan.victims.values(), *plan.off_node.values()]
-        return cls(
-            displaced_claims=len(plan.displaced),
-            pdb_violations=plan.offer.pdb_violations,
-            max_priority=max((p.priority for p in pods), default=-math.inf),
-            priority_sum=sum(p.priority for p in pods),
-            victim_count=len(pods),
-            work_lost=work_lost(pods, now),
-            node=plan.node,
+        priorities = [p.priority for p in pods]
+        return cls._make(  # in the fields' order (a node's choice is on the hot path)
+            (
+                len(plan.displaced),
+                plan.offer.pdb_violations,
+                max(priorities, default=-math.inf),
+                sum(priorities),
+                len(pods),
+                work_lost(pods, now),
+                plan.node,
+            )
         )
 
 
