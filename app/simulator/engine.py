@@ -794,12 +794,13 @@ class Simulation:
             offers[name] = NodeOffer(
                 victims=[fact(u) for u in victims],
                 others=[fact(u) for u in node.pods if u not in chosen],
+                allocatable=node.allocatable,
             )
             for u in node.pods:
                 owner = self.by_uid[u][0]
                 owners[owner.name] = owner
         workloads = {key: self._workload_facts(o, q, fact) for key, o in owners.items()}
-        preemptor = Preemptor(pod.uid, pod.uid, prio, q, w.name)
+        preemptor = Preemptor(pod.uid, pod.uid, prio, q, w.name, w.spec.requests)
         decision = decide(preemptor, offers, workloads, self.now)
         if decision.chosen is None:
             return None

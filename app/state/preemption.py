@@ -23,12 +23,19 @@ from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
 from app.policy.gate import may_clear_nomination
 from app.policy.lifecycle import facts_of
-from app.policy.quantity import QuantityError
+from app.policy.quantity import (
+    QuantityError,
+    Resources,
+    add_resources,
+    parse_resources,
+    pod_requests,
+)
 from app.policy.queues import QueueTree
 from app.policy.releases import UNKNOWN as UNKNOWN_RELEASE
 from app.policy.releases import Release
 from app.policy.shield import NO_SHIELD, Shield, shielded
 from app.policy.victims import (
+    PODS,
     Decision,
     NodeOffer,
     PodFacts,
@@ -40,6 +47,7 @@ from app.policy.victims import (
 from app.policy.workload import (
     WorkloadKey,
     active_pods,
+    is_active,
     min_available,
     queue_of,
     workload_of,
@@ -102,6 +110,7 @@ class _Builder:
         self.budgets: dict[str, BudgetResolution] = {}
         self.default_budget = default_budget(min_runtime)
         self.facts_by_uid: dict[str, PodFacts] = {}
+        self.nominees: dict[str, list[Pod]] | None = None
 
     def lookup(self, uid: str) -> Pod | None:
         pod = self.cache.pod(uid) or self.payload.get(uid)
@@ -186,6 +195,34 @@ class _Builder:
         except QuantityError:
             return PodFacts.unknown(pod.metadata.uid, node)
 
+    def allocatable(self, node: str) -> Resources | None:
+        """The node's allocatable as integers; None when the cache does not hold the node (or
+        it reports nothing yet, or an invalid quantity)."""
+        found = self.cache.node(node)
+        if found is None or not found.allocatable:
+            return None
+        try:
+            return parse_resources(found.allocatable)
+        except QuantityError:
+            return None
+
+    def nominated(self, node: str) -> Resources:
+        """The summed requests (and count, as ``pods``) of the pending pods nominated to
+        ``node`` at the preemptor's priority or above: kube-scheduler keeps their room."""
+        if self.nominees is None:
+            self.nominees = {}
+            for p in self.cache.pending_pods():
+                to = p.status.nominatedNodeName
+                if to and p.priority >= self.preemptor.priority and p.uid != self.preemptor.uid:
+                    self.nominees.setdefault(to, []).append(p)
+        room: Resources = {}
+        for p in self.nominees.get(node, ()):
+            try:
+                room = add_resources(room, pod_requests(p), {PODS: 1})
+            except QuantityError:
+                room = add_resources(room, {PODS: 1})
+        return room
+
     def build(self) -> PreemptionFacts:
         offers: dict[str, NodeOffer] = {}
         for node, cands in self.args.victims.items():
@@ -196,13 +233,19 @@ class _Builder:
                 victims.append(
                     PodFacts.unknown(cand.uid, node) if pod is None else self.facts(pod, node)
                 )
+            # Terminating pods are going and finished ones hold nothing: neither is a bystander.
             others = [
                 self.facts(p, node)
                 for p in self.cache.pods_on_node(node)
-                if p.metadata.uid not in offered and p.metadata.deletionTimestamp is None
+                if p.metadata.uid not in offered and is_active(p)
             ]
             offers[node] = NodeOffer(
-                victims=victims, pdb_violations=self.args.pdb_violations.get(node, 0), others=others
+                victims=victims,
+                pdb_violations=self.args.pdb_violations.get(node, 0),
+                others=others,
+                allocatable=self.allocatable(node),
+                # a dict lookup: the pending pods are scanned only when one is nominated here
+                nominated=self.nominated(node) if self.cache.nominated_to(node) else {},
             )
         workloads = {}
         for name, members in self.workload_members.items():
@@ -333,67 +376,95 @@ class PreemptDecider:
         ).build()
 
     def decide(self, args: PreemptionArgs) -> PreemptOutcome:
-        """Cross-check, decide and record one preempt call."""
+        """Cross-check, decide and record one preempt call: the preemptor as the cache knows it,
+        the decision on the facts (logged, whatever it says), the victims as the cache knows
+        them, then the executor's plan."""
         now = self.clock.now()
-        preemptor = args.pod
         # Victims and nominations are read from the cache: with every event that has arrived.
         self.cache.refresh()
-        if self.verify:
-            # expect: its ADDED event may still be on the watch's socket
-            cached = self.cache.expect(args.pod.uid) if args.pod.uid else None
-            refusal = check_preemptor(args.pod.uid, cached, self.scheduler_names)
-            if refusal is not None or cached is None:
-                if cached is None and args.pod.uid:
-                    self.awaited.add(args.pod.uid, now)
-                return self._refuse(args.pod, refusal)
-            preemptor = cached  # its priority and labels come from the cache, not the payload
+        preemptor, refusal = self._confirmed_preemptor(args, now)
+        if preemptor is None:
+            return self._refuse(args.pod, refusal)
         facts = self.facts(args, preemptor)
+        decision = self._decide(facts, preemptor, now)
+        self.decisions.add(decision)
+        if decision.chosen is None:
+            return PreemptOutcome(decision)
+        refusal = self._unconfirmed_victim(decision, facts.preemptor.priority)
+        if refusal is not None:
+            return self._refuse(preemptor, refusal, decision)
+        return PreemptOutcome(decision, self._plan(decision, facts, preemptor, now))
+
+    def _confirmed_preemptor(
+        self, args: PreemptionArgs, now: float
+    ) -> tuple[Pod | None, Refusal | None]:
+        """The preemptor to decide for: the cache's copy (its priority and labels, not the
+        payload's), or None and why not. Without ``verify`` the payload's, unchecked."""
+        if not self.verify:
+            return args.pod, None
+        uid = args.pod.uid
+        # expect: its ADDED event may still be on the watch's socket
+        cached = self.cache.expect(uid) if uid else None
+        if cached is None:
+            if uid:
+                self.awaited.add(uid, now)  # woken when its ADDED event arrives
+            return None, check_preemptor(uid, cached, self.scheduler_names)
+        refusal = check_preemptor(uid, cached, self.scheduler_names)
+        return (None, refusal) if refusal is not None else (cached, None)
+
+    def _decide(self, facts: PreemptionFacts, preemptor: Pod, now: float) -> Decision:
+        """``policy.victims.decide`` with the gate's view: held (vetoed), the other preemptions'
+        claims and their reserved victims."""
         held = self.gate.held(preemptor, now)
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
         own = preemptor.metadata.uid
-        claims = tuple(c for c in self.gate.claims(now) if c.preemptor_uid != own)
-        reserved = self.gate.reserved(now, besides=own)
-        decision = decide(
+        return decide(
             facts.preemptor,
             facts.offers,
             facts.workloads,
             now,
             gated=held is not None,
             gate_why=why,
-            claims=claims,
-            reserved=reserved,
+            claims=tuple(c for c in self.gate.claims(now) if c.preemptor_uid != own),
+            reserved=self.gate.reserved(now, besides=own),
         )
-        self.decisions.add(decision)
-        if decision.chosen is None:
-            return PreemptOutcome(decision)
-        if self.verify:
-            refusal = self._check_victims(decision, facts.preemptor.priority)
-            if refusal is not None:
-                return self._refuse(preemptor, refusal, decision)
-        refs = []
-        off_node = []
+
+    def _unconfirmed_victim(self, decision: Decision, priority: int) -> Refusal | None:
+        """Why a chosen victim may not be deleted on the request's word (never without the
+        cache's confirmation: unknown, elsewhere, not below the preemptor); None when all are
+        confirmed or runway cannot check (no cluster)."""
+        if not self.verify:
+            return None
         for uid, node in decision.all_victims():
-            ref = self._ref(facts, uid)
-            refs.append(ref)
-            if node != decision.chosen:
-                off_node.append(ref)
+            refusal = check_victims(priority, node or "", [(uid, self.cache.pod(uid))])
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _plan(
+        self, decision: Decision, facts: PreemptionFacts, preemptor: Pod, now: float
+    ) -> PreemptionPlan:
+        """The executor's work for a chosen node: the victims (off-node siblings named), the
+        pods it awaits, the lower claims it displaces and the nominations it clears."""
+        assert decision.chosen is not None
+        victims = decision.all_victims()
+        refs = [self._ref(facts, uid) for uid, _ in victims]
+        off_node = [
+            ref for ref, (_, node) in zip(refs, victims, strict=True) if node != decision.chosen
+        ]
+        displaced, their_victims = self._displaced(decision, now)
+        # The taken preemptions' victims stay reserved under this gate (their tasks, if still
+        # running, delete them; nobody else may choose them again); a victim is not awaited.
         awaited = {uid: self._ref(facts, uid) for uid in decision.awaited}
-        displaced = []
-        for claim in decision.displaced:
-            # The taken preemption's victims stay reserved under this gate (its task, if still
-            # running, deletes them; nobody else may choose them again).
-            entry = self.gate.get(claim.preemptor_uid) or self._mirrored(claim.preemptor_uid)
-            if entry is not None:
-                displaced.append(entry.preemptor)
-                for victim in self.gate.check(entry, now).outstanding:
-                    awaited.setdefault(victim.uid, victim)
+        for victim in their_victims:
+            awaited.setdefault(victim.uid, victim)
         for ref in refs:
             awaited.pop(ref.uid, None)
         unnominate = {r.uid: r for r in self._lower_nominations(decision.chosen, preemptor)}
         for ref in displaced:
             unnominate.setdefault(ref.uid, ref)
-        plan = PreemptionPlan(
+        return PreemptionPlan(
             preemptor=PodRef.of(preemptor),
             node=decision.chosen,
             victims=tuple(refs),
@@ -406,7 +477,18 @@ class PreemptDecider:
             displaced=tuple(displaced),
             counted=decision.counted,
         )
-        return PreemptOutcome(decision, plan)
+
+    def _displaced(self, decision: Decision, now: float) -> tuple[list[PodRef], list[PodRef]]:
+        """The preemptors whose claims the decision takes (as the gate book holds them, here or
+        mirrored), and their victims still outstanding."""
+        preemptors: list[PodRef] = []
+        victims: list[PodRef] = []
+        for claim in decision.displaced:
+            entry = self.gate.get(claim.preemptor_uid) or self._mirrored(claim.preemptor_uid)
+            if entry is not None:
+                preemptors.append(entry.preemptor)
+                victims.extend(self.gate.check(entry, now).outstanding)
+        return preemptors, victims
 
     @staticmethod
     def _ref(facts: PreemptionFacts, uid: str) -> PodRef:
@@ -417,13 +499,6 @@ class PreemptDecider:
     def _mirrored(self, uid: str) -> GateEntry | None:
         pod = self.cache.pod(uid)
         return self.gate.lookup(pod) if pod is not None else None
-
-    def _check_victims(self, decision: Decision, priority: int) -> Refusal | None:
-        for uid, node in decision.all_victims():
-            refusal = check_victims(priority, node or "", [(uid, self.cache.pod(uid))])
-            if refusal is not None:
-                return refusal
-        return None
 
     def _lower_nominations(self, node: str, preemptor: Pod) -> tuple[PodRef, ...]:
         """Pending pods of lower priority nominated to ``node`` (kube-scheduler's preemption

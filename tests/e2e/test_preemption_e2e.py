@@ -12,6 +12,8 @@ Scenario per test, each in its own namespace on its own nodes (a dedicated contr
 * takeover (a DELETE webhook counts the calls): each victim deleted once, by runway, the
   preemptor nominated by runway and bound; a refused victim DELETE clears the nomination, opens
   the gate and the preemptor is retried; a forged ``preempt`` makes no API call;
+* a shielded cheapest victim (issue #35): kube-scheduler offers a kube-system add-on that
+  requests memory; runway takes the low-priority pod beside it and the cpu-only preemptor binds;
 * many preemptions at once (issue #27), with slow DELETEs: two preemptors sharing a gang delete
   each victim once (the second awaits the off-node sibling); a higher priority takes a lower
   claim (its nomination cleared) and the victim is still deleted once.
@@ -327,6 +329,52 @@ def test_elastic_workload_loses_pods_only_down_to_min_available(
     ]
     assert len(left) == 2
     assert get_pod(plane, ns, "big-1")["spec"].get("nodeName") is None  # type: ignore[index]
+
+
+# --- a shielded cheapest victim (issue #35) --------------------------------------------------
+
+
+def test_a_shielded_cheapest_victim_is_replaced_by_what_the_preemptor_lacks(
+    stack: tuple[ControlPlane, RunwayHandle],
+) -> None:
+    """kube-scheduler offers the cheapest victim: a kube-system add-on (priority 0, cpu and
+    memory). runway never preempts kube-system, and takes the low-priority pod beside it
+    instead: the cpu-only preemptor needs its cpu, not the add-on's memory."""
+    plane, rw = stack
+    ns, (node,) = setup_ns(plane, 1, "2")
+    addon = f"addon-{ns}"
+    plane.create_pod(addon, "kube-system", requests={"cpu": "1", "memory": "256Mi"})
+    try:
+        plane.bind(addon, node, "kube-system")
+        plane.set_pod_running(addon, "kube-system")
+        pod(plane, ns, "low", queue="team-b", cpu="1", priority="low")
+        assert poll(lambda: bound_and_running(plane, ns, "low"), within=60, what="low") == node
+        pod(plane, ns, "high", queue="team-b", cpu="1", priority="high")
+
+        def replaced() -> dict[str, Any] | None:
+            nudge(plane, node)
+            for d in decisions_for(rw, f"{ns}/high"):
+                if d["chosenNode"] == node:
+                    return d
+            return None
+
+        decision = poll(replaced, within=60, every=1, what="runway takes the low pod instead")
+        records = {r["pod"]: r for n in decision["nodes"] for r in n["pods"]}
+        assert records[f"kube-system/{addon}"]["outcome"] == "dropped"
+        assert "protected namespace kube-system" in records[f"kube-system/{addon}"]["reason"]
+        assert records[f"{ns}/low"]["outcome"] == "reselected"
+
+        def high_bound() -> bool:
+            kubelet_reap(plane, ns)
+            nudge(plane, node)
+            return bound_and_running(plane, ns, "high") == node
+
+        poll(high_bound, within=60, every=1, what="the high-priority preemptor binds")
+        running = get_pod(plane, "kube-system", addon)
+        assert running is not None and not running["metadata"].get("deletionTimestamp")
+        assert get_pod(plane, ns, "low") is None
+    finally:
+        plane.delete_pod(addon, "kube-system")
 
 
 # --- takeover: each victim deleted once, failure paths, forged requests ----------------------

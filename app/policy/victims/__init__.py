@@ -28,22 +28,32 @@ Rules, per offered node:
    elsewhere are reported in ``off_node`` for the executor. A gang with a pod of priority ≥ the
    preemptor's cannot be evicted.
 3. When victims were dropped, **re-selection** looks for replacements among the node's other pods
-   (lower priority than the preemptor, not protected) that free at least what the dropped ones
-   requested, for every resource; freed capacity of on-node gang siblings counts. None → the node
-   is dropped.
+   (lower priority than the preemptor, not protected, not shielded) that free what the
+   *preemptor* still lacks there: its requests (and a pod slot) less what the node has free once
+   the kept victims, their on-node gang siblings and the awaited pods are gone — counted against
+   the node's allocatable and the room of pods nominated there at the preemptor's priority or
+   above (``NodeOffer``). Without the allocatable: in each resource the preemptor requests, the
+   lesser of its request and what the dropped victims freed (kube-scheduler's dry run showed that
+   is enough). Never the dropped victims' own requests in a resource the preemptor does not ask
+   for (issue #35: a shielded replica's memory stranded a cpu-only preemptor); only a preemptor
+   whose requests are unknown falls back to them. None suffice → the node is dropped.
 4. One node wins: fewest claims of lower-priority preemptions taken, fewest PDB violations,
    lowest highest-victim priority, smallest priority sum, fewest victims (off-node siblings
    included; awaited pods are not this preemption's victims), least work lost (the sum over
    victims of the time each pod has run itself, from its own start — not its workload's; an
    unknown start counts 0), then name.
 
+Every pod's record carries a ``Cause`` (a named constant: the counts are bucketed by it) and a
+reason an operator reads; a node's place in rule 4 is a ``Rank`` (its fields in ``CRITERIA``).
+
 The package, in three modules that each read alone: ``facts`` (what the caller hands in),
 ``record`` (what ``decide`` says it did, and why), ``decide`` (the algorithm).
 """
 
 from app.policy.minruntime import Protection, ResolutionLike
-from app.policy.victims.decide import decide, work_lost
+from app.policy.victims.decide import CRITERIA, Rank, decide, work_lost
 from app.policy.victims.facts import (
+    PODS,
     NodeOffer,
     PodFacts,
     Preemptor,
@@ -52,15 +62,22 @@ from app.policy.victims.facts import (
     running_since,
 )
 from app.policy.victims.record import (
+    INELIGIBLE,
+    Cause,
     Counts,
     Decision,
     NodeRecord,
     VictimRecord,
     action_for,
+    bucket,
     protection,
 )
 
 __all__ = [
+    "CRITERIA",
+    "INELIGIBLE",
+    "PODS",
+    "Cause",
     "Counts",
     "Decision",
     "NodeOffer",
@@ -68,11 +85,13 @@ __all__ = [
     "PodFacts",
     "Preemptor",
     "Protection",
+    "Rank",
     "ResolutionLike",
     "Rule",
     "VictimRecord",
     "WorkloadFacts",
     "action_for",
+    "bucket",
     "decide",
     "protection",
     "running_since",

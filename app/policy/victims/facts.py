@@ -12,6 +12,7 @@ from app.model.timestamps import parse_time
 from app.policy import minruntime, quantity
 from app.policy.budget import BudgetResolution
 from app.policy.minruntime import ResolutionLike
+from app.policy.quantity import Resources
 from app.policy.workload import bind_time, is_active, min_available, queue_of, workload_of
 
 Outcome = Literal["kept", "dropped", "reselected", "gang-expanded", "awaited"]
@@ -152,17 +153,26 @@ class Preemptor:
     priority: int
     queue: str
     workload: str = ""
+    requests: Mapping[str, int] | None = None
+    """What it requests (``quantity.pod_requests``: cpu in millicores); None = unknown (an
+    invalid quantity, or a caller that does not say): re-selection then frees what the dropped
+    victims requested, the only measure left."""
 
     @classmethod
     def from_pod(cls, pod: Pod, queue: str | None = None) -> Preemptor:
         """Facts of the preemptor from its pod (``queue``: as ``queue_of`` with the tree gives
         it; default the label alone)."""
+        try:
+            requests: Resources | None = quantity.pod_requests(pod)
+        except quantity.QuantityError:
+            requests = None
         return cls(
             pod.uid,
             pod.key,
             pod.priority,
             queue if queue is not None else queue_of(pod),
             str(workload_of(pod)),
+            requests,
         )
 
 
@@ -173,6 +183,14 @@ class NodeOffer:
     victims: Sequence[PodFacts]
     pdb_violations: int = 0
     others: Sequence[PodFacts] = ()
+    """The node's other pods, neither terminating nor finished (those hold nothing to free)."""
+    allocatable: Mapping[str, int] | None = None
+    """The node's ``status.allocatable`` as integers (``pods`` included); None = unknown (not in
+    runway's cache): re-selection then bounds what it frees by the preemptor's requests alone."""
+    nominated: Mapping[str, int] = field(default_factory=dict)
+    """The summed requests of pending pods nominated to the node at the preemptor's priority or
+    above (``pods``: how many): kube-scheduler keeps their room, so it is not free for the
+    preemptor (its nominator)."""
 
 
 def running_since(pod: Pod) -> float | None:

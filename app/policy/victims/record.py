@@ -3,8 +3,9 @@ reply, the executor's plan, ``GET /v1/preemptions/decisions``, the metrics' coun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from app.model.timestamps import format_optional_time
@@ -15,6 +16,38 @@ from app.policy.minruntime import Protection
 from app.policy.victims.facts import NodeOutcome, Outcome, PodFacts, Preemptor
 
 # --- the decision record -------------------------------------------------------------------
+
+
+class Cause(StrEnum):
+    """Why a pod got its outcome, as a constant (``VictimRecord.reason`` says it to an operator
+    in full). The counts are bucketed by it; the JSON shows the reason text."""
+
+    ALREADY_GOING = "already-going"
+    """Awaited: another preemption in flight chose it, or it is terminating."""
+    UNKNOWN_POD = "unknown-pod"
+    """Kept: an offered UID runway's cache does not hold (start unknown: not protected)."""
+    NOT_PROTECTED = "not-protected"
+    """Kept: neither its min-runtime nor its preemption budget protects it (nor its gang)."""
+    ABOVE_ELASTIC_FLOOR = "above-elastic-floor"
+    """Kept: protected, but its elastic workload keeps minAvailable running without it."""
+    GANG_GOES_WHOLE = "gang-goes-whole"
+    """Kept: its gang is evicted already, by another of this node's victims."""
+    SHIELDED = "shielded"
+    """Dropped: ``policy.shield`` — runway never preempts it."""
+    GANG_INELIGIBLE = "gang-ineligible"
+    """Dropped: its gang has a shielded member or one of the preemptor's priority or above."""
+    PROTECTED = "protected"
+    """Dropped: its min-runtime or preemption budget (or a gang member's) protects it."""
+    ELASTIC_FLOOR = "elastic-floor"
+    """Dropped: protected, and evicting it would take its elastic workload below minAvailable."""
+    REPLACES_DROPPED = "replaces-dropped"
+    """Re-selected: it frees what the preemptor lacks in place of the dropped victims."""
+    GANG_MEMBER = "gang-member"
+    """Gang-expanded: a member of a gang another victim evicts."""
+
+
+INELIGIBLE: frozenset[Cause] = frozenset({Cause.SHIELDED, Cause.GANG_INELIGIBLE})
+"""Causes of a drop that no waiting lifts (counted ``ineligible``, not ``protected``)."""
 
 
 def action_for(preemptor: Preemptor, pod: PodFacts) -> str:
@@ -47,6 +80,7 @@ class VictimRecord:
     reason: str
     offered: bool
     protection: Protection
+    cause: Cause
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (no infinities, lists not tuples)."""
@@ -132,6 +166,26 @@ class Counts:
     awaited: Mapping[str, int] = field(default_factory=dict)
     """Pods already going (another preemption's victims, or terminating): not chosen again."""
 
+    @classmethod
+    def of(cls, records: Sequence[NodeRecord], nodes_dropped: int) -> Counts:
+        """The counts of every pod record of every node, each in its ``bucket``, by kind."""
+        buckets: dict[str, dict[str, int]] = {name: {} for name in _BUCKETS}
+        for node in records:
+            for rec in node.records:
+                by_kind = buckets[bucket(rec)]
+                kind = rec.protection.action
+                by_kind[kind] = by_kind.get(kind, 0) + 1
+        return cls(
+            kept=buckets["kept"],
+            protected=buckets["protected"],
+            ineligible=buckets["ineligible"],
+            reselected=buckets["reselected"],
+            gang_expanded=buckets["gang_expanded"],
+            nodes_dropped=nodes_dropped,
+            budget=buckets["budget"],
+            awaited=buckets["awaited"],
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
@@ -144,6 +198,25 @@ class Counts:
             "budget": dict(self.budget),
             "nodesDropped": self.nodes_dropped,
         }
+
+
+_BUCKETS = ("kept", "protected", "budget", "ineligible", "reselected", "gang_expanded", "awaited")
+_BY_OUTCOME = {
+    "kept": "kept",
+    "reselected": "reselected",
+    "gang-expanded": "gang_expanded",
+    "awaited": "awaited",
+}
+
+
+def bucket(rec: VictimRecord) -> str:
+    """The ``Counts`` field a record counts in: its outcome's; a drop is ``ineligible`` (no
+    waiting lifts it), ``budget`` (the preemption budget alone protects) or ``protected``."""
+    if rec.outcome != "dropped":
+        return _BY_OUTCOME[rec.outcome]
+    if rec.cause in INELIGIBLE:
+        return "ineligible"
+    return "budget" if rec.protection.by_budget_only else "protected"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import msgspec
@@ -16,12 +16,18 @@ from app.policy.claims import Claim
 from app.policy.minruntime import PoolDefaults, resolve
 from app.policy.queues import QueueNode, QueueTree
 from app.policy.victims import (
+    CRITERIA,
+    INELIGIBLE,
+    Cause,
+    Counts,
     Decision,
     NodeOffer,
     PodFacts,
     Preemptor,
+    Rank,
     Rule,
     WorkloadFacts,
+    bucket,
     decide,
     protection,
     running_since,
@@ -266,6 +272,325 @@ def test_every_node_dropped_vetoes() -> None:
     d = run({"n1": NodeOffer([pod("young", started_ago=10, min_runtime=600)])})
     assert d.reply() == {} and d.chosen is None
     assert "every offered node was dropped" in d.reason
+
+
+# --- one row per branch: the outcome, the Cause and the count of each rule ------------------
+
+
+def _gang(*members: PodFacts) -> WorkloadFacts:
+    return workload(members[0].workload, members)
+
+
+_YOUNG = {"started_ago": 10.0, "min_runtime": 600.0}
+BRANCHES: list[tuple[str, dict[str, NodeOffer], list[WorkloadFacts], dict[str, str], str]] = [
+    # (pod, offers, workloads, reserved, expected) -> outcome / cause / count bucket
+    ("v", {"n1": NodeOffer([pod("v")])}, [], {"v": "ns/q"}, "awaited already-going awaited"),
+    (
+        "t",
+        {"n1": NodeOffer([replace(pod("t"), terminating=True), pod("v")])},
+        [],
+        {},
+        "awaited already-going awaited",
+    ),
+    (
+        "ghost",
+        {"n1": NodeOffer([PodFacts.unknown("ghost", "n1")])},
+        [],
+        {},
+        "kept unknown-pod kept",
+    ),
+    (
+        "s",
+        {"n1": NodeOffer([replace(pod("s"), shield="is shielded")], others=[pod("o")])},
+        [],
+        {},
+        "dropped shielded ineligible",
+    ),
+    (
+        "v",
+        {"n1": NodeOffer([pod("v", started_ago=700, min_runtime=600)])},
+        [],
+        {},
+        "kept not-protected kept",
+    ),
+    (
+        "v",
+        {"n1": NodeOffer([pod("v", **_YOUNG)], others=[pod("o")])},
+        [],
+        {},
+        "dropped protected protected",
+    ),
+    (
+        "o",
+        {"n1": NodeOffer([pod("v", **_YOUNG)], others=[pod("o")])},
+        [],
+        {},
+        "reselected replaces-dropped reselected",
+    ),
+    (
+        "e1",
+        {"n1": NodeOffer([pod("e1", workload="ns/e", **_YOUNG)])},
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e", **_YOUNG) for i in range(1, 4)], 2)],
+        {},
+        "kept above-elastic-floor kept",
+    ),
+    (
+        "e2",
+        {
+            "n1": NodeOffer(
+                [pod("e1", workload="ns/e", **_YOUNG), pod("e2", workload="ns/e", **_YOUNG)],
+                others=[pod("o")],
+            )
+        },
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e", **_YOUNG) for i in range(1, 4)], 2)],
+        {},
+        "dropped elastic-floor protected",
+    ),
+    (
+        "e1",
+        {"n1": NodeOffer([pod("e1", workload="ns/e")])},
+        [workload("ns/e", [pod(f"e{i}", workload="ns/e") for i in range(1, 4)], 2)],
+        {},
+        "kept not-protected kept",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g"), pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {},
+        "kept gang-goes-whole kept",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")], others=[pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {},
+        "gang-expanded gang-member gang_expanded",
+    ),
+    (
+        "g2",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")], others=[pod("g2", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", workload="ns/g"))],
+        {"g2": "ns/q"},
+        "awaited already-going awaited",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", node="n2", workload="ns/g", priority=1000))],
+        {},
+        "dropped gang-ineligible ineligible",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [
+            _gang(
+                pod("g1", workload="ns/g"),
+                replace(pod("g2", workload="ns/g"), shield="is shielded"),
+            )
+        ],
+        {},
+        "dropped gang-ineligible ineligible",
+    ),
+    (
+        "g1",
+        {"n1": NodeOffer([pod("g1", workload="ns/g")])},
+        [_gang(pod("g1", workload="ns/g"), pod("g2", node="n2", workload="ns/g", **_YOUNG))],
+        {},
+        "dropped protected protected",
+    ),
+]
+
+
+@pytest.mark.parametrize(("uid", "offers", "workloads", "reserved", "expected"), BRANCHES)
+def test_each_branch_records_its_outcome_and_cause_and_counts_it_once(
+    uid: str,
+    offers: dict[str, NodeOffer],
+    workloads: list[WorkloadFacts],
+    reserved: dict[str, str],
+    expected: str,
+) -> None:
+    outcome_, cause, bucket_ = expected.split()
+    d = decide(P, offers, {w.key: w for w in workloads}, NOW, reserved=reserved)
+    rec = next(r for n in d.nodes for r in n.records if r.uid == uid)
+    assert (rec.outcome, rec.cause, bucket(rec)) == (outcome_, Cause(cause), bucket_)
+    counted = sum(sum(getattr(d.counts, f.name).values()) for f in _COUNT_FIELDS)
+    assert counted == sum(len(n.records) for n in d.nodes)  # every record in one bucket
+
+
+_COUNT_FIELDS = [f for f in fields(Counts) if f.name != "nodes_dropped"]
+
+
+def test_the_causes_that_no_wait_lifts_are_the_ineligible_ones() -> None:
+    assert {Cause.SHIELDED, Cause.GANG_INELIGIBLE} == INELIGIBLE
+
+
+def test_a_gate_backing_off_says_until_when() -> None:
+    d = decide(P, {"n1": NodeOffer([pod("a")])}, {}, NOW, gated=True, gate_why="retried at 12:00")
+    assert d.vetoed_by_gate and d.reason == (
+        "ns/p is in the gate: retried at 12:00; preemption is vetoed until the gate opens"
+    )
+
+
+def test_rank_is_compared_field_by_field_in_the_criteria_order() -> None:
+    assert Rank._fields == tuple(CRITERIA)
+    fewer_claims = Rank(0, 9, 999, 999, 9, 9.0, "z")
+    assert fewer_claims < Rank(1, 0, 0, 0, 0, 0.0, "a")
+    d = run(
+        {"a": NodeOffer([pod("x", node="a", priority=5)]), "b": NodeOffer([pod("y", node="b")])}
+    )
+    chosen = node_record(d, "a")
+    assert (chosen.max_priority, chosen.priority_sum, chosen.victim_count) == (5, 5, 1)
+    assert "on highest victim priority (100 > 5)" in node_record(d, "b").reason
+
+
+# --- re-selection counts what the preemptor needs (issue #35) --------------------------------
+
+MI = 1 << 20
+NODE = {"cpu": 2000, "memory": 4096 * MI, "pods": 110}
+
+
+@pytest.mark.parametrize(
+    ("case", "preemptor", "offered", "others", "allocatable", "nominated", "expected"),
+    [
+        (
+            # The operator's: kube-scheduler offers runway's own replica (500m, 512Mi); the
+            # preemptor asks cpu only: the Job pod's cpu covers it, memory is not needed.
+            "shielded replica, cpu-only preemptor",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            NODE,
+            {},
+            ["job"],
+        ),
+        (
+            "the same without the node's allocatable: its request bounds the need",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            None,
+            {},
+            ["job"],
+        ),
+        (
+            # A kube-system add-on requesting memory alone: the preemptor needs none of it.
+            "add-on requesting memory only",
+            {"cpu": 1000},
+            [("addon", 0, 0, 256)],
+            [("job", 10, 1200, 0)],
+            NODE,
+            {},
+            ["job"],
+        ),
+        (
+            "add-on requesting memory only, allocatable unknown: one pod slot",
+            {"cpu": 1000},
+            [("addon", 0, 0, 256)],
+            [("job", 10, 1200, 0)],
+            None,
+            {},
+            ["job"],
+        ),
+        (
+            # 2000 - 500 - 600 - 800 = 100m free; 1000m asked: 900m short, 600m + 800m cover it
+            # and the cheaper one alone does not.
+            "the shortfall needs two pods",
+            {"cpu": 1000},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0), ("batch", 20, 800, 0)],
+            NODE,
+            {},
+            ["batch", "job"],
+        ),
+        (
+            # A pending pod nominated there at the preemptor's priority keeps its room.
+            "a nominated pod's room is not free",
+            {"cpu": 500},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 300, 0), ("batch", 20, 300, 0)],
+            NODE,
+            {"cpu": 900, "pods": 1},
+            ["batch", "job"],
+        ),
+        (
+            "the preemptor asks memory too: the Job frees none",
+            {"cpu": 1000, "memory": 3800 * MI},
+            [("runway-0", 0, 500, 512)],
+            [("job", 10, 600, 0)],
+            NODE,
+            {},
+            None,
+        ),
+        (
+            "a full node needs a pod slot: any pod frees one",
+            {},
+            [("runway-0", 0, 0, 0)],
+            [("job", 10, 0, 0)],
+            {"cpu": 2000, "pods": 2},
+            {},
+            ["job"],
+        ),
+    ],
+)
+def test_reselection_frees_what_the_preemptor_lacks_not_what_the_refused_victim_held(
+    case: str,
+    preemptor: dict[str, int],
+    offered: list[tuple[str, int, int, int]],
+    others: list[tuple[str, int, int, int]],
+    allocatable: dict[str, int] | None,
+    nominated: dict[str, int],
+    expected: list[str] | None,
+) -> None:
+    def facts(uid: str, priority: int, cpu: int, memory: int) -> PodFacts:
+        return pod(uid, priority=priority, cpu=cpu, memory=memory * MI)
+
+    pre = replace(P, requests=preemptor)
+    offer = NodeOffer(
+        [replace(facts(*v), shield="is in protected namespace kube-system") for v in offered],
+        others=[facts(*o) for o in others],
+        allocatable=allocatable,
+        nominated=nominated,
+    )
+    d = decide(pre, {"n1": offer}, {}, NOW)
+    if expected is None:
+        assert d.reply() == {}, case
+        assert (
+            "memory=" in node_record(d, "n1").reason and "still needed by ns/p" in d.nodes[0].reason
+        )
+    else:
+        assert d.reply() == {"n1": (expected, 0)}, case
+        assert all(outcome(d, uid) == "reselected" for uid in expected)
+    assert all(outcome(d, v[0]) == "dropped" for v in offered)
+
+
+def test_the_shortfall_is_named_when_nothing_covers_it() -> None:
+    pre = replace(P, requests={"cpu": 1500})
+    offer = NodeOffer(
+        [replace(pod("runway-0", priority=0, cpu=500, memory=512 * MI), shield="is shielded")],
+        others=[pod("job", priority=10, cpu=300)],
+        allocatable=NODE,
+    )
+    d = decide(pre, {"n1": offer}, {}, NOW)
+    # 2000 - 500 - 300 = 1200m free, 1500m asked: 300m short; the Job frees exactly that, so
+    # it is taken; one more pod asking 100m leaves it 100m short.
+    assert d.reply() == {"n1": (["job"], 0)}
+    crowded = replace(offer, others=[*offer.others, pod("web", priority=5000, cpu=100)])
+    d = decide(pre, {"n1": crowded}, {}, NOW)
+    assert d.reply() == {}
+    assert node_record(d, "n1").reason.endswith(
+        "free only cpu=300m, pods=1 of the cpu=400m still needed by ns/p"
+    )
+
+
+def test_a_preemptor_whose_requests_are_unknown_needs_what_the_dropped_victims_held() -> None:
+    # The last resort (an invalid quantity): the dropped victim's own requests.
+    young = pod("young", started_ago=10, min_runtime=600, cpu=1000, memory=4 << 30)
+    assert P.requests is None
+    d = run({"n1": NodeOffer([young], others=[pod("cpu-only", cpu=4000)], allocatable=NODE)})
+    assert d.reply() == {}
+    assert "memory=4294967296" in node_record(d, "n1").reason
 
 
 # --- gangs ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from app.policy.claims import Claim
@@ -125,6 +125,10 @@ def test_reply_is_one_offered_node_with_its_own_pods(c: Cluster) -> None:
 @settings(max_examples=150, deadline=None)
 @given(clusters())
 def test_chosen_node_frees_at_least_what_the_scheduler_asked_for(c: Cluster) -> None:
+    """With the preemptor's requests unknown (``P.requests`` None), re-selection's last resort:
+    what the offered victims held. (With them known it frees what the preemptor lacks:
+    ``test_reselection_makes_the_preemptor_fit_and_finds_a_fit_when_one_exists``.)"""
+    assert P.requests is None
     d = run(c)
     if d.chosen is None:
         return
@@ -271,3 +275,135 @@ def test_two_preemptors_in_a_row_never_share_a_victim(c: Cluster, second_priorit
         assert [cl.preemptor_uid for cl in second.displaced] == [P.uid]
     else:
         assert second.displaced == ()
+
+
+# --- re-selection counts what the preemptor lacks (issue #35) ---------------------------------
+
+GI = 1 << 30
+_PROTECTED = Rule("reclaim", 600.0, "q1 sets 600s")
+
+
+@dataclass
+class OneNode:
+    """A node kube-scheduler offers, its pods, and the victims its dry run chose."""
+
+    preemptor: Preemptor
+    allocatable: dict[str, int]
+    nominated: dict[str, int]
+    pods: list[PodFacts]
+    offered: list[PodFacts]
+
+    def fits(self, gone: set[str]) -> bool:
+        """Whether the preemptor fits once ``gone`` have left (kube-scheduler's count: the
+        pods that stay and the nominated ones hold their requests and a pod slot each)."""
+        staying = [p for p in self.pods if p.uid not in gone]
+        used = add_resources(*(p.requests for p in staying), self.nominated)
+        used["pods"] = len(staying) + self.nominated.get("pods", 0)
+        needs = dict(self.preemptor.requests or {}) | {"pods": 1}
+        return all(self.allocatable.get(k, 0) - used.get(k, 0) >= v for k, v in needs.items())
+
+    def eligible(self, p: PodFacts) -> bool:
+        """May be a victim: lower priority, not shielded, not protected."""
+        return p.priority < P.priority and not p.shield and not protection(P, p, NOW).protected
+
+
+@st.composite
+def offered_nodes(draw: st.DrawFn) -> OneNode:
+    allocatable = {
+        "cpu": draw(st.sampled_from([2000, 4000, 8000])),
+        "memory": draw(st.sampled_from([4 * GI, 8 * GI])),
+        "pods": draw(st.sampled_from([3, 5, 110])),
+    }
+    room = dict(allocatable)
+
+    def take(requests: dict[str, int]) -> bool:
+        """Place ``requests`` (and a pod slot) if they fit what is left: a real node."""
+        ask = requests | {"pods": 1}
+        if any(room[k] < v for k, v in ask.items()):
+            return False
+        for k, v in ask.items():
+            room[k] -= v
+        return True
+
+    nominated: dict[str, int] = {}
+    if draw(st.booleans()):
+        ask = {"cpu": draw(st.sampled_from([250, 1000])), "memory": draw(st.sampled_from([0, GI]))}
+        if take(ask):
+            nominated = {k: v for k, v in ask.items() if v} | {"pods": 1}
+    pods: list[PodFacts] = []
+    for i in range(draw(st.integers(1, 7))):
+        requests = {
+            k: v
+            for k, v in {
+                "cpu": draw(st.sampled_from([0, 250, 500, 1000, 2000])),
+                "memory": draw(st.sampled_from([0, GI // 4, GI, 2 * GI])),
+            }.items()
+            if v
+        }
+        protected = draw(st.booleans()) and draw(st.booleans())
+        shield = "is in protected namespace kube-system" if draw(st.integers(0, 3)) == 0 else ""
+        if not take(requests):
+            continue
+        pods.append(
+            PodFacts(
+                uid=f"p{i}",
+                key=f"ns/p{i}",
+                node="n0",
+                priority=draw(st.sampled_from([0, 10, 100, 999, 1000, 2000])),
+                queue="q1",
+                start=NOW - 10 if protected else None,
+                resolution=_PROTECTED if protected else None,
+                requests=requests,
+                shield=shield,
+            )
+        )
+    requests = {
+        k: v
+        for k, v in {
+            "cpu": draw(st.sampled_from([0, 500, 1000, 2000, 4000])),
+            "memory": draw(st.sampled_from([0, GI // 2, 2 * GI])),
+        }.items()
+        if v
+    }
+    node = OneNode(replace(P, requests=requests), allocatable, nominated, pods, [])
+    lower = {p.uid for p in pods if p.priority < P.priority}
+    # kube-scheduler preempts only where the pod does not fit, and where removing every
+    # lower-priority pod makes it fit; it knows nothing of runway's shield or protection.
+    assume(not node.fits(set()) and node.fits(lower))
+    victims = set(lower)
+    for p in sorted(pods, key=lambda p: (-p.priority, p.uid)):  # reprieve the highest first
+        if p.uid in victims and node.fits(victims - {p.uid}):
+            victims.discard(p.uid)
+    node.offered = [p for p in pods if p.uid in victims]
+    return node
+
+
+def _decide_one(node: OneNode, allocatable_known: bool) -> Decision:
+    offer = NodeOffer(
+        node.offered,
+        others=[p for p in node.pods if p not in node.offered],
+        allocatable=node.allocatable if allocatable_known else None,
+        nominated=node.nominated if allocatable_known else {},
+    )
+    return decide(node.preemptor, {"n0": offer}, {}, NOW)
+
+
+@settings(max_examples=300, deadline=None)
+@given(offered_nodes(), st.booleans())
+def test_reselection_makes_the_preemptor_fit_and_finds_a_fit_when_one_exists(
+    node: OneNode, allocatable_known: bool
+) -> None:
+    d = _decide_one(node, allocatable_known)
+    by_uid = {p.uid: p for p in node.pods}
+    chosen = set(d.victims)
+    # Never a shielded, protected or higher-priority pod, whatever was offered.
+    assert all(node.eligible(by_uid[u]) for u in chosen)
+    if d.chosen is not None:
+        # The victims make room for the preemptor (with the node's allocatable or without:
+        # then bounded by what kube-scheduler's dry run showed is enough).
+        assert node.fits(chosen), d.to_dict()
+    eligible = {p.uid for p in node.pods if node.eligible(p)}
+    if allocatable_known and node.fits(eligible):
+        # Some set of evictable pods makes it fit: runway finds one (not the refused
+        # victims' own requests, which the preemptor may not even ask for).
+        assert d.chosen == "n0", d.to_dict()
