@@ -30,8 +30,9 @@ LIKELY_CAUSES = (
     "stanza's tlsConfig.caData is not runway's CA: after a CA rotation, give it the new CA), "
     "'connection refused' or 'no such host' (urlPrefix names no runway Service or port), "
     "'context deadline exceeded' (httpTimeout shorter than runway's answers; runway's "
-    "runway_extender_request_duration_seconds says how long they take); with ignorable: true each of these "
-    "skips runway silently, with ignorable: false it makes every pod unschedulable"
+    "runway_extender_request_duration_seconds says how long they take); with ignorable: true "
+    "each of these skips runway silently, with ignorable: false it makes every pod "
+    "unschedulable"
 )
 
 
