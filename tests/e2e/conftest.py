@@ -484,7 +484,22 @@ class RunwayHandle:
 
 
 HARNESS_SCOPE: dict[str, Any] = {"manageWithoutQueue": True}
-"""The scope runway runs with in e2e tests that set none (see ``RunwayFactory.start``)."""
+"""The scope runway runs with in e2e tests that set none (see ``harness_config``)."""
+HARNESS_SCHEDULERS = ["default-scheduler", "runway-e2e-nobody"]
+"""The schedulers of the harness's pods: kube-scheduler's, and the name of the pods no
+scheduler picks up (``ControlPlane.create_pod``: the test binds them, playing a scheduler)."""
+
+
+def harness_config(config: dict[str, Any] | None) -> dict[str, Any]:
+    """``config`` as the e2e harness runs runway: the harness's pods name a queue only where a
+    test is about queues, and many are bound by the test itself under a scheduler name nobody
+    serves; runway manages them all unless the test sets its own ``scope`` or
+    ``preemption.schedulerNames`` (the tests of the scope do)."""
+    out = {"scope": HARNESS_SCOPE, **(config or {})}
+    preemption = dict(out.get("preemption") or {})
+    preemption.setdefault("schedulerNames", HARNESS_SCHEDULERS)
+    out["preemption"] = preemption
+    return out
 
 
 class RunwayFactory:
@@ -513,9 +528,7 @@ class RunwayFactory:
         (``env``: added to the process's environment)."""
         full_args = ["--kubeconfig", str(self.plane.kubeconfig), *args]
         if "--config" not in args:
-            # The harness's pods name a queue only where a test is about queues: runway
-            # manages them all unless the test sets its own `scope` (tests of the scope do).
-            config = {"scope": HARNESS_SCOPE, **(config or {})}
+            config = harness_config(config)
             path = self.write_config(config, f"runway-{len(self.handles)}.yaml")
             full_args += ["--config", str(path)]
         stack = contextlib.ExitStack()
