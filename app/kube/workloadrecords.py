@@ -253,7 +253,7 @@ class KubeRecordStore(RecordStore):
             subresource="status",
         )
         self.upsert(written)  # read after write: the watch brings it a moment later
-        log.info("workload record written", record=f"{namespace}/{name}")
+        log.debug("workload record written", record=f"{namespace}/{name}")
         return state_of(written)
 
     async def _create(

@@ -27,7 +27,7 @@ FORWARDED_AUTHORIZATION = "X-Runway-Authorization"
 """The header that carries the user's bearer token through the API server's proxy (which
 removes ``Authorization``); runway reads it when ``Authorization`` is absent."""
 
-DEFAULT_NAMESPACE = "runway"
+DEFAULT_NAMESPACE = "runway-system"
 DEFAULT_SERVICE = "runway-rest"
 DEFAULT_PORT = "rest"
 DEFAULT_SCHEME = "https"

@@ -18,7 +18,7 @@ import yaml
 
 from app import metrics
 from app.__main__ import build_parser
-from app.config import RunwayConfig, parse_config
+from app.config import ConfigError, RunwayConfig, parse_config
 from app.tls import build_context
 from tests.helm_chart import (
     CHART,
@@ -1338,8 +1338,51 @@ def test_bundled_scheduler_rolls_when_the_chart_makes_a_new_ca() -> None:
 
     # offline (no lookup): a new CA on every render, so a new checksum
     assert annotations()["checksum/runway-ca"] != annotations()["checksum/runway-ca"]
+    # the checksum is the CA the same render writes: the first upgrade (which reads that CA
+    # back) computes the same one and restarts nothing (the operator issue's low item)
+    objects = render({"scheduler": {"enabled": True}})
+    pod = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
+    ca = one(objects, "Secret", "rw-runway-ca")["data"]["tls.crt"]
+    assert pod["annotations"]["checksum/runway-ca"] == hashlib.sha256(ca.encode()).hexdigest()
+    assert one(objects, "Secret", "rw-runway-tls")["data"]["ca.crt"] == ca
     with_own = render(
         {"scheduler": {"enabled": True}, "tls": {"secretName": "mine", "clientCertSecretName": "c"}}
     )
     pod = one(with_own, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
     assert "checksum/runway-ca" not in pod["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("queues", "scope", "message"),
+    [
+        (
+            [{"name": "research"}, {"name": "team-a", "parent": "reserch"}],
+            {},
+            r"config.queues\[1\].parent: queue \"team-a\": unknown parent queue \"reserch\"",
+        ),
+        (
+            [{"name": "research"}, {"name": "team-a", "parentQueue": "reserch"}],
+            {},
+            r"unknown parent queue \"reserch\"",
+        ),
+        (
+            [{"name": "a"}, {"name": "a"}],
+            {},
+            r"config.queues\[1\].name: queue \"a\" is declared twice",
+        ),
+        (
+            [{"name": "research"}],
+            {"namespaceQueues": {"team-a": "reserch"}},
+            r"config.scope.namespaceQueues.team-a: .* queue \"reserch\"",
+        ),
+    ],
+)
+def test_the_chart_refuses_a_config_check_config_refuses(
+    queues: list[dict[str, Any]], scope: dict[str, Any], message: str
+) -> None:
+    """The operator issue: `parent: reserch` passed the schema and the upgrade timed out on a
+    crashing pod; the chart fails it with check-config's words."""
+    with pytest.raises(helm.HelmError, match=message):
+        render({"config": {"queues": queues, "scope": scope}})
+    with pytest.raises(ConfigError):
+        parse_config({"queues": queues, "scope": scope})

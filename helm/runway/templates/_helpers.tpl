@@ -324,3 +324,21 @@ prioritizeVerb out: one call per scheduling cycle fewer (issue #29).
 {{- if or $pool $p.locality -}}true{{- end -}}
 {{- end }}
 
+
+{{/* The chart's generated CA (tls source "helm") as JSON {crt, key: base64 PEM, new: bool}: read
+back from its Secret on a live install, else generated — once per render, shared by every
+template that needs it (tls-secrets.yaml signs with it, the bundled scheduler's Deployment hashes
+it): templates of one chart share .Values, where it is kept under a private key. */}}
+{{- define "runway.generatedCA" -}}
+{{- if not (hasKey .Values "__runwayGeneratedCA") }}
+{{- $caName := printf "%s-ca" (include "runway.fullname" . | trunc 60 | trimSuffix "-") }}
+{{- $caSecret := lookup "v1" "Secret" .Release.Namespace $caName }}
+{{- if and $caSecret (hasKey (default dict $caSecret.data) "tls.key") }}
+{{- $_ := set .Values "__runwayGeneratedCA" (dict "crt" (index $caSecret.data "tls.crt") "key" (index $caSecret.data "tls.key") "new" false) }}
+{{- else }}
+{{- $ca := genCA (printf "%s-ca" (include "runway.fullname" .)) (int .Values.tls.generatedValidityDays) }}
+{{- $_ := set .Values "__runwayGeneratedCA" (dict "crt" ($ca.Cert | b64enc) "key" ($ca.Key | b64enc) "new" true) }}
+{{- end }}
+{{- end }}
+{{- toJson (get .Values "__runwayGeneratedCA") }}
+{{- end }}

@@ -216,7 +216,9 @@ def test_a_lower_claim_is_displaced_its_victim_awaited_and_its_nomination_cleare
     assert plan is not None and plan.victims == ()  # LOW is mid's victim: not deleted twice
     assert [r.uid for r in plan.awaited] == ["uid-low"]
     assert [r.uid for r in plan.displaced] == ["uid-mid"]
-    assert {r.uid for r in plan.unnominate} == {"uid-mid", "uid-parked"}
+    # mid's nomination is runway's (its gate): cleared; parked's was written by kube-scheduler,
+    # and runway clears only nominations it wrote (DESIGN §1.1)
+    assert {r.uid for r in plan.unnominate} == {"uid-mid"}
 
 
 def test_a_gang_sibling_on_another_node_is_planned_off_node() -> None:
