@@ -21,7 +21,6 @@ from app.config import RunwayConfig
 from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
-from app.kube.errors import KubeError
 from app.kube.events import KubeEventRecorder
 from app.kube.jobs import JobSource
 from app.kube.leader import LeaderElector, own_namespace
@@ -42,7 +41,7 @@ from app.policy.budget import default_budget
 from app.policy.ordering import QueueOrderStrategy
 from app.policy.queues import QueueTree
 from app.policy.releases import UNKNOWN as UNKNOWN_RELEASE
-from app.policy.releases import Release, VersionError, release_of
+from app.policy.releases import Release, release_of
 from app.policy.scope import Scope
 from app.policy.shield import Shield
 from app.policy.workload import DEFAULT_QUEUE, JOB_SOURCE, WorkloadKey
@@ -223,7 +222,7 @@ class Runway:
                 release = release_of(configured, "config")
             elif self.kube is not None:
                 release = release_of(await server_version(self.kube), "apiserver")
-        except (VersionError, KubeError) as exc:
+        except Exception as exc:  # never fatal: an unknown release is 1.20's behaviour
             log.warning(
                 "kube-scheduler's release unknown: runway behaves as for 1.20; set "
                 "kubernetes.schedulerVersion",

@@ -112,6 +112,10 @@ def status(code: int, reason: str, message: str, **details: Any) -> dict[str, An
     return body
 
 
+VERSION = {"major": "1", "minor": "20", "gitVersion": "v1.20.2"}
+"""What the fakes answer on ``/version``: the release the e2e suite also runs."""
+
+
 @dataclass
 class FakeApiServer:
     """Pods, nodes and Jobs with list/watch semantics; ``router`` is the respx router to inject.
@@ -144,6 +148,7 @@ class FakeApiServer:
         self.router.get(path="/api/v1/pods").mock(side_effect=self._handle("pods"))
         self.router.get(path="/api/v1/nodes").mock(side_effect=self._handle("nodes"))
         self.router.get(path="/apis/batch/v1/jobs").mock(side_effect=self._handle("jobs"))
+        self.router.get(path="/version").mock(return_value=httpx.Response(200, json=VERSION))
         self.objects.setdefault("jobs", {})
         self.history.setdefault("jobs", [])
 
@@ -332,6 +337,8 @@ class FakeApi:
         self.requests.append((request.method, path, body))
         if path == "/apis/batch/v1":
             return httpx.Response(200, json=BATCH)
+        if path == "/version":
+            return httpx.Response(200, json=VERSION)
         parts = path.strip("/").split("/")
         if "events" in parts:  # Events: accepted, kept only in ``requests``
             return httpx.Response(201 if request.method == "POST" else 200, json=body)

@@ -21,7 +21,7 @@ from app.policy.victims import PODS, Cause
 from app.state.preemption import AwaitedPreemptors
 from app.wire import decode_preemption_args
 from app.wiring import Runway, build
-from tests.builders import node
+from tests.builders import node, runway_config
 
 NOW = 1_800_000_000.0
 
@@ -67,7 +67,7 @@ OTHER = pod("other", node="n1", priority=5000)
 
 
 def runtime() -> Runway:
-    rt = build(RunwayConfig(), ManualClock(NOW))
+    rt = build(runway_config(), ManualClock(NOW))  # its pods name no queue
     rt.decider.verify = True  # as with a cluster: act only on what the cache confirms
     rt.cache.replace_pods([HIGH, LOW, OTHER])
     return rt
