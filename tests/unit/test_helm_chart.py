@@ -1386,3 +1386,33 @@ def test_the_chart_refuses_a_config_check_config_refuses(
         render({"config": {"queues": queues, "scope": scope}})
     with pytest.raises(ConfigError):
         parse_config({"queues": queues, "scope": scope})
+
+
+@pytest.mark.parametrize(
+    ("tag", "api"),
+    [
+        ("v1.20.2", "v1beta1"),
+        ("v1.23.4", "v1beta2"),
+        ("v1.25.0", "v1"),
+        ("v1.34.4", "v1"),
+        ("v1.37.2", "v1"),
+    ],
+)
+def test_the_bundled_schedulers_config_api_follows_its_release(tag: str, api: str) -> None:
+    """The issue on current Kubernetes: v1beta1 is gone from 1.25 (DESIGN §1.1); the config API
+    follows the scheduler image's tag unless configApiVersion says otherwise."""
+    objects = render({"scheduler": {"enabled": True, "image": {"tag": tag}}})
+    (cm,) = [o for o in find(objects, "ConfigMap") if "scheduler" in o["metadata"]["name"]]
+    text = next(iter(cm["data"].values()))
+    assert f"apiVersion: kubescheduler.config.k8s.io/{api}\n" in text, text
+    pinned = render(
+        {
+            "scheduler": {
+                "enabled": True,
+                "image": {"tag": tag},
+                "configApiVersion": "kubescheduler.config.k8s.io/v1beta3",
+            }
+        }
+    )
+    (cm,) = [o for o in find(pinned, "ConfigMap") if "scheduler" in o["metadata"]["name"]]
+    assert "kubescheduler.config.k8s.io/v1beta3" in next(iter(cm["data"].values()))

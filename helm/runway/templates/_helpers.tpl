@@ -100,7 +100,25 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{/* The kube-scheduler image: the tag comes from values only (never .Capabilities, which
 offline renderers such as GitOps tools fill with their own version). */}}
 {{- define "runway.schedulerImage" -}}
-{{- printf "%s:%s" .Values.scheduler.image.repository (required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag) }}
+{{- printf "%s:%s" .Values.scheduler.image.repository (include "runway.schedulerVersion" .) }}
+{{- end }}
+
+{{/* The bundled kube-scheduler's release: scheduler.image.tag (never .Capabilities: offline
+renderers fill it with their own version). */}}
+{{- define "runway.schedulerVersion" -}}
+{{- required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag }}
+{{- end }}
+
+{{/* The KubeSchedulerConfiguration apiVersion the bundled scheduler's release reads
+(scheduler.configApiVersion, else by release: v1 from 1.25, v1beta2 on 1.22-1.24, v1beta1 before;
+DESIGN §1.1). */}}
+{{- define "runway.schedulerConfigApi" -}}
+{{- $version := include "runway.schedulerVersion" . }}
+{{- if .Values.scheduler.configApiVersion }}{{ .Values.scheduler.configApiVersion }}
+{{- else if semverCompare ">=1.25-0" $version }}kubescheduler.config.k8s.io/v1
+{{- else if semverCompare ">=1.22-0" $version }}kubescheduler.config.k8s.io/v1beta2
+{{- else }}kubescheduler.config.k8s.io/v1beta1
+{{- end }}
 {{- end }}
 
 {{/* A probe from values: an httpGet goes to the plain-HTTP health port when there is one (it
