@@ -258,7 +258,8 @@ class RecordBook:
     def life(self, view: WorkloadView) -> LifeFacts:
         """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``;
         PodsReady against its Job's size when it has one); memoised until its pods, its
-        persisted facts, its eviction record or its Job's size change."""
+        persisted facts, its eviction record or its Job's size change (so a loss of PodsReady
+        its pods do not date is dated by the first look at it, until the leader persists it)."""
         key = view.key
         state = self.state(key)  # one lookup for both
         persisted, record = state.life, state.record
@@ -274,7 +275,13 @@ class RecordBook:
         ):
             return memo[4]
         parallelism = self.job_size(view) if job is not None else None
-        facts = facts_of(view.pods, persisted, last_eviction=evicted, parallelism=parallelism)
+        facts = facts_of(
+            view.pods,
+            persisted,
+            last_eviction=evicted,
+            parallelism=parallelism,
+            observed_at=self.clock.now(),
+        )
         # Bounded by the workloads there are: a pass over every workload (the PodsReady evictor,
         # the blockers, /v1/queues) must find its memo, not clear it (41,000 workloads at
         # 150,000 pods: bench.scale).

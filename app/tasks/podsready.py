@@ -49,10 +49,6 @@ from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
 
-SWEEP_EVERY_S = 30.0
-"""How often the readiness history of workloads that are gone is swept."""
-
-
 class PodsReadyEvictor(Ticker):
     """Evicts workloads past their PodsReady timeouts (leader only) and keeps the gauges."""
 
@@ -87,7 +83,6 @@ class PodsReadyEvictor(Ticker):
         self._gauged: set[str] = set()
         self._settled: dict[WorkloadKey, WorkloadView] = {}
         self._settled_facts = -1
-        self._swept_at = float("-inf")
         self.evicted = 0
         """Evictions recorded by this process (for tests and the log)."""
 
@@ -125,26 +120,9 @@ class PodsReadyEvictor(Ticker):
     async def tick_once(self) -> float:
         """Evaluate every workload once; start the due evictions (leader only). Returns the
         seconds until the next deadline (``tick`` when none is near)."""
-        cfg = self.config
-        now = self.clock.now()
-        cache = self.cache
-        idx = self.view.index
-        if not cfg.enable:
-            # Nothing to evict, and readiness history only matters for recoveryTimeout.
-            return self.tick
-        leader = self.is_leader()
-        wait = await in_slices(self._pass_steps(now, leader))
-        # Forget readiness of workloads that no longer exist (now and then: a stale entry is
-        # only memory, it never matches a new admission).
-        if now - self._swept_at >= SWEEP_EVERY_S or now < self._swept_at:
-            self._swept_at = now
-            # A set lookup each (not ``cache.workload``: after a resync that would build a view
-            # of every workload in one go).
-            for key in [k for k in idx.ready_seen if not cache.has_workload(k)]:
-                del idx.ready_seen[key]
-            for key in [k for k in idx.lost_seen if not cache.has_workload(k)]:
-                del idx.lost_seen[key]
-        return wait
+        if not self.config.enable:
+            return self.tick  # nothing to evict
+        return await in_slices(self._pass_steps(self.clock.now(), self.is_leader()))
 
     def _pass_steps(self, now: float, leader: bool) -> Generator[None, None, float]:
         """The pass over every workload, yielding every ``WORKLOAD_STEP`` of them (``in_slices``: a
@@ -177,7 +155,6 @@ class PodsReadyEvictor(Ticker):
                 now_settled[key] = view
                 continue
             if life.pods_ready:
-                idx.ready_seen[key] = admitted
                 now_settled[key] = view
                 continue
             if not leader or not is_queued(view.pods):
