@@ -46,7 +46,10 @@ router = APIRouter(prefix="/v1", tags=["requeue"])
 class EvictionRecordView(CamelModel):
     """The workload's eviction record (annotations ``runway.dev/eviction-*``)."""
 
-    reason: Literal["Preempted", "PodsReadyTimeout"]
+    reason: Literal["Preempted", "PodsReadyTimeout", "Deactivated"] = Field(
+        description="Why it was last evicted; `Deactivated`: a requeue limit exceeded (Kueue's "
+        "reason; once reactivated the workload is ordered by its creation)."
+    )
     time: str = Field(description="When it was last evicted (RFC 3339).")
     preemptor_uid: str | None = Field(description="UID of the preempting pod (Preempted).")
     count: int = Field(description="Requeues after PodsReadyTimeout since (re)activation.")

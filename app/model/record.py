@@ -29,8 +29,8 @@ from typing import Any, Final
 
 import msgspec
 
+from app.model.eviction import DEACTIVATED, EvictionRecord, is_reason
 from app.model.eviction import KEYS as EVICTION_KEYS
-from app.model.eviction import EvictionRecord, is_reason
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
 from app.model.lifecycle import EMPTY, Life
 from app.model.lifecycle import KEYS as LIFE_KEYS
@@ -197,10 +197,10 @@ class RecordState:
         record = self.eviction
         if not self.active:
             if record is None:
-                # Deactivated by hand before any eviction: the record only says so. Its time is
-                # the workload's creation, so the queue order does not move it.
+                # Deactivated by hand before any eviction: the record only says so (Kueue's
+                # reason Deactivated: the queue order keeps its creation).
                 return EvictionRecord(
-                    reason="PodsReadyTimeout",
+                    reason=DEACTIVATED,
                     time=self.life.created or 0.0,
                     deactivated=True,
                     message="deactivated (spec.active: false)",

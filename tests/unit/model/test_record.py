@@ -167,7 +167,7 @@ def by_type(state: RecordState, now: float) -> dict[str, tuple[str, str]]:
             {
                 "Admitted": ("False", "Pending"),
                 "Started": ("False", "NotStarted"),
-                "Evicted": ("True", "PodsReadyTimeout"),
+                "Evicted": ("True", "Deactivated"),
                 "Deactivated": ("True", "Inactive"),
             },
         ),
