@@ -9,9 +9,10 @@ PodsReady went false), and — on the leader only — evicts each of them in its
    the node pools it failed in; or ``deactivated`` past the limit). The record goes first: if
    runway dies half-way, the next leader sees the record of *this* admission (eviction time after
    the start) and only finishes the job instead of counting a second eviction;
-2. ``DisruptionTarget=True`` (reason ``PodsReadyTimeout``) on each pod, a strategic merge patch
-   of ``pods/status``;
-3. delete each pod with a UID precondition (404, or a 409 because the name now belongs to a
+2. ``DisruptionTarget=True`` (reason ``PodsReadyTimeout``) on each *active* pod (neither
+   Succeeded nor Failed: as Kueue suspends a Job, whose controller deletes only its active
+   pods; a finished pod keeps its logs), a strategic merge patch of ``pods/status``;
+3. delete each of them with a UID precondition (404, or a 409 because the name now belongs to a
    re-created pod, both mean done). The owner re-creates the pods; ``filter`` holds them for the
    backoff, or for good when deactivated.
 
@@ -38,7 +39,7 @@ from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource
 from app.policy.eviction import timed_out
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import WorkloadKey, is_queued, live_pods
+from app.policy.workload import WorkloadKey, active_pods, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import WORKLOAD_STEP, QueueCounts, RequeueView
@@ -191,6 +192,10 @@ class PodsReadyEvictor(Ticker):
         now = self.clock.now()
         key = view.key
         pods = live_pods(view.pods)
+        # Only the active pods are marked and deleted, as Kueue suspends a Job (its controller
+        # deletes the active pods): a Succeeded pod keeps its logs and its completion, a Failed
+        # one what the Job counts it for. The eviction is the workload's all the same.
+        targets = active_pods(pods)
         message = timeout_message(str(key), check, cfg)
         label = self.pool_label
         pools = sorted(
@@ -227,7 +232,7 @@ class PodsReadyEvictor(Ticker):
                 count=record.count,
                 requeue_at=format_time(record.requeue_at) if record.requeue_at else None,
                 deactivated=record.deactivated,
-                pods=len(pods),
+                pods=len(targets),
             )
         current = record or self.records.read(key)
         text = message
@@ -235,7 +240,7 @@ class PodsReadyEvictor(Ticker):
             text = f"{message}; {current.message}"
         elif current is not None and current.requeue_at is not None:
             text = f"{message}; requeued after backoff at {format_time(current.requeue_at)}"
-        refs = [PodRef.of(p) for p in pods]
+        refs = [PodRef.of(p) for p in targets]
         for ref in refs:
             await disrupt(self.pods, ref, PODS_READY_TIMEOUT, text, now)
         if record is not None:
