@@ -349,11 +349,13 @@ def build(
 
     def job_changed(namespace: str, name: str) -> None:
         # A Job's size appeared, changed or went: PodsReady of its workload may have moved
-        # (the record book's memo compares the size itself); nothing to do without its pods.
+        # (the record book's memo compares the size itself), and its created fact (the Job's
+        # creation, read after its pods); nothing to do without its pods.
         key = WorkloadKey(namespace, name, JOB_SOURCE)
         if cache.has_workload(key):
             index.bump_facts()
             requeue.workload_changed(key)  # built below; a Job event comes after start
+            recorder.workload_changed(key)
 
     jobs = JobSizes(on_change=job_changed)
     pods: PodApi
@@ -443,6 +445,8 @@ def build(
     def is_leader() -> bool:
         return leader.is_leader if leader is not None else True
 
+    recorder = LifeRecorder(cache, records, is_leader=is_leader)
+
     events: EventSink
     if kube is not None:
         events = KubeEventRecorder(
@@ -510,7 +514,7 @@ def build(
             dry_run=kube is None,
             awaited=decider.awaited,
         ),
-        recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        recorder=recorder,
         janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         events=events,
         jobs=jobs,

@@ -3,8 +3,11 @@
 The facts (``app.model.lifecycle.Life``) are persisted; each observation of the workload's pods
 moves them by these rules, and nothing else does:
 
-- **created** never changes once known (first sight: the owner's creationTimestamp, else the
-  earliest pod's). Re-created pods do not move it.
+- **created** is fixed at first sight: the creationTimestamp of the workload's controlling owner
+  when runway read that owner (a Job of the pods' controller UID: a tenant writes its pods'
+  ownerReferences, never its Job's creationTimestamp), else the earliest pod's; persisted then,
+  before any bind. Re-created pods never move it; only the owner's, read later than its pods
+  were first seen, moves it earlier (``Observation.owner_created``).
 - **admitted** is the first bind of a member since created or the last full eviction.
 - **started** is the minAvailable-th bind of members; once known it stays however pods fail, get
   replaced or the workload scales.
@@ -72,6 +75,8 @@ class Observation:
     """Time of the workload's eviction record, if any."""
     members: int = 0
     """Members now (pods neither failed nor being deleted)."""
+    owner_created: float | None = None
+    """The creationTimestamp of the controlling owner runway read (trusted: the API server's)."""
 
 
 def observation(
@@ -91,6 +96,7 @@ def observation(
     declared = declared_min_available(pods)
     return Observation(
         created=created,
+        owner_created=owner_created,
         binds=binds,
         min_available=len(live) if declared is None else declared,
         complete=complete,
@@ -126,6 +132,8 @@ def derived_start(seen: Observation) -> float | None:
 def observe(previous: Life, seen: Observation) -> Life:
     """The facts after observing ``seen`` (see the module docstring)."""
     created = previous.created if previous.created is not None else seen.created
+    if seen.owner_created is not None and (created is None or seen.owner_created < created):
+        created = seen.owner_created  # the owner, read after its pods were first seen
     size = previous.size
     if seen.complete and seen.members > (size or 0):
         size = seen.members
@@ -203,6 +211,8 @@ class LifeFacts:
     size_source: SizeSource = "members"
     pods_ready: bool = False
     """Ready + succeeded members ≥ ``size`` now (DESIGN §5)."""
+    owner_created: float | None = None
+    """The owner's creationTimestamp runway read (``Observation.owner_created``), if any."""
 
     def source(
         self, fact: Literal["created", "admitted", "started", "ready", "lost", "recovered"]
@@ -251,4 +261,5 @@ def facts_of(
         size=size,
         size_source=size_source,
         pods_ready=ready,
+        owner_created=owner_created,
     )

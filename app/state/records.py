@@ -45,7 +45,7 @@ from app.policy.eviction import preempted
 from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.queues import QueueTree
 from app.policy.retention import expired
-from app.policy.workload import WorkloadKey, queue_of, workload_of
+from app.policy.workload import WorkloadKey, owned_by, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.jobs import JobSize, JobSizes
 
@@ -274,10 +274,13 @@ class RecordBook:
             and memo[3] == job
         ):
             return memo[4]
-        parallelism = self.job_size(view) if job is not None else None
+        parallelism = owner_created = None
+        if job is not None and owned_by(view.pods, job.uid):
+            parallelism, owner_created = job.size, job.created
         facts = facts_of(
             view.pods,
             persisted,
+            owner_created=owner_created,
             last_eviction=evicted,
             parallelism=parallelism,
             observed_at=self.clock.now(),
@@ -290,12 +293,17 @@ class RecordBook:
         self._life_memo[key] = (view, persisted, evicted, job, facts)
         return facts
 
-    async def write_life(self, key: WorkloadKey, life: Life) -> bool:
-        """Persist ``life`` in the workload's record (``created`` is never moved once known).
+    async def write_life(
+        self, key: WorkloadKey, life: Life, *, owner_created: float | None = None
+    ) -> bool:
+        """Persist ``life`` in the workload's record: ``created`` is never moved once known, but
+        earlier to ``owner_created``, the creationTimestamp of its owner runway read (trusted).
         Returns True when something was written."""
 
         def change(current: RecordState) -> RecordState | None:
             created = current.life.created or life.created
+            if owner_created is not None and (created is None or owner_created < created):
+                created = owner_created
             # The size never shrinks: the most members the workload has had (KEP-349).
             size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
             new = replace(life, created=created, size=size)

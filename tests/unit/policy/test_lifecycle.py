@@ -561,3 +561,43 @@ def test_the_pods_ready_facts_round_trip_and_reset_with_a_full_eviction() -> Non
     # every member gone: a full eviction resets the facts of the admission with it
     again = facts_of([pod("z", created=T0 + 400)], life, observed_at=T0 + 500).life
     assert (again.admitted, again.ready, again.lost, again.recovered) == (None,) * 4
+
+
+@pytest.mark.parametrize(
+    ("case", "persisted", "pods", "owner_created", "created"),
+    [
+        (
+            "first sight, no owner read: the earliest pod",
+            EMPTY,
+            [pod("a", created=T0 + 9)],
+            None,
+            T0 + 9,
+        ),
+        ("first sight, the owner read: its creation", EMPTY, [pod("a", created=T0 + 9)], T0, T0),
+        (
+            "a re-created pending pod never moves it",
+            Life(T0 + 9, size=1),
+            [pod("b", created=T0 + 60)],
+            None,
+            T0 + 9,
+        ),
+        (
+            "the owner read after its pods were first seen: earlier, once",
+            Life(T0 + 9, size=1),
+            [pod("a", created=T0 + 9)],
+            T0,
+            T0,
+        ),
+        (
+            "an older pod that joins later (a relabel: tenants write labels) moves nothing",
+            Life(T0 + 9, size=1),
+            [pod("old", created=T0 - 999), pod("a", created=T0 + 9)],
+            None,
+            T0 + 9,
+        ),
+    ],
+)
+def test_the_created_fact(
+    case: str, persisted: Life, pods: list[Pod], owner_created: float | None, created: float
+) -> None:
+    assert facts_of(pods, persisted, owner_created=owner_created).life.created == created, case
