@@ -115,17 +115,28 @@ class Runway:
         """``/readyz``: the caches (pods, nodes, and the workload records) are synced and
         still being fed (no list/watch failing for longer than ``kubernetes.cacheStaleAfter``),
         the background loops run. Always true on the embedded default but for the loops."""
+        return self.not_ready is None
+
+    @property
+    def not_ready(self) -> str | None:
+        """Why ``ready`` is False, in words for ``/readyz`` (None: ready)."""
         loops = (self.gatekeeper, self.evictor, self.waker)
-        if any(t.started and not t.alive for t in loops):
-            return False
+        stopped = [t.name for t in loops if t.started and not t.alive]
+        if stopped:
+            return f"background loop(s) not running: {', '.join(stopped)}"
         if self.kube is None:
-            return True
+            return None
+        store = self.record_store
+        if store is not None and store.error is not None:
+            return store.error  # the CRD missing (or no permission): what to do about it
+        if not self.synced:
+            return "caches not synced"
         stale_after = self.config.kubernetes.cache_stale_after
-        return (
-            self.synced
-            and (self.sync is None or self.sync.feeding(stale_after))
-            and (self.record_store is None or self.record_store.feeding(stale_after))
-        )
+        if self.sync is not None and not self.sync.feeding(stale_after):
+            return "caches not synced: pod or node list/watch failing"
+        if store is not None and not store.feeding(stale_after):
+            return "caches not synced: WorkloadRecord list/watch failing"
+        return None
 
     @property
     def leader(self) -> LeaderElector | None:
@@ -221,7 +232,10 @@ class Runway:
         # would let a workload out of its backoff early after a restart. Bounded (below the
         # liveness probe's window); past it the records arrive through the watch.
         if self.sync is not None and not await self.load_records(within):
-            log.warning("eviction records not all loaded at startup; serving anyway")
+            store = self.record_store
+            if store is None or store.error is None:
+                log.warning("eviction records not all loaded at startup; serving anyway")
+            # else: refused (no CRD): the store said why and what to do, once; not ready
         # A selector read against namespaces not listed yet would deny their pods: wait for the
         # labels too, and for the Jobs' sizes, within the same bound (only when they are watched).
         left = max(0.0, within - (time.monotonic() - waiting_since))

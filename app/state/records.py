@@ -63,6 +63,10 @@ class RecordStore(Protocol):
 
     listeners: list[Listener]
 
+    @property
+    def available(self) -> bool:
+        """False while records cannot be written (the API server refuses them: no CRD)."""
+
     def get(self, namespace: str, name: str) -> RecordState | None:
         """The record's state (None: none yet). No I/O."""
 
@@ -89,6 +93,11 @@ class MemoryRecords:
     def __init__(self) -> None:
         self.states: dict[tuple[str, str], RecordState] = {}
         self.listeners: list[Listener] = []
+
+    @property
+    def available(self) -> bool:
+        """Always: memory is there."""
+        return True
 
     def get(self, namespace: str, name: str) -> RecordState | None:
         """The record's state."""
@@ -182,6 +191,12 @@ class RecordBook:
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
         """(victim workload, preemptor) evictions counted: a gang's pods count once."""
         self.store.listeners.append(self._observe)
+
+    @property
+    def available(self) -> bool:
+        """Whether records can be written (False: the API server refuses WorkloadRecords, the
+        CRD is missing; the leader's writers wait instead of failing once a second)."""
+        return self.store.available
 
     @property
     def writer(self) -> RecordStore | None:

@@ -83,8 +83,8 @@ class LifeRecorder(Ticker):
 
     async def run_once(self) -> float:
         """One pass (``Ticker``): the changed workloads, or all of them on a sweep."""
-        if not self.is_leader() or not self.cache.pods_synced:
-            self._sweep = True  # a new leader looks at everything once
+        if not self.is_leader() or not self.cache.pods_synced or not self.records.available:
+            self._sweep = True  # a new leader (or the CRD installed) looks at everything once
             self._dirty.clear()
             return self.tick
         keys: Iterable[WorkloadKey]

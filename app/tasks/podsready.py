@@ -123,7 +123,10 @@ class PodsReadyEvictor(Ticker):
         seconds until the next deadline (``tick`` when none is near)."""
         if not self.config.enable:
             return self.tick  # nothing to evict
-        return await in_slices(self._pass_steps(self.clock.now(), self.is_leader()))
+        # Without the WorkloadRecords (no CRD) an eviction could not be recorded: none starts
+        # (the store says why once; /readyz and runway_records_available show it).
+        leader = self.is_leader() and self.records.available
+        return await in_slices(self._pass_steps(self.clock.now(), leader))
 
     def _pass_steps(self, now: float, leader: bool) -> Generator[None, None, float]:
         """The pass over every workload, yielding every ``WORKLOAD_STEP`` of them (``in_slices``: a
