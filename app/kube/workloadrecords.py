@@ -31,7 +31,7 @@ from app import metrics
 from app.clock import Clock
 from app.kube.client import KubeClient
 from app.kube.errors import AlreadyExists, ApiError, Conflict, Forbidden, KubeError, NotFound
-from app.kube.reflector import Reflector
+from app.kube.reflector import ObjectList, Reflector
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
 from app.logs import get_logger
@@ -94,6 +94,19 @@ def _newer_or_same(new: WorkloadRecordObject, old: WorkloadRecordObject) -> bool
     if new.metadata.uid != old.metadata.uid or not (a.isdigit() and b.isdigit()):
         return True
     return len(a) > 20 or len(b) > 20 or int(a) >= int(b)
+
+
+async def probe(client: KubeClient) -> str | None:
+    """Whether the cluster serves runway's WorkloadRecords to ``client``'s identity (one LIST
+    of one item, ``check-config --kubeconfig``): None when it does, else what is wrong and what
+    to do (``refusal``), or why the API server could not be asked."""
+    try:
+        await client.list(WORKLOAD_RECORDS, into=ObjectList[msgspec.Raw], limit=1)
+    except (Forbidden, NotFound) as exc:
+        return refusal(exc)
+    except KubeError as exc:
+        return f"cannot ask the API server for {PLURAL}.{GROUP}: {exc}"
+    return None
 
 
 class RecordStore:

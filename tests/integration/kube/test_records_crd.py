@@ -7,14 +7,18 @@ when running from a kubeconfig: the API server answers 404 on the list) or witho
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from app import metrics
+from app.__main__ import main
 from app.config import parse_config
+from app.kube import client as kube_client
 from app.kube import workloadrecords
+from app.kube.client import KubeClient
 from app.server import create_app
 from app.wiring import Runway
 from tests.builders import bind, raw_pod
@@ -127,3 +131,41 @@ async def test_no_permission_on_the_records_names_the_grant(world: tuple[World, 
     ready = await w.http.get("/readyz")
     assert ready.status_code == 503 and "403" in ready.text
     assert metrics.RECORDS_AVAILABLE._value.get() == 0
+
+
+@pytest.mark.parametrize(
+    ("refuse", "code", "said"),
+    [
+        (None, 0, "workloadrecords (runway.dev/v1alpha1) installed and readable"),
+        (404, 3, "kubectl apply -f helm/runway/crds/"),
+        (403, 3, "may not list workloadrecords.runway.dev"),
+    ],
+)
+def test_check_config_with_a_kubeconfig_reports_the_crd(
+    refuse: int | None,
+    code: int,
+    said: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    fake = FakeApiServer()
+    fake.objects["workloadrecords"] = {}
+    fake.history["workloadrecords"] = []
+    if refuse is not None:
+        fake.refuse["workloadrecords"] = refuse
+    fake.router.get(path=RECORDS).mock(side_effect=fake._handle("workloadrecords"))
+    asked: list[str | None] = []
+
+    def connect(config: object, *, kubeconfig: str | None = None) -> KubeClient:
+        asked.append(kubeconfig)
+        return client(fake.transport)
+
+    monkeypatch.setattr(kube_client, "connect", connect)
+    file = tmp_path / "runway.yaml"
+    file.write_text("{}\n")
+    assert main(["check-config", str(file), "--kubeconfig", "/k/config"]) == code
+    out = capsys.readouterr()
+    assert said in (out.out if code == 0 else out.err)
+    assert asked == ["/k/config"]
+    assert main(["check-config", str(file)]) == 0 and len(asked) == 1  # no flag: no cluster
