@@ -204,7 +204,8 @@ class Cluster:
                 del pods[name]
             elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in (
                 "Running",
-                "Failed",  # a kubelet does not restart a Failed pod (restartPolicy Never)
+                "Failed",  # a kubelet does not restart a finished pod (restartPolicy Never)
+                "Succeeded",
             ):
                 self.binds.append((time.time(), name))
                 self.bound_at.setdefault(pod["metadata"]["uid"], time.time())
