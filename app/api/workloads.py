@@ -120,9 +120,13 @@ class MembersView(CamelModel):
 
 
 class LifeView(CamelModel):
-    """The workload's life as persisted facts: created, admitted, started, ready, members."""
+    """The workload's life as persisted facts: created, admitted, started, ready, lost,
+    recovered, members."""
 
-    created: FactView = Field(description="The `Creation` queue-order timestamp.")
+    created: FactView = Field(
+        description="The `Creation` queue-order timestamp: its Job's creationTimestamp (read "
+        "from the Job), else its earliest pod's, fixed at first sight."
+    )
     admitted: FactView = Field(
         description="First bind since created or last fully evicted; waitForPodsReady.timeout "
         "counts from here."
@@ -134,6 +138,14 @@ class LifeView(CamelModel):
     ready: FactView = Field(
         description="First reached PodsReady since admitted (KEP-349): from then on a loss of "
         "readiness runs recoveryTimeout, not timeout. Reset with admitted.",
+    )
+    lost: FactView = Field(
+        description="When PodsReady last went false after it had been reached (Kueue's "
+        "WaitForRecovery): recoveryTimeout counts from here. None while PodsReady.",
+    )
+    recovered: FactView = Field(
+        description="When PodsReady was last reached again after a loss; a later loss is "
+        "dated only by what happened after it.",
     )
     members: MembersView
 
@@ -269,6 +281,10 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
                 time=format_optional_time(life.started), source=facts.source("started")
             ),
             ready=FactView(time=format_optional_time(life.ready), source=facts.source("ready")),
+            lost=FactView(time=format_optional_time(life.lost), source=facts.source("lost")),
+            recovered=FactView(
+                time=format_optional_time(life.recovered), source=facts.source("recovered")
+            ),
             members=MembersView(
                 count=facts.members,
                 min_available=facts.min_available,
