@@ -61,7 +61,10 @@ def made(plane: ControlPlane) -> Iterator[list[Cluster]]:
             if p["metadata"]["namespace"] == NS:
                 plane.delete_pod(p["metadata"]["name"], NS)
         for job in plane.api.get(f"/apis/batch/v1/namespaces/{NS}/jobs").json()["items"]:
-            plane.api.delete(f"/apis/batch/v1/namespaces/{NS}/jobs/{job['metadata']['name']}")
+            plane.api.delete(
+                f"/apis/batch/v1/namespaces/{NS}/jobs/{job['metadata']['name']}",
+                params={"propagationPolicy": "Background"},  # no garbage collector to orphan
+            )
 
 
 def cluster(
@@ -157,7 +160,7 @@ def test_a_second_loss_runs_the_recovery_clock_from_itself(
     """A Job recovers from one failed pod; longer than recoveryTimeout later it loses another.
     The clock counts from the second loss: not evicted at once (on main: at once, its deadline
     taken from the old Failed pod the Job keeps), evicted ``recoveryTimeout`` after it."""
-    recovery = 10.0
+    recovery = 25.0 if restart else 10.0  # a restart takes seconds of the clock
     config = {
         "waitForPodsReady": {
             "enable": True,
@@ -166,27 +169,28 @@ def test_a_second_loss_runs_the_recovery_clock_from_itself(
             "blockAdmission": False,
         }
     }
-    c = cluster(plane, tmp_path, made, "pr-recovery-node", config, {"work": 2})
-    c.create_job("work")
+    work = "rec-restart" if restart else "rec-once"  # names never reused: no GC on this plane
+    c = cluster(plane, tmp_path, made, f"{work}-node", config, {work: 2})
+    c.create_job(work)
     c.start_runway()
-    c.until("the Job runs", lambda: workload(c, "work")["podsReady"])
+    c.until("the Job runs", lambda: workload(c, work)["podsReady"])
     # first loss: work-1 fails; the Job controller's replacement becomes Ready
-    c.jobs["work"] = 0  # the names work-0/1 stay taken: the replacement is work-r
-    set_status(c, "work-1", "Failed")
+    c.jobs[work] = 0  # the names -0/-1 stay taken: the replacement is -r
+    set_status(c, f"{work}-1", "Failed")
     first_loss = time.time()
-    c.create_pod("work-r", owner="work")
-    c.until("recovered", lambda: workload(c, "work")["podsReady"])
-    c.until("the recovery persisted", lambda: c.life("work").get("recovered"))
+    c.create_pod(f"{work}-r", owner=work)
+    c.until("recovered", lambda: workload(c, work)["podsReady"])
+    c.until("the recovery persisted", lambda: c.life(work).get("recovered"))
     if restart:
         c.start_runway()  # a new process: nothing in memory
     # longer than recoveryTimeout after the first loss, the second one
     poll(lambda: time.time() > first_loss + recovery + 3, within=30, what="the old loss aged")
-    set_status(c, "work-0", "Failed")
+    set_status(c, f"{work}-0", "Failed")
     second_loss = time.time()
-    lost = c.until("the loss persisted", lambda: c.life("work").get("lost"))
+    lost = c.until("the loss persisted", lambda: c.life(work).get("lost"))
     lost_at = parse_time(lost)
     assert lost_at is not None and lost_at >= int(second_loss) - 1
-    conditions = {k["type"]: k for k in c.record("work")["status"]["conditions"]}
+    conditions = {k["type"]: k for k in c.record(work)["status"]["conditions"]}
     ready = conditions["PodsReady"]
     assert (ready["status"], ready["reason"], ready["lastTransitionTime"]) == (
         "False",
@@ -195,21 +199,21 @@ def test_a_second_loss_runs_the_recovery_clock_from_itself(
     )
     if restart:
         c.start_runway()
-        assert c.life("work")["lost"] == lost  # the clock is not reset by a restart
-    view = workload(c, "work")
+        assert c.life(work)["lost"] == lost  # the clock is not reset by a restart
+    view = workload(c, work)
     assert view["podsReadyClock"] == "WaitForRecovery"
     assert view["podsReadyDeadline"] is not None
     assert parse_time(view["podsReadyDeadline"]) == lost_at + recovery
     # not evicted at once: the old Failed pod is not the loss
-    hold(c, 5, lambda: "reason" not in c.eviction("work"))
+    hold(c, lost_at + recovery - 3 - time.time(), lambda: "reason" not in c.eviction(work))
     c.until(
         "evicted by the recovery timeout",
-        lambda: c.eviction("work").get("reason") == "PodsReadyTimeout",
+        lambda: c.eviction(work).get("reason") == "PodsReadyTimeout",
         within=30,
     )
-    evicted = parse_time(c.eviction("work")["time"])
+    evicted = parse_time(c.eviction(work)["time"])
     assert evicted is not None and evicted >= lost_at + recovery - 1
-    assert "recoveryTimeout" in c.eviction("work")["message"]
+    assert "recoveryTimeout" in c.eviction(work)["message"]
 
 
 def test_block_admission_holds_the_next_workload_while_one_recovers(
@@ -225,23 +229,23 @@ def test_block_admission_holds_the_next_workload_while_one_recovers(
             "blockAdmission": True,
         }
     }
-    c = cluster(plane, tmp_path, made, "pr-block-node", config, {"work": 2})
-    c.create_job("work")
+    c = cluster(plane, tmp_path, made, "pr-block-node", config, {"blk": 2})
+    c.create_job("blk")
     c.start_runway()
-    c.until("the Job runs", lambda: workload(c, "work")["podsReady"])
-    c.jobs["work"] = 0  # no replacement yet
-    set_status(c, "work-1", "Failed")
-    c.until("recovering", lambda: workload(c, "work")["podsReadyClock"] == "WaitForRecovery")
-    c.jobs["other"] = 1
-    c.create_job("other")
-    c.until("the other Job's pod is there", lambda: "other-0" in c.pods())
-    hold(c, 6, lambda: "other-0" not in bound_names(c))
-    view = workload(c, "other")
+    c.until("the Job runs", lambda: workload(c, "blk")["podsReady"])
+    c.jobs["blk"] = 0  # no replacement yet
+    set_status(c, "blk-1", "Failed")
+    c.until("recovering", lambda: workload(c, "blk")["podsReadyClock"] == "WaitForRecovery")
+    c.jobs["blk-other"] = 1
+    c.create_job("blk-other")
+    c.until("the other Job's pod is there", lambda: "blk-other-0" in c.pods())
+    hold(c, 6, lambda: "blk-other-0" not in bound_names(c))
+    view = workload(c, "blk-other")
     assert view["state"] == "pending"
     # the replacement is Ready: recovered, the other one is admitted
-    c.create_pod("work-r", owner="work")
-    c.until("recovered", lambda: workload(c, "work")["podsReady"])
-    c.until("the other Job binds", lambda: "other-0" in bound_names(c), within=30)
+    c.create_pod("blk-r", owner="blk")
+    c.until("recovered", lambda: workload(c, "blk")["podsReady"])
+    c.until("the other Job binds", lambda: "blk-other-0" in bound_names(c), within=30)
 
 
 # --- queue order ----------------------------------------------------------------------------
