@@ -45,9 +45,7 @@ def answer(method: bytes, target: bytes, not_ready: str | None) -> bytes:
     return _response("200 OK", "ok")
 
 
-async def serve_health(
-    host: str, port: int, not_ready: Callable[[], str | None]
-) -> asyncio.Server:
+async def serve_health(host: str, port: int, not_ready: Callable[[], str | None]) -> asyncio.Server:
     """Listen on ``host:port``; returns the started server (close it at shutdown).
     ``not_ready``: why runway is not ready (None: ready)."""
 

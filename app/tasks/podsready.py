@@ -50,6 +50,7 @@ from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
 
+
 class PodsReadyEvictor(Ticker):
     """Evicts workloads past their PodsReady timeouts (leader only) and keeps the gauges."""
 
