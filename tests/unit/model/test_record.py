@@ -12,7 +12,6 @@ import pytest
 from app.model.eviction import EvictionRecord
 from app.model.gate import GateEntry, PodRef
 from app.model.lifecycle import Life
-from app.model.timestamps import format_time
 from app.model.record import (
     RecordState,
     WorkloadRecordObject,
@@ -21,6 +20,7 @@ from app.model.record import (
     state_of,
     status_of,
 )
+from app.model.timestamps import format_time
 
 T0 = 1_700_000_000.0
 
