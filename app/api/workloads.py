@@ -226,6 +226,15 @@ def _not_found(message: str) -> JSONResponse:
     return error_response(404, message)
 
 
+def _no_records(ctx: ApiContext) -> JSONResponse | None:
+    """503 while records cannot be written (the WorkloadRecord CRD missing: the reason says what
+    to do), None otherwise."""
+    if ctx.records.available:
+        return None
+    why = ctx.cluster.not_ready or "the WorkloadRecords are not available"
+    return error_response(503, f"nothing written: {why}")
+
+
 def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | None:
     """The REST view of workload ``key`` (None when the cache has none of its pods)."""
     view = ctx.cache.workload(key)
@@ -333,6 +342,7 @@ _WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_404,
     401: {"model": ErrorBody, "description": "No or bad bearer token"},
     403: {"model": ErrorBody, "description": "Not allowed"},
+    503: {"model": ErrorBody, "description": "The WorkloadRecord CRD is missing: nothing written"},
 }
 """What ``:activate`` and ``:deactivate`` may answer besides the workload."""
 
@@ -357,6 +367,8 @@ async def activate_workload(
     key = ctx.requeue.find_workload(namespace, name)
     if key is None:
         return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
+    if (refused := _no_records(ctx)) is not None:
+        return refused
     before = ctx.records.read(key)
     if await ctx.records.activate(key) is not None:
         _reactivated(ctx, key, deactivated=before is not None and before.deactivated)
@@ -387,6 +399,8 @@ async def deactivate_workload(
         return _not_found(
             f"no workload {namespace}/{name} in runway's cache: nothing to deactivate"
         )
+    if (refused := _no_records(ctx)) is not None:
+        return refused
     await ctx.records.deactivate(key)
     found = workload_response(ctx, key)
     if found is None:

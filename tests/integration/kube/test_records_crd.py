@@ -27,6 +27,7 @@ from tests.integration.kube_helpers import client, until
 
 T0 = 1_800_000_000.0
 RECORDS = "/apis/runway.dev/v1alpha1/workloadrecords"
+TOKEN = "0123456789abcdef0123456789abcdef"
 
 
 class Logged:
@@ -59,6 +60,7 @@ class World:
         self.fake.add("pods", pod)
         self.kube = client(self.fake.transport)
         config = {
+            "auth": {"mode": "static", "staticTokens": [TOKEN]},
             "kubernetes": {"leaderElection": {"enable": False}, "startupRecordsTimeout": "20s"},
             "waitForPodsReady": {"enable": True, "timeout": "1s"},
         }
@@ -115,6 +117,12 @@ async def test_a_missing_crd_is_one_clear_error_not_ready_and_picked_up_when_ins
     await until(lambda: w.record_lists() >= asked + 3, what="the quiet retries")
     assert len(logged.errors) == 1 and logged.warnings == []
     assert w.writes() == [] and w.runway.evictor.evicted == 0
+    # a person's deactivation cannot be kept either: refused with the reason, nothing sent
+    denied = await w.http.post(
+        "/v1/workloads/team/train:deactivate", headers={"Authorization": f"Bearer {TOKEN}"}
+    )
+    assert denied.status_code == 503 and "kubectl apply -f helm/runway/crds/" in denied.text
+    assert w.writes() == []
     # the CRD installed: listed on the next try, ready, said once
     del w.fake.refuse["workloadrecords"]
     await until(lambda: w.runway.ready, what="ready once the CRD is there")
