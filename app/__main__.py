@@ -131,6 +131,40 @@ def _check_config(ns: argparse.Namespace) -> int:
             "kube-scheduler stanza: leave prioritizeVerb out (no preference needs it: one "
             "call per scheduling cycle fewer)"
         )
+    if ns.kubeconfig is not None:
+        return _check_cluster(config, ns.kubeconfig or None)
+    return 0
+
+
+def _check_cluster(config: Any, kubeconfig: str | None) -> int:
+    """``check-config --kubeconfig``: does the cluster serve what runway needs to start (its
+    WorkloadRecord CRD, readable with these credentials)? 0 yes; 3 no (the fix printed)."""
+    import asyncio
+
+    from app.kube.client import connect
+    from app.kube.workloadrecords import probe
+    from app.model.record import API_VERSION, PLURAL
+
+    client = connect(config.kubernetes, kubeconfig=kubeconfig)
+    if client is None:
+        print(
+            "runway: cluster: no kubeconfig found (--kubeconfig PATH, kubernetes.kubeconfig "
+            "or $KUBECONFIG)",
+            file=sys.stderr,
+        )
+        return 3
+
+    async def run() -> str | None:
+        try:
+            return await probe(client)
+        finally:
+            await client.aclose()
+
+    problem = asyncio.run(run())
+    if problem is not None:
+        print(f"runway: cluster: {problem}", file=sys.stderr)
+        return 3
+    print(f"cluster: {PLURAL} ({API_VERSION}) installed and readable")
     return 0
 
 
@@ -459,9 +493,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="validate a config file without starting (exit 0 valid, 1 invalid, 2 unreadable)",
         description="Validate FILE as `serve --config FILE` would, without starting. Exit "
         "status: 0 valid; 1 invalid, every problem printed on stderr as FILE:LINE: field.path: "
-        "what is wrong (got VALUE); 2 the file cannot be read, or a usage error.",
+        "what is wrong (got VALUE); 2 the file cannot be read, or a usage error; 3 (with "
+        "--kubeconfig) the cluster lacks what runway needs: the WorkloadRecord CRD (install it: "
+        "kubectl apply -f helm/runway/crds/) or the permission to read it.",
     )
     check.add_argument("file", metavar="FILE", help="the YAML config file")
+    check.add_argument(
+        "--kubeconfig",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="also ask the cluster whether runway's WorkloadRecord CRD is installed and readable "
+        "(PATH, else kubernetes.kubeconfig, else $KUBECONFIG)",
+    )
     check.set_defaults(func=_check_config)
 
     schema = sub.add_parser(

@@ -3,7 +3,8 @@
 Under mutual TLS kubelet cannot probe runway's port: it presents no client certificate, so the
 chart's probes could only check that the port accepts connections, and a replica whose caches were
 stale still got verbs. This port answers ``GET /healthz`` (the event loop runs) and ``GET
-/readyz`` (``ready()``: the same answer as the main port's ``/readyz``, from runway's caches) and
+/readyz`` (``not_ready()``: the same answer as the main port's ``/readyz``, from runway's caches,
+with the reason when it is not) and
 nothing else: no verb, no metric, no REST call ever goes over plain HTTP. One request per
 connection, a bounded head read in bounded time.
 """
@@ -31,20 +32,22 @@ def _response(status: str, body: str) -> bytes:
     ).encode() + data
 
 
-def answer(method: bytes, target: bytes, ready: bool) -> bytes:
-    """The whole response to ``method target`` given readiness (pure, for tests)."""
+def answer(method: bytes, target: bytes, not_ready: str | None) -> bytes:
+    """The whole response to ``method target`` given why runway is not ready (None: ready;
+    pure, for tests)."""
     path = target.split(b"?", 1)[0]
     if path not in (b"/healthz", b"/readyz"):
         return _response("404 Not Found", "only /healthz and /readyz are served on this port")
     if method not in (b"GET", b"HEAD"):
         return _response("405 Method Not Allowed", "GET only")
-    if path == b"/readyz" and not ready:
-        return _response("503 Service Unavailable", "caches not synced")
+    if path == b"/readyz" and not_ready is not None:
+        return _response("503 Service Unavailable", not_ready)
     return _response("200 OK", "ok")
 
 
-async def serve_health(host: str, port: int, ready: Callable[[], bool]) -> asyncio.Server:
-    """Listen on ``host:port``; returns the started server (close it at shutdown)."""
+async def serve_health(host: str, port: int, not_ready: Callable[[], str | None]) -> asyncio.Server:
+    """Listen on ``host:port``; returns the started server (close it at shutdown).
+    ``not_ready``: why runway is not ready (None: ready)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -53,7 +56,7 @@ async def serve_health(host: str, port: int, ready: Callable[[], bool]) -> async
             if len(parts) != 3:
                 writer.write(_response("400 Bad Request", "bad request line"))
             else:
-                reply = answer(parts[0], parts[1], ready())
+                reply = answer(parts[0], parts[1], not_ready())
                 writer.write(
                     reply if parts[0] != b"HEAD" else reply.split(b"\r\n\r\n")[0] + b"\r\n\r\n"
                 )

@@ -274,6 +274,15 @@ JOBS_READABLE = Gauge(
     "workload has had.",
     registry=REGISTRY,
 )
+RECORDS_AVAILABLE = Gauge(
+    "runway_records_available",
+    "1 while runway lists and watches its WorkloadRecords (runway.dev/v1alpha1), else 0: the API "
+    "server refuses them (404: the CRD is not installed, kubectl apply -f helm/runway/crds/; "
+    "403: no RBAC permission), they are not listed yet, or there is no API server (the embedded "
+    "default keeps them in memory). At 0 runway is not ready, keeps no state and evicts nothing "
+    "(alert RunwayRecordsUnavailable).",
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "runway_leader",
     "1 while this replica holds the leader Lease (only the leader evicts), else 0.",

@@ -75,7 +75,7 @@ def create_app(
         # Probes under mutual TLS: kubelet asks a plain-HTTP port what /readyz answers.
         port = config.server.health_port
         health = (
-            await serve_health(config.server.host, port, lambda: runway.ready)
+            await serve_health(config.server.host, port, lambda: runway.not_ready)
             if port is not None
             else None
         )

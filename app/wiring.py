@@ -125,17 +125,28 @@ class Runway:
         """``/readyz``: the caches (pods, nodes, and the workload records) are synced and
         still being fed (no list/watch failing for longer than ``kubernetes.cacheStaleAfter``),
         the background loops run. Always true on the embedded default but for the loops."""
+        return self.not_ready is None
+
+    @property
+    def not_ready(self) -> str | None:
+        """Why ``ready`` is False, in words for ``/readyz`` (None: ready)."""
         loops = (self.gatekeeper, self.evictor, self.waker)
-        if any(t.started and not t.alive for t in loops):
-            return False
+        stopped = [t.name for t in loops if t.started and not t.alive]
+        if stopped:
+            return f"background loop(s) not running: {', '.join(stopped)}"
         if self.kube is None:
-            return True
+            return None
+        store = self.record_store
+        if store is not None and store.error is not None:
+            return store.error  # the CRD missing (or no permission): what to do about it
+        if not self.synced:
+            return "caches not synced"
         stale_after = self.config.kubernetes.cache_stale_after
-        return (
-            self.synced
-            and (self.sync is None or self.sync.feeding(stale_after))
-            and (self.record_store is None or self.record_store.feeding(stale_after))
-        )
+        if self.sync is not None and not self.sync.feeding(stale_after):
+            return "caches not synced: pod or node list/watch failing"
+        if store is not None and not store.feeding(stale_after):
+            return "caches not synced: WorkloadRecord list/watch failing"
+        return None
 
     @property
     def leader(self) -> LeaderElector | None:
@@ -268,7 +279,10 @@ class Runway:
         # would let a workload out of its backoff early after a restart. Bounded (below the
         # liveness probe's window); past it the records arrive through the watch.
         if self.sync is not None and not await self.load_records(within):
-            log.warning("eviction records not all loaded at startup; serving anyway")
+            store = self.record_store
+            if store is None or store.error is None:
+                log.warning("eviction records not all loaded at startup; serving anyway")
+            # else: refused (no CRD): the store said why and what to do, once; not ready
         # A selector read against namespaces not listed yet would deny their pods: wait for the
         # labels too, and for the Jobs' sizes, within the same bound (only when they are watched).
         left = max(0.0, within - (time.monotonic() - waiting_since))
@@ -394,11 +408,13 @@ def build(
 
     def job_changed(namespace: str, name: str) -> None:
         # A Job's size appeared, changed or went: PodsReady of its workload may have moved
-        # (the record book's memo compares the size itself); nothing to do without its pods.
+        # (the record book's memo compares the size itself), and its created fact (the Job's
+        # creation, read after its pods); nothing to do without its pods.
         key = WorkloadKey(namespace, name, JOB_SOURCE)
         if cache.has_workload(key):
             index.bump_facts()
             requeue.workload_changed(key)  # built below; a Job event comes after start
+            recorder.workload_changed(key)
 
     jobs = JobSizes(on_change=job_changed)
     pods: PodApi
@@ -486,6 +502,8 @@ def build(
     def is_leader() -> bool:
         return leader.is_leader if leader is not None else True
 
+    recorder = LifeRecorder(cache, records, is_leader=is_leader)
+
     events: EventSink
     if kube is not None:
         events = KubeEventRecorder(
@@ -553,7 +571,7 @@ def build(
             dry_run=kube is None,
             awaited=decider.awaited,
         ),
-        recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        recorder=recorder,
         janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
         bypass=BindWatch(cache, clock) if kube is not None else None,
         events=events,

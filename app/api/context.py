@@ -34,6 +34,10 @@ class ClusterInfo(Protocol):
         """The caches are synced."""
 
     @property
+    def not_ready(self) -> str | None:
+        """Why runway is not ready (``/readyz``'s answer); None when it is."""
+
+    @property
     def leadership(self) -> bool | None:
         """Whether this replica leads; None without an election."""
 

@@ -26,10 +26,12 @@ async def healthz() -> str:
     responses={503: {"description": "Not ready yet"}},
 )
 async def readyz(request: Request) -> Response:
-    """Readiness: 200 once pods and nodes are listed (at once on the embedded default)."""
-    if context(request).cluster.ready:
+    """Readiness: 200 once pods, nodes and the WorkloadRecords are listed and still fed (at once
+    on the embedded default); else 503 with the reason (the WorkloadRecord CRD missing, say)."""
+    why = context(request).cluster.not_ready
+    if why is None:
         return PlainTextResponse("ok")
-    return PlainTextResponse("caches not synced", status_code=503)
+    return PlainTextResponse(why, status_code=503)
 
 
 @router.get("/metrics", response_class=PlainTextResponse, summary="Prometheus metrics")

@@ -46,7 +46,10 @@ router = APIRouter(prefix="/v1", tags=["requeue"])
 class EvictionRecordView(CamelModel):
     """The workload's eviction record (annotations ``runway.dev/eviction-*``)."""
 
-    reason: Literal["Preempted", "PodsReadyTimeout"]
+    reason: Literal["Preempted", "PodsReadyTimeout", "Deactivated"] = Field(
+        description="Why it was last evicted; `Deactivated`: a requeue limit exceeded (Kueue's "
+        "reason; once reactivated the workload is ordered by its creation)."
+    )
     time: str = Field(description="When it was last evicted (RFC 3339).")
     preemptor_uid: str | None = Field(description="UID of the preempting pod (Preempted).")
     count: int = Field(description="Requeues after PodsReadyTimeout since (re)activation.")
@@ -117,9 +120,13 @@ class MembersView(CamelModel):
 
 
 class LifeView(CamelModel):
-    """The workload's life as persisted facts: created, admitted, started, ready, members."""
+    """The workload's life as persisted facts: created, admitted, started, ready, lost,
+    recovered, members."""
 
-    created: FactView = Field(description="The `Creation` queue-order timestamp.")
+    created: FactView = Field(
+        description="The `Creation` queue-order timestamp: its Job's creationTimestamp (read "
+        "from the Job), else its earliest pod's, fixed at first sight."
+    )
     admitted: FactView = Field(
         description="First bind since created or last fully evicted; waitForPodsReady.timeout "
         "counts from here."
@@ -131,6 +138,14 @@ class LifeView(CamelModel):
     ready: FactView = Field(
         description="First reached PodsReady since admitted (KEP-349): from then on a loss of "
         "readiness runs recoveryTimeout, not timeout. Reset with admitted.",
+    )
+    lost: FactView = Field(
+        description="When PodsReady last went false after it had been reached (Kueue's "
+        "WaitForRecovery): recoveryTimeout counts from here. None while PodsReady.",
+    )
+    recovered: FactView = Field(
+        description="When PodsReady was last reached again after a loss; a later loss is "
+        "dated only by what happened after it.",
     )
     members: MembersView
 
@@ -211,6 +226,15 @@ def _not_found(message: str) -> JSONResponse:
     return error_response(404, message)
 
 
+def _no_records(ctx: ApiContext) -> JSONResponse | None:
+    """503 while records cannot be written (the WorkloadRecord CRD missing: the reason says what
+    to do), None otherwise."""
+    if ctx.records.available:
+        return None
+    why = ctx.cluster.not_ready or "the WorkloadRecords are not available"
+    return error_response(503, f"nothing written: {why}")
+
+
 def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | None:
     """The REST view of workload ``key`` (None when the cache has none of its pods)."""
     view = ctx.cache.workload(key)
@@ -266,6 +290,10 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
                 time=format_optional_time(life.started), source=facts.source("started")
             ),
             ready=FactView(time=format_optional_time(life.ready), source=facts.source("ready")),
+            lost=FactView(time=format_optional_time(life.lost), source=facts.source("lost")),
+            recovered=FactView(
+                time=format_optional_time(life.recovered), source=facts.source("recovered")
+            ),
             members=MembersView(
                 count=facts.members,
                 min_available=facts.min_available,
@@ -314,6 +342,7 @@ _WRITE_RESPONSES: dict[int | str, dict[str, Any]] = {
     **_404,
     401: {"model": ErrorBody, "description": "No or bad bearer token"},
     403: {"model": ErrorBody, "description": "Not allowed"},
+    503: {"model": ErrorBody, "description": "The WorkloadRecord CRD is missing: nothing written"},
 }
 """What ``:activate`` and ``:deactivate`` may answer besides the workload."""
 
@@ -338,6 +367,8 @@ async def activate_workload(
     key = ctx.requeue.find_workload(namespace, name)
     if key is None:
         return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
+    if (refused := _no_records(ctx)) is not None:
+        return refused
     before = ctx.records.read(key)
     if await ctx.records.activate(key) is not None:
         _reactivated(ctx, key, deactivated=before is not None and before.deactivated)
@@ -368,6 +399,8 @@ async def deactivate_workload(
         return _not_found(
             f"no workload {namespace}/{name} in runway's cache: nothing to deactivate"
         )
+    if (refused := _no_records(ctx)) is not None:
+        return refused
     await ctx.records.deactivate(key)
     found = workload_response(ctx, key)
     if found is None:

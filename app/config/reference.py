@@ -28,14 +28,17 @@ Check a file with `python -m app check-config FILE`; see a running runway's with
 
 The clocks below count from a workload's persisted facts (README, *Concepts*), read with
 `GET /v1/workloads/{namespace}/{name}` → `life`:
-**created** (the earliest pod's creationTimestamp; the WorkloadRecord's `status.life.created`)
-orders `Creation`; **admitted** (first bind since created or last fully evicted;
+**created** (fixed at first sight: its Job's creationTimestamp when runway read the Job of the
+pods' controller UID, else the earliest pod's; the WorkloadRecord's `status.life.created`) orders
+`Creation`; **admitted** (first bind since created or last fully evicted;
 `status.life.admitted`) starts `waitForPodsReady.timeout`; **started** (the minAvailable-th
 bind; `status.life.started`) starts min-runtime (`preemptMinRuntime`, `reclaimMinRuntime`);
 **ready** (first reached PodsReady since admitted; `status.life.ready`) switches a later loss of
-readiness to `recoveryTimeout`; **members** (pods neither Failed nor being deleted) are what
-minAvailable and PodsReady count. Pod failures, replacements and elastic scaling move none of
-them; only a full eviction (no member left bound) resets admitted, started and ready.
+readiness to `recoveryTimeout`, which counts from **lost** (the last time PodsReady went false;
+`status.life.lost`, cleared when **recovered**); **members** (pods neither Failed nor being
+deleted) are what minAvailable and PodsReady count. Pod failures, replacements and elastic
+scaling move none of them; only a full eviction (no member left bound) resets admitted, started,
+ready, lost and recovered.
 
 | key | type | default | meaning |
 |---|---|---|---|

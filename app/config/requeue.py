@@ -72,7 +72,8 @@ class RequeuingStrategyConfig(Section):
         None,
         ge=0,
         description="Maximum number of requeues after PodsReadyTimeout evictions; the eviction "
-        "that would exceed it deactivates the workload (reason RequeuingLimitExceeded). "
+        "that would exceed it deactivates the workload (eviction reason Deactivated, cause "
+        "RequeuingLimitExceeded; reactivated, it is ordered by its creation, as Kueue). "
         "null = requeue forever.",
     )
     backoff_limit_timeout: Duration | None = Field(
@@ -136,15 +137,19 @@ class WaitForPodsReadyConfig(Section):
     recovery_timeout: Duration | None = Field(
         None,
         description="Time from PodsReady turning false (after it was true: a pod failed, or was "
-        "deleted and its replacement is awaited) to recovery before the workload is evicted. "
-        "Failed pods are not members and do not count against PodsReady. With `enable` written "
+        "deleted and its replacement is awaited) to recovery before the workload is evicted; "
+        "counted from the *last* such loss (the `lost` fact, persisted: a pod that failed before "
+        "the workload recovered is not it; a restart keeps the clock). Failed pods are not "
+        "members and do not count against PodsReady. With `enable` written "
         "(v1beta1): unset = no recovery timeout. Without `enable` (v1beta2): unset = `timeout`, "
         "`0s` = no recovery timeout.",
     )
     block_admission: bool = Field(
         False,
-        description="While an admitted workload (at least one pod bound) has not yet reached "
-        "PodsReady (and has not timed out), filter rejects every other workload. Only honoured "
+        description="While an admitted workload (at least one pod bound) is not PodsReady — "
+        "waiting for its start, or recovering from a lost pod (as Kueue; without a "
+        "recoveryTimeout until it recovers) — and has not timed out, filter rejects every other "
+        "workload. Only honoured "
         "when enable is true. Unset, it defaults as Kueue defaults it per shape: `true` with "
         "`enable: true` written (v1beta1), `false` without `enable` (v1beta2) or when off.",
     )

@@ -9,6 +9,14 @@ I/O, and the read-modify-write that changes one.
   then its status is replaced through the status subresource with a resourceVersion
   precondition; a 409 re-reads the record (``GET``) and computes again
   (``app.kube.retry``, ``on_conflict``). ``spec.active`` is written on the object itself.
+
+Without the resource — the CRD not installed (``helm install --skip-crds``, a forgotten
+``kubectl apply`` when running from a kubeconfig: the API server answers 404) or no permission
+(403) — runway has nowhere to keep state, so it says so once, clearly (``refusal``: what is
+wrong and the command that fixes it), is not ready (``/readyz`` answers the reason),
+``runway_records_available`` is 0 (the chart's alert ``RunwayRecordsUnavailable``), writes
+nothing (``available``: the evictor and the life recorder wait) and asks again quietly every
+``REFUSED_RETRY_S``: installing the CRD is picked up without a restart.
 """
 
 from __future__ import annotations
@@ -19,10 +27,11 @@ from typing import Any
 
 import msgspec
 
+from app import metrics
 from app.clock import Clock
 from app.kube.client import KubeClient
-from app.kube.errors import AlreadyExists, Conflict, NotFound
-from app.kube.reflector import Reflector
+from app.kube.errors import AlreadyExists, ApiError, Conflict, Forbidden, KubeError, NotFound
+from app.kube.reflector import ObjectList, Reflector
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
 from app.logs import get_logger
@@ -48,6 +57,32 @@ log = get_logger("kube.workloadrecords")
 
 WORKLOAD_RECORDS = Resource(GROUP, VERSION, PLURAL)
 
+CRD_FIX = "kubectl apply -f helm/runway/crds/"
+"""The command that installs (or upgrades) the WorkloadRecord CRD from the chart."""
+
+REFUSED_RETRY_S = 10.0
+"""How often a refused WorkloadRecord list is asked again (quietly)."""
+
+
+class RecordsUnavailable(KubeError):
+    """The API server refuses WorkloadRecords (no CRD, no permission): nothing was written."""
+
+
+def refusal(exc: ApiError) -> str:
+    """What an operator reads when the API server refuses WorkloadRecords: the cause and the
+    fix (the start log, ``/readyz``, ``check-config --kubeconfig``)."""
+    if isinstance(exc, NotFound):
+        return (
+            f"the WorkloadRecord CRD ({PLURAL}.{GROUP}, {API_VERSION}) is not installed "
+            f"(404 on the list): runway keeps its state there; install it: {CRD_FIX}"
+        )
+    return (
+        f"runway may not list {PLURAL}.{GROUP} ({exc.code} {exc.reason or 'Forbidden'}: "
+        f"{exc.message}): grant get, list, watch, create, patch and delete on {PLURAL} and "
+        f"get and update on {PLURAL}/status (the chart's ClusterRole does; the CRD itself: "
+        f"{CRD_FIX})"
+    )
+
 
 def _key(obj: WorkloadRecordObject) -> tuple[str, str]:
     return obj.metadata.namespace, obj.metadata.name
@@ -61,6 +96,19 @@ def _newer_or_same(new: WorkloadRecordObject, old: WorkloadRecordObject) -> bool
     return len(a) > 20 or len(b) > 20 or int(a) >= int(b)
 
 
+async def probe(client: KubeClient) -> str | None:
+    """Whether the cluster serves runway's WorkloadRecords to ``client``'s identity (one LIST
+    of one item, ``check-config --kubeconfig``): None when it does, else what is wrong and what
+    to do (``refusal``), or why the API server could not be asked."""
+    try:
+        await client.list(WORKLOAD_RECORDS, into=ObjectList[msgspec.Raw], limit=1)
+    except (Forbidden, NotFound) as exc:
+        return refusal(exc)
+    except KubeError as exc:
+        return f"cannot ask the API server for {PLURAL}.{GROUP}: {exc}"
+    return None
+
+
 class RecordStore:
     """The records runway has read, by ``(namespace, name)``."""
 
@@ -68,6 +116,11 @@ class RecordStore:
         self.objects: dict[tuple[str, str], WorkloadRecordObject] = {}
         self.states: dict[tuple[str, str], RecordState] = {}
         self.listeners: list[Listener] = []
+
+    @property
+    def available(self) -> bool:
+        """Whether the records are there (``KubeRecordStore``: not refused)."""
+        return True
 
     def get(self, namespace: str, name: str) -> RecordState | None:
         """The state of a record (None: runway has none for that workload)."""
@@ -132,11 +185,13 @@ class KubeRecordStore(RecordStore):
         page_size: int = 500,
         watch_timeout: int = 300,
         conflict_policy: RetryPolicy | None = None,
+        refused_retry: float = REFUSED_RETRY_S,
     ) -> None:
         super().__init__()
         self.client = client
         self.clock = clock
         self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
+        self.refused_retry = refused_retry
         self.reflector: Reflector[WorkloadRecordObject] = Reflector(
             client,
             WORKLOAD_RECORDS,
@@ -144,9 +199,47 @@ class KubeRecordStore(RecordStore):
             self,
             page_size=page_size,
             watch_timeout=watch_timeout,
+            refused=(Forbidden, NotFound),
         )
+        self.error: str | None = None
+        """Why the API server refuses the records (``refusal``), while it does."""
+        self.settled = asyncio.Event()
+        """Set at the first answer: listed or refused."""
         self._task: asyncio.Task[None] | None = None
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+
+    # -- whether the records are there ------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        """False while the API server refuses WorkloadRecords (writes are not attempted)."""
+        return self.error is None
+
+    def replace(self, items: Sequence[WorkloadRecordObject]) -> None:
+        """A LIST went through: the records are there (again)."""
+        if self.error is not None:
+            log.info("WorkloadRecords readable again: runway keeps its state there")
+        self.error = None
+        metrics.RECORDS_AVAILABLE.set(1)
+        super().replace(items)
+        self.settled.set()
+
+    def _refused(self, exc: ApiError) -> None:
+        message = refusal(exc)
+        if self.error != message:  # once, not once per retry
+            log.error(message, code=exc.code, retry_every_s=self.refused_retry)
+        self.error = message
+        metrics.RECORDS_AVAILABLE.set(0)
+        self.reflector.resource_version = None  # next time: a fresh LIST
+        self.settled.set()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.reflector.run()
+            except (Forbidden, NotFound) as exc:
+                self._refused(exc)
+            await asyncio.sleep(self.refused_retry)  # a refusal lasts: ask again now and then
 
     # -- the reflector ---------------------------------------------------------------------
 
@@ -154,7 +247,7 @@ class KubeRecordStore(RecordStore):
         """List and watch in a supervised task."""
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(
-                supervise("workloadrecords", self.reflector.run), name="workloadrecords"
+                supervise("workloadrecords", self._run), name="workloadrecords"
             )
 
     async def stop(self) -> None:
@@ -168,13 +261,19 @@ class KubeRecordStore(RecordStore):
         return self.reflector.synced.is_set()
 
     async def wait_synced(self, within: float) -> bool:
-        """Wait (bounded) for the first LIST."""
-        return await wait_within(self.reflector.synced.wait(), within)
+        """Wait (bounded) for the first LIST; False when the bound passed first or the API
+        server refused (``error`` says why)."""
+        await wait_within(self.settled.wait(), within)
+        return self.synced
 
     def feeding(self, threshold: float) -> bool:
         """Whether list/watch works (``/readyz``)."""
         task = self._task
-        return not (task is not None and task.done()) and not self.reflector.starving(threshold)
+        return (
+            self.available
+            and not (task is not None and task.done())
+            and not self.reflector.starving(threshold)
+        )
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -188,7 +287,10 @@ class KubeRecordStore(RecordStore):
     ) -> RecordState | None:
         """Read-modify-write the record ``namespace/name`` (created for the workload
         ``identity`` = (name, source) when absent); returns the state written (None: nothing
-        to write). Writes to one record from this process are serialised."""
+        to write). Writes to one record from this process are serialised. While the API
+        server refuses the records (``available``) nothing is sent: ``RecordsUnavailable``."""
+        if self.error is not None:
+            raise RecordsUnavailable(self.error)
         lock = self._locks.setdefault((namespace, name), asyncio.Lock())
         attempts = 0
 

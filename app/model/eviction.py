@@ -49,10 +49,14 @@ from typing import Final, Literal, TypeGuard
 from app.config.queues import HISTORY_LIMIT
 from app.model.timestamps import format_time, parse_stored_time
 
-EvictionReason = Literal["Preempted", "PodsReadyTimeout"]
+EvictionReason = Literal["Preempted", "PodsReadyTimeout", "Deactivated"]
 PREEMPTED: Final = "Preempted"
 PODS_READY_TIMEOUT: Final = "PodsReadyTimeout"
-REASONS: Final[tuple[EvictionReason, ...]] = ("Preempted", "PodsReadyTimeout")
+DEACTIVATED: Final = "Deactivated"
+"""Kueue's eviction reason of a workload deactivated (a requeue limit exceeded at a
+PodsReadyTimeout, or deactivated by hand before any eviction): after reactivation it is ordered
+by its creation, as Kueue orders a workload whose Evicted reason is not PodsReadyTimeout."""
+REASONS: Final[tuple[EvictionReason, ...]] = ("Preempted", "PodsReadyTimeout", "Deactivated")
 
 DEACTIVATION_REASON: Final = "RequeuingLimitExceeded"
 """Why a workload is deactivated (Kueue's reason); the record's message starts with it."""
@@ -83,7 +87,7 @@ KEYS: Final = (
 
 
 def is_reason(value: object) -> TypeGuard[EvictionReason]:
-    """True for ``Preempted`` and ``PodsReadyTimeout``."""
+    """True for ``Preempted``, ``PodsReadyTimeout`` and ``Deactivated``."""
     return value in REASONS
 
 

@@ -1,4 +1,5 @@
-"""The fields of a ``batch/v1`` Job runway reads: its identity and the two counts of its size.
+"""The fields of a ``batch/v1`` Job runway reads: its identity, its creation and the two counts
+of its size.
 
 Read only (list+watch, ``app.kube.jobs``): runway never writes a Job. Everything else of a Job
 (its pod template, status, annotations) is skipped while decoding, so a cluster's 10,000s of Jobs
@@ -17,6 +18,8 @@ class JobMeta(msgspec.Struct, frozen=True, omit_defaults=True):
     namespace: str = ""
     uid: str = ""
     resourceVersion: str = ""
+    creationTimestamp: str | None = None
+    """Set by the API server (a tenant cannot write it): its workload's *created* fact."""
 
 
 class JobSpec(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -28,7 +31,8 @@ class JobSpec(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Job(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A Job reduced to what gives its workload a size (``app.policy.workload.job_size``)."""
+    """A Job reduced to what gives its workload a size (``app.policy.workload.job_size``) and
+    its creation (the queue's ``Creation`` order)."""
 
     metadata: JobMeta = JobMeta()
     spec: JobSpec = JobSpec()

@@ -59,6 +59,14 @@ class Life:
     ready: float | None = None
     """When the workload first reached PodsReady since it was admitted (KEP-349: from then on a
     loss of readiness runs ``recoveryTimeout``, not ``timeout``). Reset with admitted."""
+    lost: float | None = None
+    """When PodsReady last went false after it had been reached (Kueue's ``PodsReady=False``,
+    reason ``WaitForRecovery``, and its lastTransitionTime): ``recoveryTimeout`` counts from
+    here. None while the workload is PodsReady (or never reached it). Reset with admitted."""
+    recovered: float | None = None
+    """When PodsReady was last reached again after a loss (Kueue's reason ``Recovered``); None:
+    never lost since admitted. A later loss is looked for only after it: a pod that failed
+    before the workload recovered is not the next loss. Reset with admitted."""
 
     @property
     def empty(self) -> bool:
@@ -69,6 +77,8 @@ class Life:
             and self.started is None
             and self.size is None
             and self.ready is None
+            and self.lost is None
+            and self.recovered is None
         )
 
     def to_annotations(self) -> dict[str, str | None]:
@@ -96,7 +106,20 @@ class Life:
         """The facts as they read back after a write (second precision, like every
         ``runway.dev/`` time)."""
         back = Life.from_annotations({k: v for k, v in self.to_annotations().items() if v})
-        return Life(back.created, back.admitted, back.started, back.size, _second(self.ready))
+        return Life(
+            back.created,
+            back.admitted,
+            back.started,
+            back.size,
+            _second(self.ready),
+            _second(self.lost),
+            _second(self.recovered),
+        )
+
+    @property
+    def waiting_for_recovery(self) -> bool:
+        """PodsReady was reached and is lost now (as far as these facts say)."""
+        return self.ready is not None and self.lost is not None
 
 
 EMPTY: Final = Life()

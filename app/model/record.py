@@ -29,8 +29,8 @@ from typing import Any, Final
 
 import msgspec
 
+from app.model.eviction import DEACTIVATED, EvictionRecord, is_reason
 from app.model.eviction import KEYS as EVICTION_KEYS
-from app.model.eviction import EvictionRecord, is_reason
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
 from app.model.lifecycle import EMPTY, Life
 from app.model.lifecycle import KEYS as LIFE_KEYS
@@ -97,6 +97,8 @@ class LifeStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     started: str | None = None
     size: int | None = None
     ready: str | None = None
+    lost: str | None = None
+    recovered: str | None = None
 
 
 class EvictionStatus(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -195,10 +197,10 @@ class RecordState:
         record = self.eviction
         if not self.active:
             if record is None:
-                # Deactivated by hand before any eviction: the record only says so. Its time is
-                # the workload's creation, so the queue order does not move it.
+                # Deactivated by hand before any eviction: the record only says so (Kueue's
+                # reason Deactivated: the queue order keeps its creation).
                 return EvictionRecord(
-                    reason="PodsReadyTimeout",
+                    reason=DEACTIVATED,
                     time=self.life.created or 0.0,
                     deactivated=True,
                     message="deactivated (spec.active: false)",
@@ -287,6 +289,8 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
         "started": _fmt(life.started),
         "size": life.size,
         "ready": _fmt(life.ready),
+        "lost": _fmt(life.lost),
+        "recovered": _fmt(life.recovered),
     }
     rec = state.eviction
     out["eviction"] = (
@@ -330,10 +334,13 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
     """The conditions a person reads (``kubectl describe``): Admitted, Started, PodsReady,
     Evicted, Deactivated, BackingOff, PreemptionInFlight.
 
-    PodsReady is True once the workload *reached* PodsReady since it was admitted (ready +
-    succeeded members ≥ its size, KEP-349), and stays True if a pod fails later: from then on
-    ``recoveryTimeout`` applies, not ``timeout``. Whether it is ready at this moment is in
-    ``/v1/workloads`` (writing every flip would cost a write per pod restart)."""
+    PodsReady follows Kueue's condition (KEP-349): ``False``/``WaitForStart`` from admission
+    until ready + succeeded members first reach the workload's size (``timeout`` counts from
+    Admitted); ``True``/``Started`` then; ``False``/``WaitForRecovery`` from the moment it was
+    lost (``recoveryTimeout`` counts from its lastTransitionTime); ``True``/``Recovered`` when
+    reached again. Each transition is a write (the life facts ``ready``, ``lost``,
+    ``recovered``), as Kueue writes its Workload's condition: that is what carries the recovery
+    clock across a restart and a new leader."""
     out: list[dict[str, str]] = []
     stamp = format_time(now)
 
@@ -364,16 +371,7 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
         life.started,
     )
     if life.admitted is not None:
-        add(
-            "PodsReady",
-            life.ready is not None,
-            "Reached" if life.ready is not None else "WaitingForPods",
-            f"ready + succeeded pods reached the workload's size{_of(life.size)} since admitted"
-            if life.ready is not None
-            else f"fewer ready + succeeded pods than the workload's size{_of(life.size)} "
-            "since admitted (waitForPodsReady.timeout counts from Admitted)",
-            life.ready if life.ready is not None else life.admitted,
-        )
+        add("PodsReady", *_pods_ready_condition(life))
     if rec is not None:
         add("Evicted", True, rec.reason, rec.message or rec.reason, rec.time or None)
         if rec.requeue_at is not None and rec.requeue_at > now:
@@ -403,6 +401,40 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
             e.since,
         )
     return out
+
+
+def _pods_ready_condition(life: Life) -> tuple[bool, str, str, float | None]:
+    """(status, reason, message, since) of an admitted workload's PodsReady condition."""
+    size = _of(life.size)
+    if life.ready is None:
+        return (
+            False,
+            "WaitForStart",
+            f"fewer ready + succeeded pods than the workload's size{size} since admitted "
+            "(waitForPodsReady.timeout counts from Admitted)",
+            life.admitted,
+        )
+    if life.lost is not None:
+        return (
+            False,
+            "WaitForRecovery",
+            f"a pod was lost after ready + succeeded pods had reached the workload's size{size} "
+            "(waitForPodsReady.recoveryTimeout counts from here)",
+            life.lost,
+        )
+    if life.recovered is not None:
+        return (
+            True,
+            "Recovered",
+            f"ready + succeeded pods reached the workload's size{size} again",
+            life.recovered,
+        )
+    return (
+        True,
+        "Started",
+        f"ready + succeeded pods reached the workload's size{size} since admitted",
+        life.ready,
+    )
 
 
 def _of(size: int | None) -> str:
@@ -469,6 +501,8 @@ def _life(status: LifeStatus | None) -> Life:
         started=parse_stored_time(status.started),
         size=size,
         ready=parse_stored_time(status.ready),
+        lost=parse_stored_time(status.lost),
+        recovered=parse_stored_time(status.recovered),
     )
 
 

@@ -26,6 +26,7 @@ reads state or the clock.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -138,8 +139,10 @@ class Blocker:
     """An admitted workload that is not PodsReady yet (for ``blockAdmission``)."""
 
     workload: str
-    timeout_at: float
-    """When its waitForPodsReady.timeout runs out; past that it no longer blocks."""
+    timeout_at: float | None
+    """When its running waitForPodsReady clock (timeout, or recoveryTimeout while it recovers
+    from a lost pod) runs out; past that it no longer blocks. None: no clock runs out (it
+    recovers without a recoveryTimeout): it blocks until it is PodsReady, as in Kueue."""
 
 
 @dataclass(frozen=True)
@@ -261,21 +264,30 @@ def _namespace(workload: str) -> str:
 
 
 def _block_admission(facts: FilterInput, now: float) -> Admission | None:
-    live = [b for b in facts.blockers if b.workload != facts.workload and b.timeout_at > now]
+    live = [
+        b
+        for b in facts.blockers
+        if b.workload != facts.workload and (b.timeout_at is None or b.timeout_at > now)
+    ]
     if not live:
         return None
-    first = min(live, key=lambda b: (b.timeout_at, b.workload))
+    first = min(
+        live, key=lambda b: (math.inf if b.timeout_at is None else b.timeout_at, b.workload)
+    )
     others = f" and {len(live) - 1} other(s)" if len(live) > 1 else ""
+    until = (
+        "is ready (it recovers from a lost pod; no waitForPodsReady.recoveryTimeout ends it)"
+        if first.timeout_at is None
+        else f"is ready or times out at {_when(first.timeout_at, now)}"
+    )
     return Admission(
         allowed=False,
         rule="block-admission",
         until=first.timeout_at,
         reason="waitForPodsReady.blockAdmission: admitted "
         f"{shown_to('workload', first.workload, _namespace(facts.workload))}{others} is "
-        f"not PodsReady yet; admission of {facts.workload} is blocked until it is ready or "
-        "times out at "
-        f"{_when(first.timeout_at, now)}; to admit workloads concurrently set "
-        "waitForPodsReady.blockAdmission: false",
+        f"not PodsReady; admission of {facts.workload} is blocked until it {until}; to admit "
+        "workloads concurrently set waitForPodsReady.blockAdmission: false",
     )
 
 

@@ -7,8 +7,10 @@ eviction (``n = count + 1``) waits::
 
 and the record's ``requeueAt`` becomes ``now + wait`` unless it is already later (it is never
 moved earlier). When ``count + 1 > backoffLimitCount``, or the first PodsReadyTimeout eviction is
-older than ``backoffLimitTimeout``, the workload is deactivated instead (reason
-``RequeuingLimitExceeded``) and its count and requeueAt stay as they were, as in Kueue.
+older than ``backoffLimitTimeout``, the workload is deactivated instead — evicted with reason
+``Deactivated`` (underlying cause ``RequeuingLimitExceeded``, in the message), as Kueue evicts a
+workload it deactivates — and its count and requeueAt stay as they were. Reactivated, it is then
+ordered by its creation, not by that eviction (``app.policy.ordering``), as in Kueue.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from app.config.requeue import RequeuingStrategyConfig
 from app.model.eviction import (
+    DEACTIVATED,
     DEACTIVATION_REASON,
     PODS_READY_TIMEOUT,
     EvictionReason,
@@ -130,7 +133,8 @@ def next_eviction_state(
     """The record to persist when the workload is evicted now for ``reason``.
 
     - ``PodsReadyTimeout``: count + 1 and requeueAt = now + backoff (never earlier than before);
-      or, when a limit is exceeded, ``deactivated`` with count and requeueAt unchanged.
+      or, when a limit is exceeded, ``deactivated`` with reason ``Deactivated`` (Kueue's
+      eviction of a deactivated workload) and count and requeueAt unchanged.
     - ``Preempted``: no backoff (Kueue backs off readiness failures only); count, requeueAt and
       the readiness history are kept, the preemptor is recorded.
 
@@ -161,7 +165,7 @@ def next_eviction_state(
         first, now, config.backoff_limit_timeout
     ):
         return EvictionRecord(
-            reason=reason,
+            reason=DEACTIVATED,
             time=now,
             count=count,
             requeue_at=requeue_at,
@@ -188,7 +192,9 @@ def next_eviction_state(
 
 def reactivate(record: EvictionRecord) -> EvictionRecord:
     """The record after ``POST /v1/workloads/NS/NAME:activate``: count, requeueAt and the
-    backoffLimitTimeout clock reset, no longer deactivated (the eviction history stays)."""
+    backoffLimitTimeout clock reset, no longer deactivated (the eviction history stays: a
+    workload deactivated by a requeue limit keeps its reason ``Deactivated`` and is ordered by
+    its creation, as Kueue orders it after ``spec.active`` goes back to true)."""
     return replace(
         record, count=0, requeue_at=None, first_eviction_time=None, deactivated=False, message=None
     )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from app.config.requeue import RequeuingStrategyConfig
-from app.model.eviction import PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
+from app.model.eviction import DEACTIVATED, PODS_READY_TIMEOUT, PREEMPTED, EvictionRecord
 from app.policy.backoff import JitterSource, next_eviction_state, no_jitter
 from app.policy.budget import PreemptionBudget, record_preemption
 
@@ -59,7 +59,7 @@ def timed_out(
     admission's eviction is recorded already."""
     if (
         current is not None
-        and current.reason == PODS_READY_TIMEOUT
+        and current.reason in (PODS_READY_TIMEOUT, DEACTIVATED)
         and admitted is not None
         and current.time >= admitted
     ):

@@ -3,8 +3,11 @@
 The facts (``app.model.lifecycle.Life``) are persisted; each observation of the workload's pods
 moves them by these rules, and nothing else does:
 
-- **created** never changes once known (first sight: the owner's creationTimestamp, else the
-  earliest pod's). Re-created pods do not move it.
+- **created** is fixed at first sight: the creationTimestamp of the workload's controlling owner
+  when runway read that owner (a Job of the pods' controller UID: a tenant writes its pods'
+  ownerReferences, never its Job's creationTimestamp), else the earliest pod's; persisted then,
+  before any bind. Re-created pods never move it; only the owner's, read later than its pods
+  were first seen, moves it earlier (``Observation.owner_created``).
 - **admitted** is the first bind of a member since created or the last full eviction.
 - **started** is the minAvailable-th bind of members; once known it stays however pods fail, get
   replaced or the workload scales.
@@ -14,6 +17,14 @@ moves them by these rules, and nothing else does:
 - **ready** is when the workload first reached PodsReady (ready + succeeded members ≥ its size)
   since admitted: the latest Ready transition among the members that made it so. A full eviction
   resets it with admitted; losing readiness does not (KEP-349's recovery clock needs it).
+- **lost** is when PodsReady last went false after it had been reached (KEP-349's recovery
+  clock, Kueue's ``WaitForRecovery`` lastTransitionTime): the pods' own evidence of the loss
+  after the last moment the workload was PodsReady (``policy.podsready.loss_time``), else the
+  moment runway noticed; cleared when PodsReady is reached again, which sets **recovered**
+  (the latest Ready transition then). A loss is only looked for after ``recovered``: a pod
+  that failed before the workload recovered is not the next loss. A workload runway never saw
+  PodsReady whose pods show it was (``was_pods_ready``: it happened while no runway watched)
+  gets ``ready`` = its start and a ``lost`` from the pods after it.
 - **size** is the most members the workload has had (never shrinks; a partial view does not
   move it): PodsReady's target when neither a declared minAvailable nor the owner's parallelism
   gives one (``app.policy.workload.workload_size``).
@@ -32,6 +43,7 @@ from typing import Literal
 from app.model import Pod
 from app.model.lifecycle import EMPTY, Life
 from app.model.timestamps import parse_time
+from app.policy.podsready import loss_time, was_pods_ready
 from app.policy.workload import (
     SizeSource,
     bind_time,
@@ -63,6 +75,8 @@ class Observation:
     """Time of the workload's eviction record, if any."""
     members: int = 0
     """Members now (pods neither failed nor being deleted)."""
+    owner_created: float | None = None
+    """The creationTimestamp of the controlling owner runway read (trusted: the API server's)."""
 
 
 def observation(
@@ -82,6 +96,7 @@ def observation(
     declared = declared_min_available(pods)
     return Observation(
         created=created,
+        owner_created=owner_created,
         binds=binds,
         min_available=len(live) if declared is None else declared,
         complete=complete,
@@ -117,6 +132,8 @@ def derived_start(seen: Observation) -> float | None:
 def observe(previous: Life, seen: Observation) -> Life:
     """The facts after observing ``seen`` (see the module docstring)."""
     created = previous.created if previous.created is not None else seen.created
+    if seen.owner_created is not None and (created is None or seen.owner_created < created):
+        created = seen.owner_created  # the owner, read after its pods were first seen
     size = previous.size
     if seen.complete and seen.members > (size or 0):
         size = seen.members
@@ -124,12 +141,13 @@ def observe(previous: Life, seen: Observation) -> Life:
         return Life(created, None, None, size)
     admitted = previous.admitted if previous.admitted is not None else seen.binds[0]
     started = previous.started if previous.started is not None else derived_start(seen)
-    return Life(created, admitted, started, size, previous.ready)
+    return replace(previous, created=created, admitted=admitted, started=started, size=size)
 
 
 def ready_time(pods: Sequence[Pod], admitted: float) -> float:
     """When PodsReady was reached, as the pods show it: the latest Ready transition (else bind)
-    of the ready or succeeded members, never before ``admitted``."""
+    of the ready or succeeded members, never before ``admitted`` (or the loss it recovers
+    from)."""
     times = [admitted]
     for pod in members(pods):
         if pod.status.phase != "Succeeded" and not is_ready(pod):
@@ -141,6 +159,40 @@ def ready_time(pods: Sequence[Pod], admitted: float) -> float:
         if t is not None:
             times.append(t)
     return max(times)
+
+
+def track_pods_ready(
+    life: Life,
+    pods: Sequence[Pod],
+    ready: bool,
+    size: int,
+    observed_at: float | None = None,
+) -> Life:
+    """The PodsReady facts (``ready``, ``lost``, ``recovered``; module docstring) after seeing
+    the workload's ``pods`` PodsReady (``ready``, against ``size``) or not. ``observed_at``:
+    now, the moment of a loss the pods do not show (None: left unknown)."""
+    if life.admitted is None:
+        return life
+    if ready:
+        if life.ready is None:
+            return replace(life, ready=ready_time(pods, life.admitted))
+        if life.lost is not None:
+            return replace(life, lost=None, recovered=ready_time(pods, life.lost))
+        return life
+    if life.lost is not None:
+        return life  # the clock runs from the loss already known
+    if life.ready is not None:
+        since = life.recovered if life.recovered is not None else life.ready
+    elif life.started is not None and was_pods_ready(pods, life.started, size, most=life.size):
+        since = life.started  # PodsReady while nobody watched: no earlier than its start
+    else:
+        return life  # never PodsReady: the start clock runs
+    lost = loss_time(pods, since)
+    if lost is None:
+        lost = observed_at
+    if lost is None:
+        return replace(life, ready=since) if life.ready is None else life
+    return replace(life, ready=since if life.ready is None else life.ready, lost=max(lost, since))
 
 
 @dataclass(frozen=True)
@@ -160,8 +212,12 @@ class LifeFacts:
     size_source: SizeSource = "members"
     pods_ready: bool = False
     """Ready + succeeded members ≥ ``size`` now (DESIGN §5)."""
+    owner_created: float | None = None
+    """The owner's creationTimestamp runway read (``Observation.owner_created``), if any."""
 
-    def source(self, fact: Literal["created", "admitted", "started", "ready"]) -> Source:
+    def source(
+        self, fact: Literal["created", "admitted", "started", "ready", "lost", "recovered"]
+    ) -> Source:
         """``persisted`` when the WorkloadRecord holds the value, ``derived`` when it comes from
         the pods now, ``unknown`` when there is none."""
         value = getattr(self.life, fact)
@@ -183,9 +239,11 @@ def facts_of(
     complete: bool = True,
     last_eviction: float | None = None,
     parallelism: int | None = None,
+    observed_at: float | None = None,
 ) -> LifeFacts:
     """The facts of a workload from its pods and what was persisted (``parallelism``: its
-    owner's, when it is a Job and known)."""
+    owner's, when it is a Job and known; ``observed_at``: now, for a loss of PodsReady the pods
+    do not date, ``track_pods_ready``)."""
     seen = observation(
         pods, owner_created=owner_created, complete=complete, last_eviction=last_eviction
     )
@@ -193,8 +251,8 @@ def facts_of(
     life = observe(persisted, seen)
     size, size_source = workload_size(pods, parallelism=parallelism, most=life.size)
     ready = pods_ready(pods, size)
-    if ready and complete and life.ready is None and life.admitted is not None:
-        life = replace(life, ready=ready_time(pods, life.admitted))
+    if complete:
+        life = track_pods_ready(life, pods, ready, size, observed_at)
     return LifeFacts(
         life=life,
         persisted=persisted,
@@ -204,4 +262,5 @@ def facts_of(
         size=size,
         size_source=size_source,
         pods_ready=ready,
+        owner_created=owner_created,
     )

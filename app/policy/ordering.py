@@ -4,7 +4,9 @@ Order: priority (desc) → a pending preemptor before the workloads it evicted �
 timestamp (asc) → name. The queue-order timestamp depends on the last eviction's reason and the
 configured strategy for that reason: ``Eviction`` (back of the queue: the eviction time) or
 ``Creation`` (front: the workload's creation time). A workload never evicted uses its creation
-time.
+time, and so does one whose last eviction was its deactivation (reason ``Deactivated``: a
+requeue limit exceeded), once reactivated — Kueue's ``GetQueueOrderTimestamp`` reads the
+eviction time only after a ``PodsReadyTimeout``.
 
 "Preemptor first" (DESIGN §5): at equal priority, a pending workload whose pod is named as the
 preemptor in the eviction record of another workload of the same list goes just before the
@@ -27,7 +29,7 @@ from app.config.requeue import (
     WaitForPodsReadyConfig,
     pods_ready_timeout_timestamp,
 )
-from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.model.eviction import DEACTIVATED, PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import held_by_record
 
 
@@ -49,7 +51,9 @@ class QueueOrderStrategy:
         )
 
     def for_reason(self, reason: str) -> TimestampName:
-        """The strategy for an eviction reason."""
+        """The strategy for an eviction reason (``Deactivated``: always ``Creation``)."""
+        if reason == DEACTIVATED:
+            return "Creation"
         return self.pods_ready_timeout if reason == PODS_READY_TIMEOUT else self.priority_preemption
 
 

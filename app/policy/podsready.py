@@ -9,15 +9,19 @@ not PodsReady:
   started" — a workload *as a whole* never PodsReady stays on this clock even when one of its
   pods was Ready and then crashed.
 - **WaitForRecovery** — the workload was PodsReady (as a whole) and lost it (a pod failed):
-  ``recoveryTimeout`` counts from the moment PodsReady went false; unset = no timeout, the
-  workload may recover forever.
+  ``recoveryTimeout`` counts from the *last* moment PodsReady went false (Kueue: the
+  lastTransitionTime of its ``PodsReady=False``/``WaitForRecovery`` condition), the workload's
+  ``lost`` fact (``app.policy.lifecycle``; persisted, so a restart or a new leader keeps the
+  clock); unset = no timeout, the workload may recover forever.
 
 The evictor (leader only) evicts with reason ``PodsReadyTimeout`` when ``due``, and otherwise
-rechecks after ``recheck_after`` seconds.
+rechecks after ``recheck_after`` seconds. ``blockAdmission`` (``block_until``) holds other
+workloads back while any admitted one is not PodsReady, recovering ones included, as Kueue.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -27,7 +31,7 @@ from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import parse_time
 from app.policy.backoff import in_backoff
-from app.policy.workload import bind_time, is_ready, members, pods_ready
+from app.policy.workload import bind_time, is_ready
 
 Cause = Literal["", "WaitForStart", "WaitForRecovery"]
 WAIT_FOR_START: Cause = "WaitForStart"
@@ -43,8 +47,8 @@ class PodsReadyState:
     pods_ready: bool
     """Ready + succeeded pods >= minAvailable, now."""
     not_ready_since: float | None = None
-    """When PodsReady went false *after having been true*; None = never lost it, or (with
-    ``was_ready``) not known yet when."""
+    """When PodsReady last went false *after having been true* (the ``lost`` fact); None =
+    never lost it, or (with ``was_ready``) not known yet when."""
     was_ready: bool = False
     """The workload as a whole has been PodsReady since its admission (implied by
     ``not_ready_since``)."""
@@ -67,39 +71,61 @@ class PodsReadyCheck:
 NOTHING = PodsReadyCheck()
 
 
+def running_clock(
+    state: PodsReadyState, config: WaitForPodsReadyConfig
+) -> tuple[Cause, float | None]:
+    """Which clock runs for the workload and when it runs out (Kueue's
+    ``admittedNotReadyWorkload``): ``("", None)`` when none does — not enabled, not admitted,
+    PodsReady, or recovering without a ``recoveryTimeout`` — and ``(WAIT_FOR_RECOVERY, None)``
+    when it lost PodsReady at a moment not known yet."""
+    if not config.enable or state.admitted_at is None or state.pods_ready:
+        return "", None
+    if state.was_ready or state.not_ready_since is not None:
+        if config.recovery_timeout is None:
+            return "", None
+        if state.not_ready_since is None:
+            return WAIT_FOR_RECOVERY, None
+        return WAIT_FOR_RECOVERY, state.not_ready_since + config.recovery_timeout
+    return WAIT_FOR_START, state.admitted_at + config.timeout
+
+
 def evaluate_pods_ready(
     state: PodsReadyState, now: float, config: WaitForPodsReadyConfig
 ) -> PodsReadyCheck:
     """Which PodsReady timeout applies to the workload at ``now``, and whether it is due."""
-    if not config.enable or state.admitted_at is None or state.pods_ready:
+    cause, deadline = running_clock(state, config)
+    if not cause:
         return NOTHING
-    if state.was_ready or state.not_ready_since is not None:
-        if config.recovery_timeout is None:
-            return NOTHING
-        if state.not_ready_since is None:
-            # Lost, but when is not known yet (the caller supplies the moment it noticed).
-            return PodsReadyCheck(cause=WAIT_FOR_RECOVERY)
-        cause, deadline = WAIT_FOR_RECOVERY, state.not_ready_since + config.recovery_timeout
-    else:
-        cause, deadline = WAIT_FOR_START, state.admitted_at + config.timeout
+    if deadline is None:
+        # Lost, but when is not known yet (the caller supplies the moment it noticed).
+        return PodsReadyCheck(cause=cause)
     remaining = deadline - now
     return PodsReadyCheck(
         cause=cause, deadline=deadline, due=remaining <= 0, recheck_after=max(remaining, 0.0)
     )
 
 
-def blocks_admission(state: PodsReadyState, now: float, config: WaitForPodsReadyConfig) -> bool:
-    """``blockAdmission``: this admitted workload holds back the admission of others.
+def block_until(state: PodsReadyState, config: WaitForPodsReadyConfig) -> float | None:
+    """``blockAdmission``: until when this workload holds back the admission of others (None:
+    it does not; ``math.inf``: until it is PodsReady, no clock ends it).
 
-    Only while it waits for its *start* (KEP-349: "until the first batch of pods ... is
-    scheduled") and has not timed out — a workload never PodsReady as a whole counts, even if one
-    of its pods was Ready once. A workload recovering from a failed pod does not block: without
-    a recoveryTimeout it could hold the whole cluster forever.
-    """
+    As Kueue (``podsReadyForAllAdmittedWorkloads``: every admitted workload whose ``PodsReady``
+    is not True blocks): a workload waiting for its start, and one recovering from a lost pod —
+    without a ``recoveryTimeout``, until it recovers. Past its deadline it no longer blocks: it
+    is being evicted (and, should no leader evict it, it does not hold the cluster forever)."""
     if not (config.enable and config.block_admission):
-        return False
-    check = evaluate_pods_ready(state, now, config)
-    return check.cause == WAIT_FOR_START and not check.due
+        return None
+    if state.admitted_at is None or state.pods_ready:
+        return None
+    _, deadline = running_clock(state, config)
+    return math.inf if deadline is None else deadline
+
+
+def blocks_admission(state: PodsReadyState, now: float, config: WaitForPodsReadyConfig) -> bool:
+    """Whether this admitted workload holds back the admission of others at ``now``
+    (``block_until``)."""
+    until = block_until(state, config)
+    return until is not None and until > now
 
 
 def timeout_message(workload: str, check: PodsReadyCheck, config: WaitForPodsReadyConfig) -> str:
@@ -144,7 +170,6 @@ def was_pods_ready(
     pods: Sequence[Pod],
     started: float | None,
     size: int,
-    was_ready: bool = False,
     *,
     most: int | None = None,
 ) -> bool:
@@ -152,14 +177,13 @@ def was_pods_ready(
     recovery clock is for a job that "has already started and some pod failed"; one pod having
     been Ready is not the workload having been PodsReady).
 
-    ``was_ready``: runway saw it PodsReady (in memory). Otherwise, derived from the pods so that
-    it survives a restart: it has started, and every pod it started with that runway still sees
-    (members and failed pods) shows it has been Ready; the pods it started with that are gone
-    (deleted, maybe replaced) cannot tell and are presumed to have been. ``most``: the most
+    For a workload runway never saw PodsReady (its ``ready`` fact unknown: it happened while no
+    runway was watching), derived from the pods: it has started, and every pod it started with
+    that runway still sees (members and failed pods) shows it has been Ready; the pods it
+    started with that are gone (deleted, maybe replaced) cannot tell and are presumed to have
+    been. ``most``: the most
     members it has had (``Life.size``): no more pods than that can be gone — a size its pods
     never reached (a Job's parallelism its controller has not filled) was never PodsReady."""
-    if was_ready:
-        return True
     if started is None:
         return False  # fewer than its size were ever bound together
     originals = [
@@ -171,33 +195,20 @@ def was_pods_ready(
     return evidenced + gone >= size
 
 
-def not_ready_since(
-    pods: Sequence[Pod],
-    admitted: float | None,
-    started: float | None,
-    was_ready: bool = False,
-    *,
-    size: int | None = None,
-    ready: bool | None = None,
-    most: int | None = None,
-) -> float | None:
-    """When PodsReady went false after the workload as a whole had been PodsReady
-    (``was_pods_ready``); None if it never was (or is ready now: ``ready``, else the pods' own
-    ``pods_ready``; or it was, but the pods do not show when it was lost). ``size`` and
-    ``most``: ``was_pods_ready``'s.
+def loss_time(pods: Sequence[Pod], since: float) -> float | None:
+    """When the workload lost PodsReady after ``since`` (the last moment it is known to have
+    been PodsReady: its ``ready`` or ``recovered`` fact), as its pods show it; None when they do
+    not (a pod deleted, its replacement not created yet: the caller takes the moment it noticed).
 
-    Derived from the pods so that it survives a restart, among the pods since ``admitted``: the
-    earliest Ready=False transition of a pod that has been Ready (``was_ready``: runway saw the
-    workload PodsReady; otherwise a transition well after the pod's own start) — failed pods
-    included, they are how a Job loses a pod — else, once the workload has *started*, the
-    creation of a replacement pod (the pod it replaces may be gone already).
+    The earliest, among the pods not ready now and not being deleted (members, and the Failed
+    pods a Job keeps: they are how it loses a pod), of a Ready=False transition at or after
+    ``since`` that shows the pod had been Ready (well after its own start: the kubelet writes
+    the first Ready=False when it starts a pod) and of a creation after ``since`` (a
+    replacement: the pod it stands for was lost by then, and may be gone). A pod that was
+    already not ready at ``since`` — one that failed before the workload recovered — is not the
+    loss: Kueue's clock is the *last* transition of PodsReady to false.
     """
-    if (pods_ready(pods) if ready is None else ready) or admitted is None:
-        return None
-    target = size if size is not None else len(members(pods))
-    if not was_pods_ready(pods, started, target, was_ready, most=most):
-        return None
-    flips: list[float] = []
+    found: float | None = None
     for pod in pods:
         if pod.metadata.deletionTimestamp is not None:
             continue
@@ -205,18 +216,16 @@ def not_ready_since(
             continue
         cond = pod.condition("Ready")
         t = parse_time(cond.lastTransitionTime) if cond is not None else None
-        if t is not None and t >= admitted:
-            started_at = parse_time(pod.status.startTime)
-            if was_ready or (started_at is not None and t - started_at >= FLIP_MARGIN_S):
-                flips.append(t)
-                continue
-        if started is None or pod.status.phase == "Failed":
+        if t is not None and t >= since and _has_been_ready(pod):
+            found = t if found is None else min(found, t)
             continue
-        created = parse_time(pod.metadata.creationTimestamp)
-        if created is not None and _is_replacement(pod, started):
-            # A replacement: its predecessor failed or was deleted; PodsReady was lost then.
-            flips.append(created)
-    return min(flips) if flips else None
+        if pod.status.phase == "Failed":
+            continue
+        if _is_replacement(pod, since):
+            created = parse_time(pod.metadata.creationTimestamp)
+            if created is not None:
+                found = created if found is None else min(found, created)
+    return found
 
 
 def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:

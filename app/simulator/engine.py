@@ -6,7 +6,7 @@ Every decision is made by runway's own policy functions, fed from the simulated 
   StrictFIFO head), across queues by that key (priority first), as kube-scheduler's active queue
   sorts by priority;
 - may a workload be placed now: ``policy.admission.admit`` (deactivated, backoff, anti-flapping,
-  blockAdmission, StrictFIFO) with blockers from ``policy.podsready.blocks_admission``;
+  blockAdmission, StrictFIFO) with blockers from ``policy.podsready.block_until``;
 - preemption: ``policy.victims.decide`` on the candidate nodes kube-scheduler's dry run would
   offer, each victim's min-runtime resolved by ``policy.minruntime`` through ``policy.queues``;
 - a workload's admitted/started facts: ``policy.lifecycle.observe``;
@@ -662,8 +662,10 @@ class Simulation:
             w = self._active_set.get(name)
             if w is None or w.life.admitted is None:
                 continue
-            if podsready.blocks_admission(self._pr_state(w), self.now, self.wait_cfg):
-                yield Blocker(name, w.life.admitted + self.wait_cfg.timeout)
+            # the service's rule (state/requeue.blockers): recovering workloads block too
+            until = podsready.block_until(self._pr_state(w), self.wait_cfg)
+            if until is not None and until > self.now:
+                yield Blocker(name, None if until == math.inf else until)
 
     # -- preemption ------------------------------------------------------------------------
 

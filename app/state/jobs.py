@@ -3,7 +3,10 @@
 ``completions``; ``app.policy.workload.job_size``).
 
 ``JobSizes`` is the store of the Job reflector (``app.kube.jobs``, plugged in by ``wiring``):
-``(namespace, name) → (uid, size)``, nothing else, so 10,000s of Jobs cost a few MB. A Job whose
+``(namespace, name) → (uid, size, created)``, nothing else, so 10,000s of Jobs cost a few MB.
+``created`` (its creationTimestamp, set by the API server) is its workload's *created* fact
+(DESIGN §2.3): the queue's ``Creation`` order, trusted because runway read it from the Job of
+that UID, not from anything a tenant writes. A Job whose
 size is not one (``≤ 0``, absurdly large) is not kept: its workload counts against the members it
 has had. The record book (``RecordBook.life``) asks it about workloads named after their pods'
 controlling Job (``owner:Job``); the size applies only when one of the pods names the Job's UID
@@ -23,14 +26,17 @@ from typing import NamedTuple
 from app import metrics
 from app.model import Pod
 from app.model.job import Job
+from app.model.timestamps import parse_time
 from app.policy.workload import JOB_SOURCE, WorkloadKey, job_size, owned_by
 
 
 class JobSize(NamedTuple):
-    """One Job's UID and size."""
+    """One Job's UID, size and creation."""
 
     uid: str
     size: int
+    created: float | None = None
+    """Its creationTimestamp (Unix seconds)."""
 
 
 class JobSizes:
@@ -112,4 +118,6 @@ def _where(job: Job) -> tuple[str, str]:
 
 def _entry(job: Job) -> JobSize | None:
     size = job_size(job.spec.parallelism, job.spec.completions)
-    return JobSize(job.metadata.uid, size) if size is not None and job.metadata.uid else None
+    if size is None or not job.metadata.uid:
+        return None
+    return JobSize(job.metadata.uid, size, parse_time(job.metadata.creationTimestamp))

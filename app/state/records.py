@@ -45,7 +45,7 @@ from app.policy.eviction import preempted
 from app.policy.lifecycle import LifeFacts, facts_of
 from app.policy.queues import QueueTree
 from app.policy.retention import expired
-from app.policy.workload import WorkloadKey, queue_of, workload_of
+from app.policy.workload import WorkloadKey, owned_by, queue_of, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.jobs import JobSize, JobSizes
 
@@ -62,6 +62,10 @@ class RecordStore(Protocol):
     """Where records live (``app.kube.workloadrecords.KubeRecordStore``, or ``MemoryRecords``)."""
 
     listeners: list[Listener]
+
+    @property
+    def available(self) -> bool:
+        """False while records cannot be written (the API server refuses them: no CRD)."""
 
     def get(self, namespace: str, name: str) -> RecordState | None:
         """The record's state (None: none yet). No I/O."""
@@ -89,6 +93,11 @@ class MemoryRecords:
     def __init__(self) -> None:
         self.states: dict[tuple[str, str], RecordState] = {}
         self.listeners: list[Listener] = []
+
+    @property
+    def available(self) -> bool:
+        """Always: memory is there."""
+        return True
 
     def get(self, namespace: str, name: str) -> RecordState | None:
         """The record's state."""
@@ -184,6 +193,12 @@ class RecordBook:
         self.store.listeners.append(self._observe)
 
     @property
+    def available(self) -> bool:
+        """Whether records can be written (False: the API server refuses WorkloadRecords, the
+        CRD is missing; the leader's writers wait instead of failing once a second)."""
+        return self.store.available
+
+    @property
     def writer(self) -> RecordStore | None:
         """The store when records are written to the API server (None: in memory only)."""
         return None if isinstance(self.store, MemoryRecords) else self.store
@@ -258,7 +273,8 @@ class RecordBook:
     def life(self, view: WorkloadView) -> LifeFacts:
         """The workload's facts now (persisted, moved by what its pods show: ``policy.lifecycle``;
         PodsReady against its Job's size when it has one); memoised until its pods, its
-        persisted facts, its eviction record or its Job's size change."""
+        persisted facts, its eviction record or its Job's size change (so a loss of PodsReady
+        its pods do not date is dated by the first look at it, until the leader persists it)."""
         key = view.key
         state = self.state(key)  # one lookup for both
         persisted, record = state.life, state.record
@@ -273,8 +289,17 @@ class RecordBook:
             and memo[3] == job
         ):
             return memo[4]
-        parallelism = self.job_size(view) if job is not None else None
-        facts = facts_of(view.pods, persisted, last_eviction=evicted, parallelism=parallelism)
+        parallelism = owner_created = None
+        if job is not None and owned_by(view.pods, job.uid):
+            parallelism, owner_created = job.size, job.created
+        facts = facts_of(
+            view.pods,
+            persisted,
+            owner_created=owner_created,
+            last_eviction=evicted,
+            parallelism=parallelism,
+            observed_at=self.clock.now(),
+        )
         # Bounded by the workloads there are: a pass over every workload (the PodsReady evictor,
         # the blockers, /v1/queues) must find its memo, not clear it (41,000 workloads at
         # 150,000 pods: bench.scale).
@@ -283,12 +308,17 @@ class RecordBook:
         self._life_memo[key] = (view, persisted, evicted, job, facts)
         return facts
 
-    async def write_life(self, key: WorkloadKey, life: Life) -> bool:
-        """Persist ``life`` in the workload's record (``created`` is never moved once known).
+    async def write_life(
+        self, key: WorkloadKey, life: Life, *, owner_created: float | None = None
+    ) -> bool:
+        """Persist ``life`` in the workload's record: ``created`` is never moved once known, but
+        earlier to ``owner_created``, the creationTimestamp of its owner runway read (trusted).
         Returns True when something was written."""
 
         def change(current: RecordState) -> RecordState | None:
             created = current.life.created or life.created
+            if owner_created is not None and (created is None or owner_created < created):
+                created = owner_created
             # The size never shrinks: the most members the workload has had (KEP-349).
             size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
             new = replace(life, created=created, size=size)

@@ -10,9 +10,10 @@ simply has no data.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
@@ -30,10 +31,8 @@ from app.policy.ordering import (
 from app.policy.podsready import (
     PodsReadyCheck,
     PodsReadyState,
-    blocks_admission,
+    block_until,
     evaluate_pods_ready,
-    not_ready_since,
-    was_pods_ready,
     workload_state,
 )
 from app.policy.quantity import QuantityError, pod_requests
@@ -59,10 +58,6 @@ class RequeueIndex:
     generation: int = 0
     _pending: dict[str, tuple[int, list[PendingWorkload]]] = field(default_factory=dict)
     _blockers: tuple[int, tuple[Blocker, ...]] | None = None
-    ready_seen: dict[WorkloadKey, float] = field(default_factory=dict)
-    """Workloads seen PodsReady, with the start time they had then (recovery clock)."""
-    lost_seen: dict[WorkloadKey, float] = field(default_factory=dict)
-    """Workloads seen having lost PodsReady where the pods do not show when: first seen so."""
     listeners: list[Callable[[], None]] = field(default_factory=list)
     """Called on every bump (cheap: they only set a flag), e.g. the requeue waker's."""
 
@@ -209,41 +204,24 @@ class RequeueView:
         return self.records.life(view)
 
     def pods_ready_state(self, view: WorkloadView) -> PodsReadyState:
-        """The PodsReady facts of one workload: its clocks count from its *admitted* fact;
-        PodsReady against its size (``LifeFacts.size``), not the pods alive now."""
+        """The PodsReady facts of one workload: its clocks count from its *admitted* fact and
+        its *lost* fact (the last loss of PodsReady, persisted in the record: it survives a
+        restart and a new leader; ``policy.lifecycle.track_pods_ready``); PodsReady against
+        its size (``LifeFacts.size``), not the pods alive now."""
         facts = self.records.life(view)
         life = facts.life
-        seen = self.index.ready_seen.get(view.key)
-        # Reached PodsReady since admitted: seen by this process, or persisted in the record
-        # (which survives a restart and a new leader).
-        seen_ready = (seen is not None and seen == life.admitted) or (
-            life.ready is not None and life.admitted is not None
-        )
         ready = facts.pods_ready
-        was = (
-            not ready
-            and life.admitted is not None
-            and was_pods_ready(view.pods, life.started, facts.size, seen_ready, most=life.size)
-        )
+        was = not ready and life.admitted is not None and life.ready is not None
         return PodsReadyState(
             admitted_at=life.admitted,
             pods_ready=ready,
-            not_ready_since=not_ready_since(
-                view.pods,
-                life.admitted,
-                life.started,
-                seen_ready,
-                size=facts.size,
-                ready=ready,
-                most=life.size,
-            )
-            if was
-            else None,
+            not_ready_since=life.lost if was else None,
             was_ready=was,
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
-        """Admitted workloads still waiting for their first PodsReady (``blockAdmission``)."""
+        """Admitted workloads not PodsReady (``blockAdmission``): waiting for their start or
+        recovering from a lost pod, as Kueue counts them (``policy.podsready.block_until``)."""
         cfg = self.pods_ready
         if not (cfg.enable and cfg.block_admission):
             return ()
@@ -256,14 +234,11 @@ class RequeueView:
             view = cache.workload(key)
             if view is None:
                 continue
-            state = self.pods_ready_state(view)
-            admitted = state.admitted_at
-            if admitted is None:
-                continue
-            # ``now`` only decides "timed out": the policy re-checks timeout_at on every call.
-            if blocks_admission(state, admitted, cfg):
-                found.append(Blocker(str(key), admitted + cfg.timeout))
-        result = tuple(sorted(found, key=lambda b: (b.workload, b.timeout_at)))
+            # ``now`` is not read: the filter compares each blocker's end with its own now.
+            until = block_until(self.pods_ready_state(view), cfg)
+            if until is not None:
+                found.append(Blocker(str(key), None if until == math.inf else until))
+        result = tuple(sorted(found, key=lambda b: (b.workload, b.timeout_at or math.inf)))
         idx._blockers = (idx.generation, result)
         return result
 
@@ -305,15 +280,8 @@ class RequeueView:
         return unsettled
 
     def evaluate(self, view: WorkloadView, now: float) -> tuple[PodsReadyState, PodsReadyCheck]:
-        """The PodsReady state and check of one workload (REST and evictor). A workload that
-        lost PodsReady where its pods do not show when (a pod deleted, its replacement not
-        created yet) runs its recovery clock from the first time it is evaluated so."""
+        """The PodsReady state and check of one workload (REST and evictor)."""
         state = self.pods_ready_state(view)
-        lost = self.index.lost_seen
-        if state.was_ready and state.not_ready_since is None:
-            state = replace(state, not_ready_since=lost.setdefault(view.key, now))
-        elif not state.was_ready:
-            lost.pop(view.key, None)
         return state, evaluate_pods_ready(state, now, self.pods_ready)
 
     # --- queues -----------------------------------------------------------------------------

@@ -1,9 +1,12 @@
 """The life recorder (DESIGN §2, leader only): persists each workload's facts — created, admitted,
-started — when one first becomes known or a full eviction resets them.
+started, PodsReady's transitions — when one first becomes known or a full eviction resets them.
 
 Writes are few: none for a pod that is a workload alone (its own fields are its facts) or for
-DaemonSet and static pods; for the others one record write at the first bind (created and
-admitted, often started too), one when started becomes known later, one on a full eviction.
+DaemonSet and static pods; for the others one at first sight (created: the record is made then,
+so a re-created pending pod never moves its workload in the queue), one at the first bind
+(admitted, often started too), one when started becomes known later, one when PodsReady is
+reached, lost or reached again (Kueue writes its Workload's condition as often), one on a full
+eviction.
 
 Readers never need it to be right now: ``RecordBook.life`` applies the same rules
 (``app.policy.lifecycle``) to the persisted facts and the pods it sees. Persisting is what makes
@@ -71,10 +74,17 @@ class LifeRecorder(Ticker):
         if changed:
             self.poke()
 
+    def workload_changed(self, key: WorkloadKey) -> None:
+        """Something the facts read besides the pods changed for ``key`` (its Job: the created
+        fact from the Job's creation): look at it again."""
+        if key.source != "pod":
+            self._dirty[key] = None
+            self.poke()
+
     async def run_once(self) -> float:
         """One pass (``Ticker``): the changed workloads, or all of them on a sweep."""
-        if not self.is_leader() or not self.cache.pods_synced:
-            self._sweep = True  # a new leader looks at everything once
+        if not self.is_leader() or not self.cache.pods_synced or not self.records.available:
+            self._sweep = True  # a new leader (or the CRD installed) looks at everything once
             self._dirty.clear()
             return self.tick
         keys: Iterable[WorkloadKey]
@@ -102,12 +112,12 @@ class LifeRecorder(Ticker):
         facts = self.records.life(view)
         if not facts.dirty:
             return False
-        if facts.persisted.empty and facts.life.admitted is None:
-            # Never admitted: its first pods still show when it was created; written with the
-            # first bind (pods are re-created only after that), which saves a write per workload.
-            return False
+        # Written at first sight, admitted or not: a pending workload's pod deleted and
+        # re-created (its controller's choice) must not move it to the back of its queue.
         try:
-            written = await self.records.write_life(key, facts.life)
+            written = await self.records.write_life(
+                key, facts.life, owner_created=facts.owner_created
+            )
         except Exception as exc:  # e.g. the API server refused or timed out the record's write
             # Retried when its pods change again or on the next leader's sweep, not in a loop.
             log.warning("workload facts not written", workload=str(key), error=str(exc))

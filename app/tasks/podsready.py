@@ -9,9 +9,10 @@ PodsReady went false), and — on the leader only — evicts each of them in its
    the node pools it failed in; or ``deactivated`` past the limit). The record goes first: if
    runway dies half-way, the next leader sees the record of *this* admission (eviction time after
    the start) and only finishes the job instead of counting a second eviction;
-2. ``DisruptionTarget=True`` (reason ``PodsReadyTimeout``) on each pod, a strategic merge patch
-   of ``pods/status``;
-3. delete each pod with a UID precondition (404, or a 409 because the name now belongs to a
+2. ``DisruptionTarget=True`` (reason ``PodsReadyTimeout``) on each *active* pod (neither
+   Succeeded nor Failed: as Kueue suspends a Job, whose controller deletes only its active
+   pods; a finished pod keeps its logs), a strategic merge patch of ``pods/status``;
+3. delete each of them with a UID precondition (404, or a 409 because the name now belongs to a
    re-created pod, both mean done). The owner re-creates the pods; ``filter`` holds them for the
    backoff, or for good when deactivated.
 
@@ -38,7 +39,7 @@ from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource
 from app.policy.eviction import timed_out
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import WorkloadKey, is_queued, live_pods
+from app.policy.workload import WorkloadKey, active_pods, is_queued, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import WORKLOAD_STEP, QueueCounts, RequeueView
@@ -48,9 +49,6 @@ from app.tasks.loop import Ticker
 from app.tasks.ports import EventSink, NoEvents, PodApi
 
 log = get_logger("tasks.podsready")
-
-SWEEP_EVERY_S = 30.0
-"""How often the readiness history of workloads that are gone is swept."""
 
 
 class PodsReadyEvictor(Ticker):
@@ -87,7 +85,6 @@ class PodsReadyEvictor(Ticker):
         self._gauged: set[str] = set()
         self._settled: dict[WorkloadKey, WorkloadView] = {}
         self._settled_facts = -1
-        self._swept_at = float("-inf")
         self.evicted = 0
         """Evictions recorded by this process (for tests and the log)."""
 
@@ -125,26 +122,12 @@ class PodsReadyEvictor(Ticker):
     async def tick_once(self) -> float:
         """Evaluate every workload once; start the due evictions (leader only). Returns the
         seconds until the next deadline (``tick`` when none is near)."""
-        cfg = self.config
-        now = self.clock.now()
-        cache = self.cache
-        idx = self.view.index
-        if not cfg.enable:
-            # Nothing to evict, and readiness history only matters for recoveryTimeout.
-            return self.tick
-        leader = self.is_leader()
-        wait = await in_slices(self._pass_steps(now, leader))
-        # Forget readiness of workloads that no longer exist (now and then: a stale entry is
-        # only memory, it never matches a new admission).
-        if now - self._swept_at >= SWEEP_EVERY_S or now < self._swept_at:
-            self._swept_at = now
-            # A set lookup each (not ``cache.workload``: after a resync that would build a view
-            # of every workload in one go).
-            for key in [k for k in idx.ready_seen if not cache.has_workload(k)]:
-                del idx.ready_seen[key]
-            for key in [k for k in idx.lost_seen if not cache.has_workload(k)]:
-                del idx.lost_seen[key]
-        return wait
+        if not self.config.enable:
+            return self.tick  # nothing to evict
+        # Without the WorkloadRecords (no CRD) an eviction could not be recorded: none starts
+        # (the store says why once; /readyz and runway_records_available show it).
+        leader = self.is_leader() and self.records.available
+        return await in_slices(self._pass_steps(self.clock.now(), leader))
 
     def _pass_steps(self, now: float, leader: bool) -> Generator[None, None, float]:
         """The pass over every workload, yielding every ``WORKLOAD_STEP`` of them (``in_slices``: a
@@ -177,7 +160,6 @@ class PodsReadyEvictor(Ticker):
                 now_settled[key] = view
                 continue
             if life.pods_ready:
-                idx.ready_seen[key] = admitted
                 now_settled[key] = view
                 continue
             if not leader or not is_queued(view.pods):
@@ -214,6 +196,10 @@ class PodsReadyEvictor(Ticker):
         now = self.clock.now()
         key = view.key
         pods = live_pods(view.pods)
+        # Only the active pods are marked and deleted, as Kueue suspends a Job (its controller
+        # deletes the active pods): a Succeeded pod keeps its logs and its completion, a Failed
+        # one what the Job counts it for. The eviction is the workload's all the same.
+        targets = active_pods(pods)
         message = timeout_message(str(key), check, cfg)
         label = self.pool_label
         pools = sorted(
@@ -250,7 +236,7 @@ class PodsReadyEvictor(Ticker):
                 count=record.count,
                 requeue_at=format_time(record.requeue_at) if record.requeue_at else None,
                 deactivated=record.deactivated,
-                pods=len(pods),
+                pods=len(targets),
             )
         current = record or self.records.read(key)
         text = message
@@ -258,7 +244,7 @@ class PodsReadyEvictor(Ticker):
             text = f"{message}; {current.message}"
         elif current is not None and current.requeue_at is not None:
             text = f"{message}; requeued after backoff at {format_time(current.requeue_at)}"
-        refs = [PodRef.of(p) for p in pods]
+        refs = [PodRef.of(p) for p in targets]
         for ref in refs:
             await disrupt(self.pods, ref, PODS_READY_TIMEOUT, text, now)
         if record is not None:

@@ -209,7 +209,8 @@ class Cluster:
                 del pods[name]
             elif pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in (
                 "Running",
-                "Failed",  # a kubelet does not restart a Failed pod (restartPolicy Never)
+                "Failed",  # a kubelet does not restart a finished pod (restartPolicy Never)
+                "Succeeded",
             ):
                 self.binds.append((time.time(), name))
                 self.bound_at.setdefault(pod["metadata"]["uid"], time.time())
@@ -339,6 +340,7 @@ def test_evicted_backed_off_deactivated_and_reactivated(cluster: Cluster) -> Non
     evicted = c.bound_uids()  # what the third timeout evicts
     c.until("deactivation", lambda: c.eviction().get("deactivated") is True)
     assert c.eviction()["count"] == 2
+    assert c.eviction()["reason"] == "Deactivated"  # Kueue's reason for this eviction
     assert c.active() is False  # spec.active: false, what `kubectl patch` would undo
     # The record is written before the pods are deleted: the evicted pods may still be bound
     # when the annotation is seen, so only their replacements are counted.

@@ -210,7 +210,8 @@ class Replay:
             # DisruptionTarget can be gone before a step sees it, the workload's record cannot.
             # (status.eviction, not spec.active: runway writes spec.active just before the
             # status, so a step could see the deactivation before the eviction.)
-            if eviction.get("reason") == "PodsReadyTimeout":
+            # (Deactivated: the timeout past a requeue limit, as Kueue names that eviction)
+            if eviction.get("reason") in ("PodsReadyTimeout", "Deactivated"):
                 self.note("evicted", name)
             if eviction.get("deactivated") is True:
                 self.note("deactivated", name)

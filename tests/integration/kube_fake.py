@@ -25,6 +25,7 @@ from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import no_jitter
 from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
+from app.state.jobs import JobSizes
 from app.state.records import RecordBook
 from tests.builders import pod, raw_node, raw_pod
 from tests.integration.kube_helpers import client
@@ -467,7 +468,11 @@ def cache_with(*pods: dict[str, Any]) -> ClusterCache:
 
 
 def make_store(
-    api: FakeApi, cache: ClusterCache, cfg: RequeuingStrategyConfig | None = None
+    api: FakeApi,
+    cache: ClusterCache,
+    cfg: RequeuingStrategyConfig | None = None,
+    *,
+    jobs: JobSizes | None = None,
 ) -> RecordBook:
     kube = client(api.transport)
     clock = ManualClock(T0)
@@ -478,6 +483,7 @@ def make_store(
         queues=QueueTree(),
         store=KubeRecordStore(kube, clock),
         jitter=no_jitter,
+        jobs=jobs,
     )
 
 

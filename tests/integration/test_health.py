@@ -17,19 +17,22 @@ from tests.runway_process import free_port
 
 
 @pytest.mark.parametrize(
-    ("method", "target", "ready", "status"),
+    ("method", "target", "not_ready", "status"),
     [
-        (b"GET", b"/healthz", False, b"200"),
-        (b"GET", b"/readyz", True, b"200"),
-        (b"GET", b"/readyz?verbose", False, b"503"),
-        (b"HEAD", b"/readyz", True, b"200"),
-        (b"POST", b"/readyz", True, b"405"),
-        (b"GET", b"/metrics", True, b"404"),  # nothing but the probes over plain HTTP
-        (b"POST", b"/scheduler/filter", True, b"404"),
+        (b"GET", b"/healthz", "caches not synced", b"200"),
+        (b"GET", b"/readyz", None, b"200"),
+        (b"GET", b"/readyz?verbose", "caches not synced", b"503"),
+        (b"HEAD", b"/readyz", None, b"200"),
+        (b"POST", b"/readyz", None, b"405"),
+        (b"GET", b"/metrics", None, b"404"),  # nothing but the probes over plain HTTP
+        (b"POST", b"/scheduler/filter", None, b"404"),
     ],
 )
-def test_answer(method: bytes, target: bytes, ready: bool, status: bytes) -> None:
-    assert answer(method, target, ready).split(b" ", 2)[1] == status
+def test_answer(method: bytes, target: bytes, not_ready: str | None, status: bytes) -> None:
+    reply = answer(method, target, not_ready)
+    assert reply.split(b" ", 2)[1] == status
+    if status == b"503":
+        assert reply.endswith(b"caches not synced")  # the reason, as the main port says it
 
 
 async def test_health_port_answers_readyz_from_the_caches(
@@ -40,7 +43,7 @@ async def test_health_port_answers_readyz_from_the_caches(
     async with started(app), httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
         assert (await http.get("/healthz")).text == "ok"
         assert (await http.get("/readyz")).status_code == 200
-        monkeypatch.setattr(Runway, "ready", property(lambda _: False))  # caches stale
+        monkeypatch.setattr(Runway, "not_ready", property(lambda _: "caches not synced"))
         reply = await http.get("/readyz")
         assert (reply.status_code, reply.text) == (503, "caches not synced")
         assert (await http.get("/scheduler/filter")).status_code == 404

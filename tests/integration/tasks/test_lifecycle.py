@@ -7,12 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 
 from app.kube.workloadrecords import KubeRecordStore
 from app.model import Pod
+from app.model.job import Job
 from app.model.timestamps import format_time
 from app.policy.workload import WorkloadKey, workload_of
 from app.state.cache import ClusterCache
+from app.state.jobs import JobSizes
 from app.state.records import RecordBook
 from app.tasks.lifecycle import LifeRecorder
 from tests.builders import job_obj, pod_obj
@@ -111,5 +114,67 @@ async def test_facts_persisted_kept_through_replacement_and_restart() -> None:
         # the re-created pods bind: a new admission
         upsert(cache, bound("train-2", T0 + 300, created=T0 + 100))
         assert facts(store, key) == (T0 - 60, T0 + 300, None)
+    finally:
+        await close_store(store, api)
+
+
+def the_job(*, uid: str = "uid-job-train") -> Job:
+    obj = job()
+    obj["metadata"]["uid"] = uid
+    return msgspec.convert(obj, Job)
+
+
+async def test_created_is_persisted_at_first_sight_and_a_recreated_pending_pod_never_moves_it() -> (
+    None
+):
+    """Issue #37: a Job's only pod, pending (never admitted), deleted and re-created by its
+    controller keeps its workload's place: created is written at first sight, not at a bind."""
+    api = FakeApi()
+    cache = cache_with(pending("train-0", T0 + 10))
+    store = make_store(api, cache)  # Jobs not readable: the earliest pod
+    key = WorkloadKey("team", "train", "owner:Job")
+    recorder = LifeRecorder(cache, store)
+    try:
+        await recorder.run_once()
+        assert life_of(api) == {"created": format_time(T0 + 10), "size": 1}
+        cache.delete_pod(msgspec.convert(pending("train-0", T0 + 10), Pod))
+        upsert(cache, pending("train-0b", T0 + 50))
+        writes = len(api.calls("PUT"))
+        await recorder.run_once()
+        assert facts(store, key) == (T0 + 10, None, None)
+        assert len(api.calls("PUT")) == writes
+    finally:
+        await close_store(store, api)
+
+
+@pytest.mark.parametrize(
+    ("job_uid", "created"),
+    [
+        # the pods' controller is the Job runway read: its creationTimestamp (the API server's)
+        ("uid-job-train", JOB_CREATED),
+        # a Job of that name but another UID (re-created, or an ownerReference a tenant wrote
+        # naming it): not this workload's owner, its time is not trusted
+        ("uid-job-other", T0 + 10),
+    ],
+)
+async def test_created_is_the_owners_creation_only_from_the_job_runway_read(
+    job_uid: str, created: float
+) -> None:
+    api = FakeApi()
+    jobs = JobSizes()
+    cache = cache_with(pending("train-0", T0 + 10))
+    store = make_store(api, cache, jobs=jobs)
+    key = WorkloadKey("team", "train", "owner:Job")
+    recorder = LifeRecorder(cache, store)
+    try:
+        # the pods seen before the Job (two watches): the earliest pod, for now
+        await recorder.run_once()
+        assert life_of(api)["created"] == format_time(T0 + 10)
+        # the Job arrives: its creation is earlier (it made the pods) and moves created once
+        jobs.upsert(the_job(uid=job_uid))
+        recorder.workload_changed(key)  # wiring: the Job store's on_change
+        await recorder.run_once()
+        assert life_of(api)["created"] == format_time(created)
+        assert facts(store, key)[0] == created
     finally:
         await close_store(store, api)

@@ -253,6 +253,36 @@ async def test_a_half_done_eviction_is_finished_without_counting_twice(world: Wo
     assert w.record().count == 1, "the same admission must not be counted twice"
 
 
+async def test_a_timeout_deletes_only_the_active_pods(world: World) -> None:
+    """Issue #37: a Job with one Succeeded and two never-ready pods times out. Kueue suspends the
+    Job, whose controller deletes only the active pods: the Succeeded pod (its logs, its
+    completion) and a Failed one stay; the eviction is recorded the same (count 1)."""
+    w = world
+    w.create_pods()
+    obj = pod_obj("train-2", namespace="ml", job="train", uid="uid-1-2")
+    obj["metadata"]["creationTimestamp"] = format_time(w.clock.now())
+    w.api.pods["ml/train-2"] = obj
+    w.bind()
+    done = w.api.pods["ml/train-0"]
+    done["status"]["phase"] = "Succeeded"
+    w.api.pods["ml/train-9"] = bind(
+        pod_obj("train-9", namespace="ml", job="train", uid="uid-1-9"), w.clock.now()
+    )
+    w.api.pods["ml/train-9"]["status"]["phase"] = "Failed"
+    w.sync()
+    w.clock.advance(31)
+    await w.evict_due()
+    record = w.api.record("ml", "job.train")
+    assert record is not None and record["status"]["eviction"]["count"] == 1
+    deletes = w.api.calls("DELETE")
+    assert sorted(d[2]["preconditions"]["uid"] for d in deletes) == ["uid-1-1", "uid-1-2"]
+    marked = sorted(
+        m[1].rsplit("/", 2)[-2] for m in w.api.calls("PATCH", "/api/v1/namespaces/ml/pods/")
+    )
+    assert marked == ["train-1", "train-2"]
+    assert sorted(w.api.pods) == ["ml/train-0", "ml/train-9"]
+
+
 async def test_only_the_leader_evicts(world: World) -> None:
     w = world
     follower = w.make_evictor(is_leader=lambda: False)

@@ -20,6 +20,7 @@ from app.model.record import (
     state_of,
     status_of,
 )
+from app.model.timestamps import format_time
 
 T0 = 1_700_000_000.0
 
@@ -36,7 +37,7 @@ def read(status: dict[str, Any], *, active: bool = True) -> RecordState:
 
 FULL = RecordState(
     queue="team-a",
-    life=Life(T0, T0 + 1, T0 + 2, 4, T0 + 30),
+    life=Life(T0, T0 + 1, T0 + 2, 4, T0 + 30, lost=T0 + 70, recovered=T0 + 50),
     eviction=EvictionRecord(
         reason="PodsReadyTimeout",
         time=T0 + 40,
@@ -112,7 +113,7 @@ def by_type(state: RecordState, now: float) -> dict[str, tuple[str, str]]:
             {
                 "Admitted": ("True", "Bound"),
                 "Started": ("True", "MinAvailableBound"),
-                "PodsReady": ("False", "WaitingForPods"),
+                "PodsReady": ("False", "WaitForStart"),
                 "Deactivated": ("False", "Active"),
             },
         ),
@@ -122,7 +123,27 @@ def by_type(state: RecordState, now: float) -> dict[str, tuple[str, str]]:
             {
                 "Admitted": ("True", "Bound"),
                 "Started": ("True", "MinAvailableBound"),
-                "PodsReady": ("True", "Reached"),
+                "PodsReady": ("True", "Started"),
+                "Deactivated": ("False", "Active"),
+            },
+        ),
+        # lost PodsReady after reaching it (Kueue: False, WaitForRecovery)
+        (
+            RecordState(life=Life(T0, T0 + 1, T0 + 2, 2, T0 + 9, lost=T0 + 30)),
+            {
+                "Admitted": ("True", "Bound"),
+                "Started": ("True", "MinAvailableBound"),
+                "PodsReady": ("False", "WaitForRecovery"),
+                "Deactivated": ("False", "Active"),
+            },
+        ),
+        # reached it again (Kueue: True, Recovered)
+        (
+            RecordState(life=Life(T0, T0 + 1, T0 + 2, 2, T0 + 9, recovered=T0 + 40)),
+            {
+                "Admitted": ("True", "Bound"),
+                "Started": ("True", "MinAvailableBound"),
+                "PodsReady": ("True", "Recovered"),
                 "Deactivated": ("False", "Active"),
             },
         ),
@@ -146,7 +167,7 @@ def by_type(state: RecordState, now: float) -> dict[str, tuple[str, str]]:
             {
                 "Admitted": ("False", "Pending"),
                 "Started": ("False", "NotStarted"),
-                "Evicted": ("True", "PodsReadyTimeout"),
+                "Evicted": ("True", "Deactivated"),
                 "Deactivated": ("True", "Inactive"),
             },
         ),
@@ -164,6 +185,10 @@ def test_the_pods_ready_condition_says_since_when() -> None:
     ]
     assert ready["lastTransitionTime"] == "2023-11-14T22:13:29Z"
     assert "(2)" in ready["message"]
+    # lost: the recovery clock's start (Kueue's WaitForRecovery lastTransitionTime)
+    life = Life(T0, T0 + 1, T0 + 2, 2, T0 + 9, lost=T0 + 30)
+    (lost,) = [c for c in conditions(RecordState(life=life), T0 + 60) if c["type"] == "PodsReady"]
+    assert (lost["status"], lost["lastTransitionTime"]) == ("False", format_time(T0 + 30))
 
 
 @pytest.mark.parametrize(

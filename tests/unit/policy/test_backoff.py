@@ -301,4 +301,6 @@ def test_reactivation_resets_count_requeue_at_and_time_limit() -> None:
     assert record.deactivated
     again = reactivate(record)
     assert (again.count, again.requeue_at, again.first_eviction_time) == (0, None, None)
-    assert not again.deactivated and again.reason == "PodsReadyTimeout"
+    # Kueue evicts a workload it deactivates with reason Deactivated; reactivated, it keeps it
+    assert record.reason == "Deactivated"
+    assert not again.deactivated and again.reason == "Deactivated"

@@ -396,3 +396,208 @@ def test_facts_over_pod_churn(size: int, elastic: bool, events: list[tuple[str, 
             if p.metadata.deletionTimestamp is None and p.status.phase != "Failed"
         )
         assert (life.size or 0) == max(previous.size or 0, members_now)
+
+
+# --- PodsReady's transitions: the recovery clock (Kueue's PodsReady condition, KEP-349) ----------
+
+
+def member(
+    name: str,
+    *,
+    ready: bool,
+    at: float,
+    created: float = T0,
+    phase: str = "Running",
+) -> Pod:
+    """A bound pod started at T0 + 1 whose Ready condition last moved at ``at``."""
+    p = pod(name, created=created, bound_at=max(T0 + 1, created), phase=phase)
+    conditions = (*(p.status.conditions or ()), PodCondition("Ready", str(ready), format_time(at)))
+    status = PodStatus(
+        phase=phase, startTime=format_time(max(T0 + 1, created)), conditions=conditions
+    )
+    return Pod(p.metadata, p.spec, status)
+
+
+def failed(name: str, at: float) -> Pod:
+    """A pod that was Ready and failed at ``at`` (a Job keeps it)."""
+    return member(name, ready=False, at=at, phase="Failed")
+
+
+ADMITTED = Life(T0, T0 + 1, T0 + 1, 2)
+REACHED = replace(ADMITTED, ready=T0 + 10)
+
+
+@pytest.mark.parametrize(
+    ("case", "persisted", "pods", "ready", "lost", "recovered"),
+    [
+        # Kueue's job_controller_test cases, the PodsReady condition over the Job's pods:
+        (
+            "WaitForStart: admitted, not all pods ready",
+            ADMITTED,
+            [member("a", ready=True, at=T0 + 10), member("b", ready=False, at=T0 + 1)],
+            None,
+            None,
+            None,
+        ),
+        (
+            "Started: all pods ready",
+            ADMITTED,
+            [member("a", ready=True, at=T0 + 8), member("b", ready=True, at=T0 + 10)],
+            T0 + 10,
+            None,
+            None,
+        ),
+        (
+            "WaitForRecovery: one pod failed after the workload was running",
+            REACHED,
+            [member("a", ready=True, at=T0 + 8), failed("b", T0 + 50)],
+            T0 + 10,
+            T0 + 50,
+            None,
+        ),
+        (
+            "still WaitForRecovery: the clock stays at the first loss (its lastTransitionTime)",
+            replace(REACHED, lost=T0 + 50),
+            [
+                failed("a", T0 + 70),
+                failed("b", T0 + 50),
+                member("c", ready=False, at=T0 + 62, created=T0 + 60),
+            ],
+            T0 + 10,
+            T0 + 50,
+            None,
+        ),
+        (
+            "Recovered: the replacement is ready",
+            replace(REACHED, lost=T0 + 50),
+            [
+                member("a", ready=True, at=T0 + 8),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 65, created=T0 + 55),
+            ],
+            T0 + 10,
+            None,
+            T0 + 65,
+        ),
+        # issue #37: recovered from one failed pod, then another pod lost 30 s ago
+        (
+            "a second loss counts from itself, not from the pod that failed before recovery",
+            replace(REACHED, recovered=T0 + 65),
+            [
+                failed("a", T0 + 200),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 65, created=T0 + 55),
+            ],
+            T0 + 10,
+            T0 + 200,
+            T0 + 65,
+        ),
+        (
+            "a pending replacement of the second loss: the loss is the earlier of the two",
+            replace(REACHED, recovered=T0 + 65),
+            [
+                pod("d", created=T0 + 201),
+                failed("a", T0 + 200),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 65, created=T0 + 55),
+            ],
+            T0 + 10,
+            T0 + 200,
+            T0 + 65,
+        ),
+        (
+            "the failed pod deleted, its replacement pending: the replacement's creation",
+            replace(REACHED, recovered=T0 + 65),
+            [
+                pod("d", created=T0 + 201),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 65, created=T0 + 55),
+            ],
+            T0 + 10,
+            T0 + 201,
+            T0 + 65,
+        ),
+        (
+            "nothing on the pods dates the loss (a pod deleted, no replacement yet): noticed",
+            replace(REACHED, recovered=T0 + 65),
+            [member("c", ready=True, at=T0 + 65, created=T0 + 55)],
+            T0 + 10,
+            T0 + 300,
+            T0 + 65,
+        ),
+        (
+            "PodsReady while nobody watched, lost since: the pods show both",
+            ADMITTED,
+            [member("a", ready=True, at=T0 + 8), failed("b", T0 + 50)],
+            T0 + 1,
+            T0 + 50,
+            None,
+        ),
+        (
+            "never PodsReady as a whole (one pod crashed at its start): the start clock",
+            ADMITTED,
+            [member("a", ready=True, at=T0 + 8), failed("b", T0 + 1)],
+            None,
+            None,
+            None,
+        ),
+    ],
+)
+def test_the_recovery_clock_counts_from_the_last_loss(
+    case: str,
+    persisted: Life,
+    pods: list[Pod],
+    ready: float | None,
+    lost: float | None,
+    recovered: float | None,
+) -> None:
+    life = facts_of(pods, persisted, observed_at=T0 + 300).life
+    assert (life.ready, life.lost, life.recovered) == (ready, lost, recovered), case
+
+
+def test_the_pods_ready_facts_round_trip_and_reset_with_a_full_eviction() -> None:
+    life = replace(REACHED, lost=T0 + 50.7, recovered=T0 + 40.2)
+    assert (life.persisted().lost, life.persisted().recovered) == (T0 + 50, T0 + 40)
+    # every member gone: a full eviction resets the facts of the admission with it
+    again = facts_of([pod("z", created=T0 + 400)], life, observed_at=T0 + 500).life
+    assert (again.admitted, again.ready, again.lost, again.recovered) == (None,) * 4
+
+
+@pytest.mark.parametrize(
+    ("case", "persisted", "pods", "owner_created", "created"),
+    [
+        (
+            "first sight, no owner read: the earliest pod",
+            EMPTY,
+            [pod("a", created=T0 + 9)],
+            None,
+            T0 + 9,
+        ),
+        ("first sight, the owner read: its creation", EMPTY, [pod("a", created=T0 + 9)], T0, T0),
+        (
+            "a re-created pending pod never moves it",
+            Life(T0 + 9, size=1),
+            [pod("b", created=T0 + 60)],
+            None,
+            T0 + 9,
+        ),
+        (
+            "the owner read after its pods were first seen: earlier, once",
+            Life(T0 + 9, size=1),
+            [pod("a", created=T0 + 9)],
+            T0,
+            T0,
+        ),
+        (
+            "an older pod that joins later (a relabel: tenants write labels) moves nothing",
+            Life(T0 + 9, size=1),
+            [pod("old", created=T0 - 999), pod("a", created=T0 + 9)],
+            None,
+            T0 + 9,
+        ),
+    ],
+)
+def test_the_created_fact(
+    case: str, persisted: Life, pods: list[Pod], owner_created: float | None, created: float
+) -> None:
+    assert facts_of(pods, persisted, owner_created=owner_created).life.created == created, case

@@ -15,8 +15,11 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
+from app.config.requeue import RequeuingStrategyConfig
 from app.model.eviction import EvictionRecord
+from app.model.record import RecordState
 from app.policy import admission
+from app.policy.backoff import next_eviction_state, reactivate
 from app.policy.ordering import (
     PendingWorkload,
     QueueOrderStrategy,
@@ -119,6 +122,62 @@ def test_requeue_strategy_shape_per_reason() -> None:
     s = QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy)
     assert queue_order_timestamp(1.0, EvictionRecord("PodsReadyTimeout", 500.0), s) == 1.0
     assert queue_order_timestamp(1.0, EvictionRecord("Preempted", 500.0), s) == 500.0
+
+
+def requeuing(**fields: Any) -> RequeuingStrategyConfig:
+    return parse_config(
+        {"waitForPodsReady": {"enable": True, "requeuingStrategy": fields}}
+    ).wait_for_pods_ready.requeuing_strategy
+
+
+@pytest.mark.parametrize(
+    ("case", "record", "creation_order_timestamp"),
+    [
+        # Kueue's GetQueueOrderTimestamp: the eviction time only after a PodsReadyTimeout
+        ("evicted by a PodsReady timeout", EvictionRecord("PodsReadyTimeout", 500.0), False),
+        # Kueue evicts a workload it deactivates (requeue limit) with reason Deactivated
+        ("deactivated", EvictionRecord("Deactivated", 500.0, deactivated=True), True),
+        ("reactivated after a deactivation", EvictionRecord("Deactivated", 500.0), True),
+    ],
+)
+@pytest.mark.parametrize("setting", ["Eviction", "Creation"])
+def test_a_deactivated_workload_is_ordered_by_its_creation(
+    case: str, record: EvictionRecord, creation_order_timestamp: bool, setting: str
+) -> None:
+    config = parse_config(
+        {
+            "requeueStrategy": {
+                "podsReadyTimeout": f"Use{setting}Timestamp",
+                "priorityPreemption": f"Use{setting}Timestamp",
+            }
+        }
+    )
+    s = QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy)
+    got = queue_order_timestamp(1.0, record, s)
+    assert got == (1.0 if creation_order_timestamp or setting == "Creation" else 500.0), case
+
+
+def test_reactivation_after_the_requeue_limit_goes_back_to_creation_order() -> None:
+    """Issue #37: evicted by PodsReady timeouts past backoffLimitCount, deactivated (reason
+    Deactivated, as Kueue), reactivated: it sorts by its creation again, ahead of a workload
+    created after it, not at the back by its last eviction."""
+    cfg = requeuing(backoffLimitCount=1)
+    s = QueueOrderStrategy()  # the defaults: Eviction after a PodsReadyTimeout
+    record = next_eviction_state(None, "PodsReadyTimeout", 100.0, cfg)
+    assert (record.reason, record.deactivated) == ("PodsReadyTimeout", False)
+    record = next_eviction_state(record, "PodsReadyTimeout", 300.0, cfg)
+    assert (record.reason, record.deactivated) == ("Deactivated", True)
+    back = reactivate(record)
+    old = PendingWorkload("ns/old", 0, creation_time=1.0, record=back)
+    young = PendingWorkload("ns/young", 0, creation_time=200.0)
+    assert [w.name for w in pending_order([young, old], s)] == ["ns/old", "ns/young"]
+    # Kueue: a workload deactivated by hand while it waits out a PodsReadyTimeout backoff is
+    # not evicted again: its reason stays, and so does its place by that eviction
+    timed_out = EvictionRecord("PodsReadyTimeout", 100.0, count=1, requeue_at=160.0)
+    by_hand = RecordState(active=False, eviction=timed_out).record
+    assert by_hand is not None and by_hand.reason == "PodsReadyTimeout" and by_hand.deactivated
+    again = RecordState(active=True, eviction=timed_out).record  # spec.active back to true
+    assert again is not None and queue_order_timestamp(1.0, again, s) == 100.0
 
 
 def test_pending_preemptor_goes_before_the_workload_it_evicted() -> None:

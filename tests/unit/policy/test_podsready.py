@@ -10,6 +10,7 @@ workload was ready and lost it) sets it to the condition's time; ``WaitForStart`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from app.policy.podsready import (
     WAIT_FOR_RECOVERY,
     WAIT_FOR_START,
     PodsReadyState,
+    block_until,
     blocks_admission,
     evaluate_pods_ready,
     timeout_message,
@@ -107,7 +109,7 @@ def test_lost_readiness_of_unknown_time_runs_the_recovery_clock_but_is_not_due()
     state = PodsReadyState(admitted_at=NOW - 10_000, pods_ready=False, was_ready=True)
     check = evaluate_pods_ready(state, NOW, ON)
     assert (check.cause, check.due, check.deadline) == (WAIT_FOR_RECOVERY, False, None)
-    assert not blocks_admission(state, NOW, ON)  # recovering never blocks admission
+    assert blocks_admission(state, NOW, ON)  # recovering blocks admission until it recovers
     no_recovery = ON.model_copy(update={"recovery_timeout": None})
     assert evaluate_pods_ready(state, NOW, no_recovery).cause == ""
 
@@ -117,16 +119,57 @@ def test_ready_workload_has_nothing_due() -> None:
     assert not evaluate_pods_ready(state, NOW, ON).cause
 
 
-def test_block_admission_only_while_waiting_for_start() -> None:
-    starting = PodsReadyState(admitted_at=NOW, pods_ready=False)
-    assert blocks_admission(starting, NOW + 10, ON)
-    assert not blocks_admission(starting, NOW + 300, ON)  # timed out: about to be evicted
-    recovering = PodsReadyState(admitted_at=NOW - 900, pods_ready=False, not_ready_since=NOW)
-    assert not blocks_admission(recovering, NOW + 10, ON)
-    off = ON.model_copy(update={"block_admission": False})
-    assert not blocks_admission(starting, NOW + 10, off)
-    disabled = ON.model_copy(update={"enable": False})
-    assert not blocks_admission(starting, NOW + 10, disabled)
+NO_RECOVERY = ON.model_copy(update={"recovery_timeout": None})
+
+
+@pytest.mark.parametrize(
+    ("name", "state", "config", "until"),
+    [
+        # Kueue's podsReadyForAllAdmittedWorkloads: every admitted workload whose PodsReady is
+        # not True holds back the next admission (WorkloadsNotReady of its ClusterQueue)
+        ("waiting for its start", PodsReadyState(NOW, False), ON, NOW + 300),
+        ("PodsReady", PodsReadyState(NOW, True), ON, None),
+        ("not admitted", PodsReadyState(None, False), ON, None),
+        (
+            "recovering from a lost pod",
+            PodsReadyState(NOW - 900, False, not_ready_since=NOW),
+            ON,
+            NOW + 120,
+        ),
+        (
+            "recovering, the loss not dated yet",
+            PodsReadyState(NOW - 900, False, was_ready=True),
+            ON,
+            math.inf,
+        ),
+        (
+            "recovering without a recoveryTimeout: until it recovers, as Kueue",
+            PodsReadyState(NOW - 900, False, not_ready_since=NOW),
+            NO_RECOVERY,
+            math.inf,
+        ),
+        (
+            "blockAdmission off",
+            PodsReadyState(NOW, False),
+            ON.model_copy(update={"block_admission": False}),
+            None,
+        ),
+        (
+            "waitForPodsReady off",
+            PodsReadyState(NOW, False),
+            ON.model_copy(update={"enable": False}),
+            None,
+        ),
+    ],
+)
+def test_block_admission_counts_every_admitted_workload_not_pods_ready(
+    name: str, state: PodsReadyState, config: WaitForPodsReadyConfig, until: float | None
+) -> None:
+    assert block_until(state, config) == until, name
+    if until is not None:
+        assert blocks_admission(state, until - 1 if until != math.inf else NOW, config)
+    if until is not None and until != math.inf:
+        assert not blocks_admission(state, until, config)  # timed out: being evicted
 
 
 def test_messages_name_the_setting() -> None:

@@ -19,7 +19,7 @@ from app.model.lifecycle import Life
 from app.model.namespace import Namespace
 from app.model.timestamps import format_time
 from app.policy import admission
-from app.policy.podsready import blocks_admission, not_ready_since
+from app.policy.podsready import blocks_admission, loss_time
 from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey, is_member
 from app.state import records
@@ -67,20 +67,20 @@ def runtime(config: dict[str, Any] | None = None) -> Runway:
     return build(runway_config(config), clock=ManualClock(T0))
 
 
-def test_not_ready_since_needs_a_flip_after_the_pods_start() -> None:
+def test_a_loss_needs_a_flip_after_the_pods_start() -> None:
     rt = runtime()
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0))
     rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
-    # never ready since it started: the start clock runs, not the recovery clock
-    assert not_ready_since(view.pods, T0, T0) is None
-    # runway saw it PodsReady: the Ready=False transition is when it lost it
-    assert not_ready_since(view.pods, T0, T0, was_ready=True) == T0
-    # after a restart: a Ready=False transition well after the pod's start means it flipped
+    # the kubelet's first Ready=False, written when it starts the pod, is no loss
+    assert loss_time(view.pods, T0) is None
+    # a Ready=False transition well after the pod's start means it flipped
     rt.cache.upsert_pod(pod("a", bound_at=T0, ready=False, ready_at=T0 + 30))
     view = rt.cache.workload_of_pod(pod("a"))
-    assert view is not None and not_ready_since(view.pods, T0, T0) == T0 + 30
+    assert view is not None and loss_time(view.pods, T0) == T0 + 30
+    # ...but not when it came before the workload was last PodsReady (it recovered since)
+    assert loss_time(view.pods, T0 + 31) is None
 
 
 def test_blockers_only_with_block_admission_and_memoised_per_generation() -> None:
@@ -212,7 +212,9 @@ def test_a_gang_that_was_pods_ready_runs_the_recovery_clock() -> None:
     state, check = rt.requeue.evaluate(view, T0 + 40)
     assert state.was_ready and state.not_ready_since == T0 + 30
     assert check.cause == "WaitForRecovery" and check.deadline == T0 + 60
-    assert rt.requeue.blockers(T0 + 40) == ()  # recovering does not block admission
+    # recovering blocks admission until it recovers or its recoveryTimeout runs out (Kueue)
+    blockers = rt.requeue.blockers(T0 + 40)
+    assert [(b.workload, b.timeout_at) for b in blockers] == [("ns/w", T0 + 60)]
 
 
 @pytest.mark.parametrize(
@@ -334,9 +336,12 @@ async def test_lost_pods_ready_with_no_trace_counts_from_when_it_is_first_seen()
     assert await rt.records.write_life(WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 3))
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
+    assert isinstance(rt.clock, ManualClock)
+    rt.clock.set(T0 + 1000)
     state, check = rt.requeue.evaluate(view, T0 + 1000)
     assert state.was_ready and state.not_ready_since == T0 + 1000
     assert check.cause == "WaitForRecovery" and check.deadline == T0 + 1030 and not check.due
+    rt.clock.set(T0 + 1031)
     _, later = rt.requeue.evaluate(view, T0 + 1031)
     assert later.due  # the first sighting is kept, not moved
 
