@@ -444,14 +444,13 @@ async def test_a_real_leader_gone_gives_the_followers_own_answer() -> None:
 @pytest.fixture
 def pki(tmp_path: Path) -> dict[str, str]:
     ca, other = CA("runway-ca"), CA("someone-else")
-    server, client = ca.issue("runway", server=True), ca.issue("runway-1", server=False)
+    # serving and client authentication, as the chart's: the replicas share it
+    server = ca.issue("runway", server=True, client=True)
     files = {
         "ca.crt": ca.pem,
         "other.crt": other.pem,
         "tls.crt": server.cert,
         "tls.key": server.key,
-        "client.crt": client.cert,
-        "client.key": client.key,
     }
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
@@ -471,8 +470,7 @@ def pki(tmp_path: Path) -> dict[str, str]:
 async def test_the_leaders_certificate_is_verified_and_the_followers_presented_only_if_needed(
     pki: dict[str, str], ca: str, client_cert_needed: bool, present: bool, served: str
 ) -> None:
-    # the follower's own certificate (the chart's serve clients too; here a client's)
-    tls = TLSConfig.model_construct(cert_file=pki["client.crt"], key_file=pki["client.key"])
+    tls = TLSConfig.model_construct(cert_file=pki["tls.crt"], key_file=pki["tls.key"])
     serve: dict[str, Any] = {"ssl_certfile": pki["tls.crt"], "ssl_keyfile": pki["tls.key"]}
     if client_cert_needed:
         serve |= {"ssl_ca_certs": pki["ca.crt"], "ssl_cert_reqs": ssl.CERT_REQUIRED}
