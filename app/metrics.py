@@ -206,6 +206,17 @@ PREEMPT_FORWARDED = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+READS_FORWARDED = Counter(
+    "runway_reads_forwarded_total",
+    "REST reads of what only the leader holds (preemptions, decisions, the gate, explain, "
+    "workloads) a follower forwarded to the leader, by outcome: ok (the leader's answer was "
+    "relayed, a refusal included), error (unreachable, a 5xx) or timeout "
+    "(kubernetes.leaderElection.readForwardTimeout); on error and timeout, and when no leader's "
+    "REST address is known (unknown), the follower answered from its own memory, marked "
+    "X-Runway-Served-By: follower (...).",
+    ["outcome"],
+    registry=REGISTRY,
+)
 
 PREEMPTION_IN_FLIGHT = Gauge(
     "runway_preemption_tasks_in_flight",

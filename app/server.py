@@ -18,6 +18,7 @@ from app.api import (
     config_view,
     extender,
     fastpath,
+    leader_reads,
     ops,
     preemptions,
     tooling,
@@ -105,6 +106,9 @@ def create_app(
     app.include_router(workload_list.router)
     app.include_router(ui.router)
     app.include_router(cache_debug.router)
+    # A follower's reads of what only the leader holds are the leader's answers (DESIGN §7).
+    # Added before auth's middleware, so it runs inside it: the caller is checked here first.
+    app.add_middleware(leader_reads.LeaderReads)
     # REST auth (docs/security.md): the guard at app.state.auth; routes that change state add
     # Depends(app.api.auth.require_auth("write")); /metrics and read-only /v1 GETs are
     # guarded here when auth.protectMetrics / auth.protectReadOnly say so.
@@ -125,7 +129,7 @@ def create_app(
                 ref_template="#/components/schemas/{model}",
             )
             doc.setdefault("components", {}).setdefault("schemas", {}).update(defs["$defs"])
-            app.openapi_schema = document_errors(doc)
+            app.openapi_schema = leader_reads.document_served_by(document_errors(doc))
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

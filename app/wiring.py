@@ -12,6 +12,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from app import metrics
 from app.api.auth import Reviewer
@@ -24,7 +25,7 @@ from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
 from app.kube.jobs import JobSource
 from app.kube.leader import LeaderElector, own_namespace
-from app.kube.peers import LeaderForwarder
+from app.kube.peers import LeaderForwarder, LeaderReader
 from app.kube.pods import KubePodWriter
 from app.kube.queues import KaiQueueSource
 from app.kube.reviews import KubeReviewer
@@ -105,6 +106,9 @@ class Runway:
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     forwarder: LeaderForwarder | None = None
     """A follower's ``preempt`` calls, relayed to the leader (None without an election)."""
+    reader: LeaderReader | None = None
+    """A follower's REST reads of what only the leader holds, asked of the leader (None
+    without an election)."""
     bypass: BindWatch | None = None
     """Counts binds of managed pods by whether this replica filtered them (``state.bypass``;
     None without a cluster: nothing binds)."""
@@ -216,6 +220,7 @@ class Runway:
             cluster=self,
             events=self.events,
             forwarder=self.forwarder,
+            reads=self.reader,
             bypass=self.bypass,
         )
 
@@ -321,6 +326,8 @@ class Runway:
             await self.events.stop()
         if self.forwarder is not None:
             await self.forwarder.aclose()
+        if self.reader is not None:
+            await self.reader.aclose()
 
     async def load_records(self, within: float = 5.0) -> bool:
         """At startup: wait (bounded) until the workload records are listed, so the first
@@ -362,6 +369,29 @@ def advertise_url(config: RunwayConfig, environ: Mapping[str, str]) -> str | Non
     host = f"[{ip}]" if ":" in ip else ip
     scheme = "https" if server.tls.enabled else "http"
     return f"{scheme}://{host}:{server.port}{server.url_prefix}"
+
+
+def advertise_rest_url(config: RunwayConfig, environ: Mapping[str, str]) -> str | None:
+    """Where the other replicas reach this one's REST API: ``advertiseURL``'s scheme and host
+    without the verbs' prefix, else ``POD_IP`` with the server's scheme; on ``server.restPort``
+    when set, else on ``port`` (None: neither address)."""
+    server = config.server
+    configured = config.kubernetes.leader_election.advertise_url
+    if configured:
+        parts = urlsplit(configured.rstrip("/"))
+        path = parts.path.removesuffix(server.url_prefix)
+        netloc = parts.netloc
+        if server.rest_port is not None:
+            host = parts.hostname or ""
+            host = f"[{host}]" if ":" in host else host
+            netloc = f"{host}:{server.rest_port}"
+        return urlunsplit((parts.scheme, netloc, path, "", "")).rstrip("/")
+    ip = environ.get("POD_IP", "").strip()
+    if not ip:
+        return None
+    host = f"[{ip}]" if ":" in ip else ip
+    scheme = "https" if server.tls.enabled else "http"
+    return f"{scheme}://{host}:{server.rest_port or server.port}"
 
 
 def build(
@@ -489,6 +519,7 @@ def build(
             namespaces=cache.namespace_store,
             on_synced=synced,
             advertise=advertise_url(config, os.environ),
+            advertise_rest=advertise_rest_url(config, os.environ),
         )
         if kube is not None
         else None
@@ -596,6 +627,18 @@ def build(
             ca_file=k8s.leader_election.forward_ca_file,
             identity=leader.identity,
             timeout=k8s.leader_election.forward_timeout,
+        )
+        if leader is not None
+        else None,
+        reader=LeaderReader(
+            leader.leader_known,
+            lambda: leader.leader_rest_url,
+            config.server.tls,
+            ca_file=k8s.leader_election.forward_ca_file,
+            identity=leader.identity,
+            timeout=k8s.leader_election.read_forward_timeout,
+            # The REST API on the verbs' port may ask for a certificate to connect at all.
+            present_certificate=config.server.rest_port is None,
         )
         if leader is not None
         else None,

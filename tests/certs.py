@@ -70,11 +70,15 @@ class CA:
         )
         self.pem = self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, cn: str, *, server: bool) -> Issued:
-        """A leaf certificate: serverAuth for 127.0.0.1/localhost, or clientAuth."""
+    def issue(self, cn: str, *, server: bool, client: bool | None = None) -> Issued:
+        """A leaf certificate: serverAuth for 127.0.0.1/localhost, or clientAuth (``client``:
+        both, as the chart's runway certificates, which serve and forward to the leader)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         serial = x509.random_serial_number()
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        if (not server) if client is None else client:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(cn))
@@ -85,9 +89,7 @@ class CA:
             .not_valid_after(now + datetime.timedelta(hours=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
+                x509.ExtendedKeyUsage(usages),
                 critical=False,
             )
             .add_extension(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -20,6 +21,7 @@ from app.state.requeue import RequeueView
 from app.tasks.ports import EventSink
 from app.tasks.preemption import PreemptionExecutor
 from app.wire import ArgsReader
+from app.wire.forwarding import LeaderReply
 
 
 class ClusterInfo(Protocol):
@@ -80,6 +82,14 @@ class Forwarder(Protocol):
         """The leader's reply to ``verb`` with ``body``; None when it could not be had."""
 
 
+class LeaderReads(Protocol):
+    """Asks the leader for a REST read of what only it holds (``app.kube.peers.LeaderReader``)."""
+
+    async def read(self, target: str, credentials: Mapping[str, str]) -> LeaderReply | str:
+        """The leader's answer to ``GET target`` with the caller's ``credentials``, or why
+        there is none."""
+
+
 @dataclass(frozen=True)
 class ApiContext:
     """The parts handlers use (read-only but for the executor, which the verbs feed)."""
@@ -98,6 +108,9 @@ class ApiContext:
     events: EventSink
     forwarder: Forwarder | None = None
     """A follower forwards ``preempt`` to the leader through it (None: no election)."""
+    reads: LeaderReads | None = None
+    """A follower asks the leader for the REST reads of what only the leader holds through it
+    (``app.api.leader_reads``; None: no election)."""
     bypass: BindWatch | None = None
     """Told of every filter call: binds of managed pods nobody filtered mean kube-scheduler
     skips runway (``state.bypass``)."""

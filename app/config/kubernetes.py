@@ -60,6 +60,15 @@ class LeaderElectionConfig(Section):
         description="How long a follower waits for the leader's answer to a forwarded `preempt` "
         "before answering `{}` itself (keep it below the scheduler stanza's `httpTimeout`).",
     )
+    read_forward_timeout: Duration = Field(
+        10.0,
+        gt=0,
+        description="How long a follower waits for the leader's answer to a REST read it "
+        "forwards (what only the leader holds: `/v1/preemptions`, `/v1/preemptions/decisions`, "
+        "`/v1/gate`, `/v1/explain`, `/v1/workloads`; the leader's REST address is on the Lease "
+        "too) before answering from its own memory, marked `X-Runway-Served-By: follower "
+        "(leader unreachable)`.",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LeaderElectionConfig:

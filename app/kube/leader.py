@@ -10,7 +10,9 @@ lease is released (empty holder, 1 s duration) so the next replica takes over at
 
 The leader also writes where it answers the extender verbs on the Lease (``ADVERTISE_ANNOTATION``,
 when it has an address): a follower forwards kube-scheduler's ``preempt`` calls there
-(``app.kube.peers``), as only the leader decides preemptions.
+(``app.kube.peers``), as only the leader decides preemptions. And where it answers the REST API
+(``ADVERTISE_REST_ANNOTATION``): a follower forwards the reads of what only the leader holds
+there (its preemptions, decisions and gate).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ log = get_logger("kube.leader")
 
 ADVERTISE_ANNOTATION = "runway.dev/leader-url"
 """On the Lease: the holder's extender URL prefix (``https://10.1.2.3:8888/scheduler``)."""
+ADVERTISE_REST_ANNOTATION = "runway.dev/leader-rest-url"
+"""On the Lease: the holder's REST base URL (``https://10.1.2.3:8889``: ``server.restPort``)."""
 MAX_URL = 512
 
 
@@ -64,10 +68,13 @@ class LeaderElector:
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         advertise: str | None = None,
+        advertise_rest: str | None = None,
     ) -> None:
         self.client = client
         self.advertise = advertise
         """This replica's extender URL prefix, written on the Lease while it leads."""
+        self.advertise_rest = advertise_rest
+        """This replica's REST base URL, written on the Lease while it leads."""
         self.namespace = namespace
         self.name = name
         self.identity = identity or default_identity()
@@ -81,7 +88,8 @@ class LeaderElector:
         self._callbacks: list[Callable[[bool], None]] = []
         self._observed: LeaseSpec | None = None
         self._observed_at = 0.0
-        self._holder_url: str | None = None
+        self._holder_urls: dict[str, str] = {}
+        """The holder's advertised URLs by annotation (as last read, checked)."""
         self._lease: Lease | None = None
         self._rng = random.Random()
 
@@ -95,14 +103,28 @@ class LeaderElector:
         """Another replica's extender URL prefix while it holds the Lease (as last read, and
         not expired as observed here); None when this replica leads, nobody does, or the holder
         advertised none."""
+        return self._holder_url(ADVERTISE_ANNOTATION)
+
+    @property
+    def leader_rest_url(self) -> str | None:
+        """Another replica's REST base URL while it holds the Lease, as ``leader_url``."""
+        return self._holder_url(ADVERTISE_REST_ANNOTATION)
+
+    def leader_known(self) -> bool:
+        """Whether another replica holds the Lease now (as last read, not expired as observed
+        here), whatever it advertises."""
         spec = self._observed
-        if self.is_leader or spec is None or self._holder_url is None:
-            return None
+        if self.is_leader or spec is None:
+            return False
         holder = spec.holderIdentity or ""
         if not holder or holder == self.identity:
-            return None
+            return False
         duration = spec.leaseDurationSeconds or _seconds(self.lease_duration)
-        return self._holder_url if self._observed_at + duration > self.monotonic() else None
+        return self._observed_at + duration > self.monotonic()
+
+    def _holder_url(self, annotation: str) -> str | None:
+        url = self._holder_urls.get(annotation)
+        return url if url is not None and self.leader_known() else None
 
     def on_change(self, callback: Callable[[bool], None]) -> None:
         """Call ``callback(is_leader)`` on every gain or loss of leadership."""
@@ -216,10 +238,13 @@ class LeaderElector:
         return True
 
     def _annotations(self, current: dict[str, str] | None) -> dict[str, str] | None:
-        """The Lease's annotations with this replica's URL (or none) as the holder's."""
-        out = {k: v for k, v in (current or {}).items() if k != ADVERTISE_ANNOTATION}
-        if self.advertise:
-            out[ADVERTISE_ANNOTATION] = self.advertise
+        """The Lease's annotations with this replica's URLs (or none) as the holder's."""
+        mine = {
+            ADVERTISE_ANNOTATION: self.advertise,
+            ADVERTISE_REST_ANNOTATION: self.advertise_rest,
+        }
+        out = {k: v for k, v in (current or {}).items() if k not in mine}
+        out.update({k: v for k, v in mine.items() if v})
         return out or None
 
     def _observe(self, lease: Lease) -> None:
@@ -227,10 +252,14 @@ class LeaderElector:
         if spec != self._observed:
             self._observed = LeaseSpec(**{f: getattr(spec, f) for f in spec.__struct_fields__})
             self._observed_at = self.monotonic()
-        url = (lease.metadata.annotations or {}).get(ADVERTISE_ANNOTATION, "")
-        # Written by runway's replicas only (runway's namespace); still checked before use.
-        ok = url.startswith(("http://", "https://")) and len(url) <= MAX_URL
-        self._holder_url = url.rstrip("/") if ok else None
+        annotations = lease.metadata.annotations or {}
+        urls = {}
+        for annotation in (ADVERTISE_ANNOTATION, ADVERTISE_REST_ANNOTATION):
+            url = annotations.get(annotation, "")
+            # Written by runway's replicas only (runway's namespace); still checked before use.
+            if url.startswith(("http://", "https://")) and len(url) <= MAX_URL:
+                urls[annotation] = url.rstrip("/")
+        self._holder_urls = urls
 
     async def _release(self) -> None:
         """Give the lease up (empty holder, 1 s duration) if we still hold it."""

@@ -37,6 +37,7 @@ class ClusterSync:
         namespaces: Store[Namespace] | None = None,
         on_synced: Callable[[], None] | None = None,
         advertise: str | None = None,
+        advertise_rest: str | None = None,
     ) -> None:
         self.client = client
         self.config = config
@@ -89,6 +90,7 @@ class ClusterSync:
                 renew_deadline=le.renew_deadline,
                 retry_period=le.retry_period,
                 advertise=advertise,
+                advertise_rest=advertise_rest,
             )
         self._tasks: list[asyncio.Task[None]] = []
 

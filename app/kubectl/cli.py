@@ -522,7 +522,11 @@ def run(
     try:
         if not 1 <= ns.chunk_size <= MAX_PAGE_SIZE:
             raise PluginError(EXIT_USAGE, f"--chunk-size must be 1 to {MAX_PAGE_SIZE}")
-        client = RunwayClient(connect(ns, transport), ns.chunk_size)
+        client = RunwayClient(
+            connect(ns, transport),
+            ns.chunk_size,
+            warn=lambda message: print(f"warning: {message}", file=stderr),
+        )
     except PluginError as exc:
         print(f"error: {exc.message}", file=stderr)
         return exc.code

@@ -3,6 +3,7 @@ every list followed to its last page."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from app.kubectl.errors import (
     PluginError,
 )
 from app.kubectl.target import Target
+from app.wire.forwarding import SERVED_BY_HEADER
 
 PAGE_SIZE = 500
 """Items asked for per page (``--chunk-size``)."""
@@ -52,9 +54,19 @@ def _from_api_server(response: httpx.Response) -> bool:
 class RunwayClient:
     """Calls runway through a ``Target``."""
 
-    def __init__(self, target: Target, page_size: int = PAGE_SIZE) -> None:
+    def __init__(
+        self,
+        target: Target,
+        page_size: int = PAGE_SIZE,
+        *,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
         self.target = target
         self.page_size = page_size
+        self.warn = warn
+        """Told (once per distinct cause) when an answer is a follower's own: it could not ask
+        the leader for what only the leader holds."""
+        self._warned: set[str] = set()
 
     def close(self) -> None:
         """Close the HTTP client."""
@@ -72,8 +84,19 @@ class RunwayClient:
                 EXIT_UNREACHABLE, f"cannot reach runway ({self.target.description}): {exc}"
             ) from None
         if response.is_success:
+            self._served_by(response)
             return response
         raise self._error(response, path)
+
+    def _served_by(self, response: httpx.Response) -> None:
+        served = response.headers.get(SERVED_BY_HEADER, "")
+        if served.startswith("follower") and served not in self._warned and self.warn:
+            self._warned.add(served)
+            self.warn(
+                f"runway answered from a replica that is not the leader and could not ask it "
+                f"({served}): preemptions, decisions and gate holds, which only the leader "
+                "holds, may be missing or old; ask again"
+            )
 
     def _error(self, response: httpx.Response, path: str) -> PluginError:
         status, message = response.status_code, _message(response)

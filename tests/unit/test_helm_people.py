@@ -56,7 +56,9 @@ def test_rest_port_has_its_service_and_the_flag_runway_understands() -> None:
     assert policy["spec"]["ingress"] == [{"ports": [{"port": "rest", "protocol": "TCP"}]}]
     narrowed = render({"rest": {"networkPeers": [{"ipBlock": {"cidr": "10.0.0.0/28"}}]}})
     rule = one(narrowed, "NetworkPolicy", "rw-runway-rest")["spec"]["ingress"][0]
-    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/28"}}]
+    # runway's own replicas stay allowed: a follower asks the leader's REST port
+    own = {"podSelector": {"matchLabels": deployment["spec"]["selector"]["matchLabels"]}}
+    assert rule["from"] == [{"ipBlock": {"cidr": "10.0.0.0/28"}}, own]
 
 
 def test_people_roles_grant_reads_and_activation_on_the_rest_service_only() -> None:

@@ -1,4 +1,5 @@
-"""Where a replica tells the others to forward ``preempt`` (``wiring.advertise_url``)."""
+"""Where a replica tells the others to forward ``preempt`` (``wiring.advertise_url``) and the
+REST reads of what only the leader holds (``wiring.advertise_rest_url``)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 import pytest
 
 from app.config import parse_config
-from app.wiring import advertise_url
+from app.wiring import advertise_rest_url, advertise_url
 
 
 @pytest.mark.parametrize(
@@ -32,6 +33,46 @@ def test_advertise_url(
     config: dict[str, Any], environ: dict[str, str], expected: str | None
 ) -> None:
     assert advertise_url(parse_config(config), environ) == expected
+
+
+TLS = {"certFile": "c", "keyFile": "k"}
+
+
+@pytest.mark.parametrize(
+    ("config", "environ", "expected"),
+    [
+        ({}, {}, None),
+        ({}, {"POD_IP": "10.1.2.3"}, "http://10.1.2.3:8888"),  # one port serves everything
+        ({}, {"POD_IP": "fd00::7"}, "http://[fd00::7]:8888"),
+        # the chart's: HTTPS, the REST API on a port of its own
+        (
+            {"server": {"restPort": 8889, "tls": TLS}},
+            {"POD_IP": "10.1.2.3"},
+            "https://10.1.2.3:8889",
+        ),
+        (
+            {
+                "kubernetes": {
+                    "leaderElection": {"advertiseURL": "https://runway-0.runway:8888/scheduler"}
+                }
+            },
+            {"POD_IP": "10.1.2.3"},
+            "https://runway-0.runway:8888",
+        ),
+        (
+            {
+                "server": {"restPort": 9000, "urlPrefix": "/s"},
+                "kubernetes": {"leaderElection": {"advertiseURL": "https://[fd00::7]:8888/via/s/"}},
+            },
+            {},
+            "https://[fd00::7]:9000/via",
+        ),
+    ],
+)
+def test_advertise_rest_url(
+    config: dict[str, Any], environ: dict[str, str], expected: str | None
+) -> None:
+    assert advertise_rest_url(parse_config(config), environ) == expected
 
 
 @pytest.mark.parametrize("bad", ["runway:8888", "ftp://x", "https://a b/"])

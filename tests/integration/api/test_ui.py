@@ -6,6 +6,7 @@ elsewhere, and keeps screenshots as test artefacts (``tests/browser.py``)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -17,6 +18,8 @@ import pytest
 
 from app.clock import ManualClock
 from app.config import parse_config
+from app.config.security import TLSConfig
+from app.kube.peers import LeaderReader
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.gate import PodRef, PreemptionPlan
 from app.model.timestamps import format_time
@@ -219,3 +222,70 @@ def test_only_the_pages_own_files_are_served() -> None:
         assert http.get("/ui/ui.js").headers["content-type"].startswith("text/javascript")
         nope = http.get("/ui/secrets.txt")
         assert nope.status_code == 404 and "no file" in nope.json()["error"]
+
+
+class _Role:
+    """The app's cluster facts, but this leadership and identity."""
+
+    def __init__(self, cluster: Any, leadership: bool, identity: str) -> None:
+        self._cluster, self.leadership, self.identity = cluster, leadership, identity
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+def _as(app: Any, leadership: bool, identity: str, **parts: Any) -> Any:
+    ctx = app.state.context
+    app.state.context = dataclasses.replace(
+        ctx, cluster=_Role(ctx.cluster, leadership, identity), **parts
+    )
+    return app
+
+
+def test_a_followers_page_shows_the_leaders_decisions_or_says_it_could_not(browser: Any) -> None:
+    # Issue #35 item 5: "Recent preempt decisions" was empty when a follower served the page.
+    now = time.time()
+    leader = _as(create_app(parse_config(CONFIG), ManualClock(now)), True, "leader-0")
+    runway: Runway = leader.state.runway
+    populate(runway, now)
+    with serve_in_thread(leader) as url, httpx.Client(base_url=url) as http:
+        preempt(http, now, runway)
+        deadline = time.monotonic() + 10
+        while runway.executor.pending_tasks():  # the dry-run task; its record then stays put
+            assert time.monotonic() < deadline
+            time.sleep(0.01)  # polling interval
+        decisions = http.get("/v1/preemptions/decisions", params={"limit": 20}).json()
+    assert decisions["decisions"]
+    # The follower asks the leader in process (ASGI): the leader's server is stopped by now.
+    reads = LeaderReader(
+        lambda: True,
+        lambda: "http://leader",
+        TLSConfig(),
+        identity="follower-1",
+        timeout=5,
+        present_certificate=False,
+        transport=httpx.ASGITransport(app=leader),
+    )
+    follower = _as(
+        create_app(parse_config(CONFIG), ManualClock(now)), False, "follower-1", reads=reads
+    )
+    with serve_in_thread(follower) as url:
+        started = time.time()
+        browser.get(url + "/ui/")
+        loaded(browser, started)
+        rows = cells(browser, "#decisions")
+        assert [(r[1], r[2]) for r in rows] == [
+            (d["preemptor"]["pod"], d["chosenNode"]) for d in decisions["decisions"]
+        ]
+        assert cells(browser, "#inflight") and cells(browser, "#recent")
+        assert not browser.find_element(By.ID, "served").is_displayed()
+    # No leader to ask: the follower's own (empty) answers, and the page says so.
+    alone = _as(create_app(parse_config(CONFIG), ManualClock(now)), False, "follower-2")
+    with serve_in_thread(alone) as url:
+        started = time.time()
+        browser.get(url + "/ui/")
+        loaded(browser, started)
+        notice = browser.find_element(By.ID, "served")
+        assert notice.is_displayed() and "(follower (no leader))" in notice.text, notice.text
+        assert cells(browser, "#decisions") == []
+        shot(browser, "follower-alone")

@@ -53,7 +53,9 @@ class FakeLeases:
         return httpx.Response(201 if request.method == "POST" else 200, json=body)
 
 
-def elector(fake: FakeLeases, identity: str, advertise: str | None = None) -> LeaderElector:
+def elector(
+    fake: FakeLeases, identity: str, advertise: str | None = None, rest: str | None = None
+) -> LeaderElector:
     return LeaderElector(
         client(httpx.MockTransport(fake.router.async_handler), retry_total=0),
         namespace="ns",
@@ -63,6 +65,7 @@ def elector(fake: FakeLeases, identity: str, advertise: str | None = None) -> Le
         renew_deadline=0.6,
         retry_period=0.1,
         advertise=advertise,
+        advertise_rest=rest,
     )
 
 
@@ -188,6 +191,49 @@ async def test_the_leader_advertises_its_url_and_followers_see_it_until_it_expir
     )
 
 
+async def test_the_leader_advertises_its_rest_url_and_followers_read_there_until_it_expires(
+    fake: FakeLeases, running: Running
+) -> None:
+    a = elector(fake, "a", "https://10.0.0.1:8888/scheduler", "https://10.0.0.1:8889")
+    running.start(a)
+    await until(lambda: a.is_leader, what="a leads")
+    assert fake.lease is not None
+    assert fake.lease["metadata"]["annotations"] == {
+        "runway.dev/leader-url": "https://10.0.0.1:8888/scheduler",
+        "runway.dev/leader-rest-url": "https://10.0.0.1:8889",
+    }
+    assert a.leader_rest_url is None and not a.leader_known()  # the leader asks nobody
+    b = elector(fake, "b", "https://10.0.0.2:8888/scheduler", "https://10.0.0.2:8889")
+    running.start(b)
+    await until(lambda: b.leader_rest_url is not None, what="b sees the leader's REST URL")
+    assert b.leader_rest_url == "https://10.0.0.1:8889" and b.leader_known()
+    task = running.tasks.pop("a")
+    task.cancel()
+    fake.down = True  # a's release fails too: b reads from it until the lease expired
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    fake.down = False
+    await until(lambda: b.is_leader, within=3, what="b takes over")
+    assert b.leader_rest_url is None and not b.leader_known()
+    assert fake.lease["metadata"]["annotations"]["runway.dev/leader-rest-url"] == (
+        "https://10.0.0.2:8889"
+    )
+
+
+async def test_a_leader_of_an_earlier_release_is_known_without_a_rest_url(
+    fake: FakeLeases, running: Running
+) -> None:
+    # It advertises its verbs only: a follower knows there is a leader, not where to read.
+    old = elector(fake, "old", "https://10.0.0.1:8888/scheduler")
+    running.start(old)
+    await until(lambda: old.is_leader, what="old leads")
+    new = elector(fake, "new", "https://10.0.0.2:8888/scheduler", "https://10.0.0.2:8889")
+    running.start(new)
+    await until(lambda: new.leader_url is not None, what="new sees the leader")
+    assert new.leader_known() and new.leader_rest_url is None
+    assert "runway.dev/leader-rest-url" not in fake.lease["metadata"]["annotations"]
+
+
 @pytest.mark.parametrize("url", ["ftp://x", "javascript:alert(1)", "https://" + "a" * 600, ""])
 async def test_a_lease_url_runway_would_not_write_is_never_forwarded_to(
     fake: FakeLeases, url: str
@@ -199,10 +245,10 @@ async def test_a_lease_url_runway_would_not_write_is_never_forwarded_to(
             "name": "runway",
             "namespace": "ns",
             "resourceVersion": "1",
-            "annotations": {"runway.dev/leader-url": url},
+            "annotations": {"runway.dev/leader-url": url, "runway.dev/leader-rest-url": url},
         },
         "spec": {"holderIdentity": "other", "leaseDurationSeconds": 30},
     }
     b = elector(fake, "b")
     assert not await b._try_acquire_or_renew()  # held by "other", recently renewed
-    assert b.leader_url is None
+    assert b.leader_url is None and b.leader_rest_url is None and b.leader_known()

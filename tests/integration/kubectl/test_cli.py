@@ -5,6 +5,7 @@ the proxy path, ``Authorization`` removed, 403/404/503 as the API server answers
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 from collections.abc import Iterator
@@ -327,3 +328,31 @@ def test_deactivate_holds_a_workload_until_activated(served: tuple[str, Runway])
     assert code == EXIT_FORBIDDEN
     code, _, err = kubectl("deactivate", "--url", url, "--token", TOKEN, "team/nope")
     assert code == EXIT_NOT_FOUND, err
+
+
+class _Follower:
+    """The cluster facts of a replica that is not the leader."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+        self.leadership, self.identity = False, "runway-1"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+def test_an_answer_a_follower_gave_itself_is_said_once_on_stderr() -> None:
+    # A replica that is not the leader and could not ask it (issue #35 item 5): what only the
+    # leader holds may be missing; the plugin says so, the output stays the answer.
+    app = create_app(parse_config(CONFIG), ManualClock(T0))
+    add(app.state.runway, "first", "strict", created=T0 - 100)
+    ctx = app.state.context
+    app.state.context = dataclasses.replace(ctx, cluster=_Follower(ctx.cluster))
+    with serve_in_thread(app) as url:
+        code, out, err = kubectl("preemptions", "--url", url)
+        assert code == EXIT_OK and out == "No preemptions in flight or recently finished.\n"
+        assert err.count("warning:") == 1 and "(follower (no leader))" in err, err
+        code, out, err = kubectl("explain", "--url", url, "team/first")  # several reads
+        assert code == EXIT_OK and err.count("warning:") == 1, err
+        code, _, err = kubectl("queues", "--url", url)  # every replica answers it alike
+        assert code == EXIT_OK and err == ""

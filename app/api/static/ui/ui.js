@@ -15,12 +15,18 @@ function headers() {
 
 class Unauthorized extends Error {}
 
+// X-Runway-Served-By of the answers a replica gave itself although it is not the leader (it
+// could not ask the leader): what only the leader holds may be missing. Gathered per refresh.
+let followerAnswers = new Set();
+
 async function getJSON(path, params) {
   const url = new URL(API + path, document.baseURI);
   for (const [k, v] of Object.entries(params || {})) {
     if (v !== undefined && v !== null) url.searchParams.set(k, v);
   }
   const resp = await fetch(url, { headers: headers(), cache: "no-store" });
+  const served = resp.headers.get("X-Runway-Served-By");
+  if (served && served.startsWith("follower")) followerAnswers.add(served);
   if (resp.status === 401) throw new Unauthorized(await resp.text());
   if (!resp.ok) {
     let message = resp.statusText;
@@ -207,6 +213,7 @@ function decisionRows(decisions) {
 
 async function refresh() {
   const error = document.getElementById("error");
+  followerAnswers = new Set();
   try {
     const [summary, queues, workloads, preemptions, decisions] = await Promise.all([
       getJSON("/cache/summary"),
@@ -229,6 +236,13 @@ async function refresh() {
       "no workload in backoff or deactivated", 6);
     fill(document.querySelector("#decisions tbody"), decisionRows(decisions.decisions),
       "no preempt decision yet", 5);
+    const served = document.getElementById("served");
+    served.textContent = followerAnswers.size
+      ? `Answered by a runway replica that is not the leader and could not ask it ` +
+        `(${[...followerAnswers].join(", ")}): preemptions, decisions and gate holds, which ` +
+        `only the leader holds, may be missing.`
+      : "";
+    served.hidden = !followerAnswers.size;
     error.hidden = true;
     document.getElementById("login").hidden = true;
     document.getElementById("updated").textContent = "updated " + new Date().toLocaleTimeString();
