@@ -53,6 +53,7 @@ DOCS = [
 ELSEWHERE: dict[str, str] = {
     # kube-scheduler 1.20's Go source and configuration
     "PriorityQueue.Update": "kube-scheduler's scheduling queue (DESIGN §4.6)",
+    "GetQueueOrderTimestamp": "Kueue's queue-order timestamp function (DESIGN §5.2)",
     "HTTPExtender.IsInterested": "kube-scheduler's extender client",
     "PodEligibleToPreemptOthers": "kube-scheduler's default preemption",
     "ExtenderTLSConfig": "kube-scheduler's extender stanza",

@@ -15,13 +15,12 @@ import pytest
 
 from app import metrics
 from app.__main__ import main
-from app.config import parse_config
 from app.kube import client as kube_client
 from app.kube import workloadrecords
 from app.kube.client import KubeClient
 from app.server import create_app
 from app.wiring import Runway
-from tests.builders import bind, raw_pod
+from tests.builders import bind, raw_pod, runway_config
 from tests.integration.kube_fake import FakeApiServer
 from tests.integration.kube_helpers import client, until
 
@@ -64,7 +63,7 @@ class World:
             "kubernetes": {"leaderElection": {"enable": False}, "startupRecordsTimeout": "20s"},
             "waitForPodsReady": {"enable": True, "timeout": "1s"},
         }
-        self.app = create_app(parse_config(config), kube=self.kube)
+        self.app = create_app(runway_config(config), kube=self.kube)
         self.runway: Runway = self.app.state.runway
         assert self.runway.record_store is not None
         self.runway.record_store.refused_retry = 0.05  # the quiet retry, quickly
