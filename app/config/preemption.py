@@ -18,7 +18,8 @@ class PreemptionConfig(Section):
         alias="async",
         description="`auto` (default): takeover where it was measured to clear a preemption "
         "storm faster than the scheduler executing, chosen by the scheduler's release (DESIGN "
-        "§1.1: takeover before 1.33, where the scheduler's own preemption is synchronous). "
+        "§1.1; today takeover on every release: it is measured to win on 1.20 and not yet measured "
+        "on 1.34+, where the scheduler's own preemption is asynchronous). "
         "Takeover (true): `preempt` answers `{}` and runway executes the preemption "
         "in a background task (nominate, then mark, record and delete each victim), so "
         "kube-scheduler's cycle never waits for those API calls. False: `preempt` returns the "

@@ -38,9 +38,9 @@ def test_an_unreadable_version_names_itself(text: str) -> None:
         ("1.24.0", "v1beta1", False, 300.0, False, False, True),
         ("1.25.0", "v1", False, 300.0, False, False, True),
         ("1.30.0", "v1", False, 300.0, True, False, True),
-        ("1.34.4", "v1", False, 300.0, True, False, False),
-        ("1.35.4", "v1", False, 300.0, True, True, False),
-        ("1.37.2", "v1", False, 300.0, True, True, False),
+        ("1.34.4", "v1", False, 300.0, True, False, True),
+        ("1.35.4", "v1", False, 300.0, True, True, True),
+        ("1.37.2", "v1", False, 300.0, True, True, True),
     ],
 )
 def test_decisions_per_release(
@@ -65,6 +65,7 @@ def test_decisions_per_release(
 
 def test_what_an_operator_should_know_is_said_per_release() -> None:
     assert release_of("1.20.2", "apiserver").notes() == ()
+    assert "not yet measured" in " ".join(release_of("1.34.4", "apiserver").notes())
     notes = " ".join(release_of("1.36.1", "apiserver").notes())
     assert "workload-aware preemption" in notes and "nominatedNodeName" in notes
     assert "older than runway supports" in " ".join(release_of("1.19.0", "config").notes())
@@ -83,13 +84,13 @@ async def test_the_configured_release_decides_the_preemption_mode() -> None:
     )
     release = await runway.detect_release()
     assert release.text == "1.37.2" and release.source == "config"
-    assert runway.executor.takeover is False and runway.decider.release is release
+    assert runway.executor.takeover is True and runway.decider.release is release
     fixed = build(
-        parse_config({"kubernetes": {"schedulerVersion": "1.37"}, "preemption": {"async": True}}),
+        parse_config({"kubernetes": {"schedulerVersion": "1.37"}, "preemption": {"async": False}}),
         clock=ManualClock(0.0),
     )
     await fixed.detect_release()
-    assert fixed.executor.takeover is True
+    assert fixed.executor.takeover is False
     embedded = build(parse_config({}), clock=ManualClock(0.0))
     assert await embedded.detect_release() is UNKNOWN
     assert embedded.executor.takeover is True
