@@ -23,7 +23,8 @@ def _shared() -> Path:
 
 SHARED = _shared()
 REFERENCE = SHARED / "reference"
-CONTROL_PLANE = SHARED / "tools" / "control-plane.sh"
+CONTROL_PLANE = Path(__file__).resolve().parents[1] / "tools" / "kube"
+"""The project's own clusters: ``tools/kube build VERSION``, ``up VERSION DIR``, ``down DIR``."""
 WIRE = REFERENCE / "wire"
 
 

@@ -99,7 +99,9 @@ class Cluster:
             self.plane.stop_scheduler()
             self.runway.stop()
         self.runway = self.factory.start(self.config)
-        config = write_scheduler_config(self.tmp / "scheduler.yaml", self.runway.url)
+        config = write_scheduler_config(
+            self.tmp / "scheduler.yaml", self.runway.url, release=self.plane.release
+        )
         self.plane.start_scheduler(config)
         return self.runway
 
