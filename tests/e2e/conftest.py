@@ -7,7 +7,8 @@ pointed at it, and helpers with which a test plays the kubelet and the scheduler
   run on a release says why: ``@pytest.mark.releases(">=1.25", reason="...")`` (specifiers:
   ``1.20``, ``==1.20.2``, ``>=1.25``, ``<1.32``, all must hold) skips it elsewhere with the reason.
   A release not built (``tools/kube build VERSION``) is skipped with a reason, unless ``CI=true``
-  (then it must run).
+  (then it must run). ``RUNWAY_E2E_KEEP_LOGS=DIR`` keeps each plane's logs (kube-apiserver,
+  kube-scheduler, etcd) in DIR/RELEASE-*/ after it is torn down.
 * ``control_plane`` (session, per release): ``tools/kube up VERSION DIR`` in a temporary
   directory, and ALWAYS ``tools/kube down DIR`` afterwards, even when a test or ``up`` fails.
 * ``runway`` (function): ``runway.start(...)`` runs ``python -m app serve --kubeconfig ... --port
@@ -23,6 +24,7 @@ import contextlib
 import functools
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -69,7 +71,8 @@ def resolve_release(release: str) -> str:
     for known in known_releases():
         if known.rsplit(".", 1)[0] == release:
             return known
-    raise ValueError(f"RUNWAY_K8S_RELEASES: unknown release {release!r} (known: {known_releases()})")
+    known = ", ".join(known_releases())
+    raise ValueError(f"RUNWAY_K8S_RELEASES: unknown release {release!r} (known: {known})")
 
 
 def releases() -> list[str]:
@@ -364,6 +367,21 @@ class ControlPlane:
         node: dict[str, Any] = r.json()
         return node
 
+    def nudge_node(self, name: str) -> None:
+        """A node update after which kube-scheduler retries the pods it found unschedulable,
+        instead of waiting for its flush (60 s on 1.20, 5 min from 1.32): the node's allocatable
+        pod count raised by one. On 1.20 any node update did (a label change); from 1.32 the
+        QueueingHints ask whether the change could make the pod fit, and NodeResourcesFit says
+        yes only to more allocatable (any increase in the allowed pod count)."""
+        node = self.api.get(f"/api/v1/nodes/{name}").raise_for_status().json()
+        pods = str(int(node["status"]["allocatable"].get("pods", "110")) + 1)
+        r = self.api.patch(
+            f"/api/v1/nodes/{name}/status",
+            json={"status": {"capacity": {"pods": pods}, "allocatable": {"pods": pods}}},
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        )
+        assert r.status_code == 200, r.text
+
     def delete_node(self, name: str) -> None:
         """Delete a node (404 is fine)."""
         r = self.api.delete(f"/api/v1/nodes/{name}")
@@ -521,6 +539,12 @@ def control_plane_up(release: str | None = None) -> Iterator[ControlPlane]:
             down = run_control_plane("down", str(state), timeout=120)
             if down.returncode != 0:
                 print(f"tools/kube down failed:\n{down.stderr}")
+            keep = os.environ.get("RUNWAY_E2E_KEEP_LOGS")
+            if keep:  # the plane's logs (apiserver, scheduler, etcd) outlive the temporary dir
+                target = Path(keep) / f"{release}-{Path(tmp).name}"
+                target.mkdir(parents=True, exist_ok=True)
+                for log in state.glob("*.log"):
+                    shutil.copy(log, target / log.name)
 
 
 @pytest.fixture(scope="session", params=releases(), ids=lambda release: f"k8s-{release}")

@@ -3,8 +3,8 @@
 The control plane is each release of the matrix (``tools/kube``: 1.20, 1.34, 1.37). The chart is
 rendered the way ``helm install`` renders it there: with the cluster's version and its discovered
 API versions, so version-dependent choices (the PodDisruptionBudget's ``policy/v1beta1`` on 1.20,
-``policy/v1`` from 1.21) are the ones a real install makes. Kinds the cluster does not serve (ServiceMonitor: a Prometheus Operator CRD)
-are skipped explicitly and reported.
+``policy/v1`` from 1.21) are the ones a real install makes. Kinds the cluster does not serve
+(ServiceMonitor: a Prometheus Operator CRD) are skipped explicitly and reported.
 """
 
 from __future__ import annotations

@@ -138,13 +138,9 @@ def kubelet_reap(plane: ControlPlane, ns: str) -> list[str]:
 
 
 def nudge(plane: ControlPlane, node: str) -> None:
-    """A node update moves unschedulable pods back to the active queue (no 60 s wait)."""
-    r = plane.api.patch(
-        f"/api/v1/nodes/{node}",
-        json={"metadata": {"labels": {"runway.dev/nudge": str(time.monotonic_ns())}}},
-        headers={"Content-Type": "application/merge-patch+json"},
-    )
-    assert r.status_code == 200, r.text
+    """A node update moves unschedulable pods back to the active queue (no wait for the
+    scheduler's flush): ``ControlPlane.nudge_node``."""
+    plane.nudge_node(node)
 
 
 def setup_ns(plane: ControlPlane, nodes: int, cpu: str) -> tuple[str, list[str]]:
