@@ -8,7 +8,8 @@ pointed at it, and helpers with which a test plays the kubelet and the scheduler
   ``1.20``, ``==1.20.2``, ``>=1.25``, ``<1.32``, all must hold) skips it elsewhere with the reason.
   A release not built (``tools/kube build VERSION``) is skipped with a reason, unless ``CI=true``
   (then it must run). ``RUNWAY_E2E_KEEP_LOGS=DIR`` keeps each plane's logs (kube-apiserver,
-  kube-scheduler, etcd) in DIR/RELEASE-*/ after it is torn down.
+  kube-scheduler, etcd) in DIR/RELEASE-*/ after it is torn down, and runway's in
+  DIR/RELEASE-runway/.
 * ``control_plane`` (session, per release): ``tools/kube up VERSION DIR`` in a temporary
   directory, and ALWAYS ``tools/kube down DIR`` afterwards, even when a test or ``up`` fails.
 * ``runway`` (function): ``runway.start(...)`` runs ``python -m app serve --kubeconfig ... --port
@@ -677,8 +678,15 @@ class RunwayFactory:
 
     def close(self) -> None:
         """Stop every process still running (by pid), printing logs of those that failed."""
+        keep = os.environ.get("RUNWAY_E2E_KEEP_LOGS")
         for handle in self.handles:
             handle.stop()
+            if keep:  # beside the planes' logs (see the module docstring)
+                target = Path(keep) / f"{self.plane.release}-runway"
+                target.mkdir(parents=True, exist_ok=True)
+                (target / f"{self.plane.dir.parent.name}-{handle.pid}.log").write_text(
+                    handle.logs()
+                )
 
 
 @pytest.fixture
