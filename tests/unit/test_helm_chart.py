@@ -1323,3 +1323,36 @@ def test_bundled_scheduler_rolls_when_the_chart_makes_a_new_ca() -> None:
     )
     pod = one(with_own, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
     assert "checksum/runway-ca" not in pod["annotations"]
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "kube_version", "expected"),
+    [
+        ({}, None, "kubescheduler.config.k8s.io/v1"),  # the default tag v1.30.0
+        ({"image": {"tag": "v1.20.2"}}, None, "kubescheduler.config.k8s.io/v1beta1"),
+        ({"image": {"tag": "v1.22.0"}}, None, "kubescheduler.config.k8s.io/v1beta2"),
+        ({"image": {"tag": "1.24.1"}}, None, "kubescheduler.config.k8s.io/v1beta3"),
+        ({"image": {"tag": "v1.25.0"}}, None, "kubescheduler.config.k8s.io/v1"),
+        ({"image": {"tag": "v1.37.2"}}, "v1.20.2", "kubescheduler.config.k8s.io/v1"),
+        # a tag that is no version: the cluster's version decides
+        ({"image": {"tag": "latest"}}, "v1.21.0", "kubescheduler.config.k8s.io/v1beta1"),
+        ({"image": {"tag": "latest"}}, "v1.37.2", "kubescheduler.config.k8s.io/v1"),
+        # set: taken as given
+        (
+            {
+                "image": {"tag": "v1.37.2"},
+                "configApiVersion": "kubescheduler.config.k8s.io/v1beta3",
+            },
+            None,
+            "kubescheduler.config.k8s.io/v1beta3",
+        ),
+    ],
+)
+def test_bundled_scheduler_config_api_follows_its_release(
+    scheduler: dict[str, Any], kube_version: str | None, expected: str
+) -> None:
+    """Issue #39: v1beta1 is gone from 1.25 and 1.20 knows no v1: the bundled scheduler's config
+    is in the API its own release (the image tag) reads."""
+    objects = render({"scheduler": {"enabled": True, **scheduler}}, kube_version=kube_version)
+    config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
+    assert config["apiVersion"] == expected
