@@ -223,7 +223,8 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
     values = {
         "scheduler": {
             "enabled": True,
-            "configApiVersion": plane.config_api,  # what this release reads
+            # the tag of the release running here: the chart picks the config API it reads
+            "image": {"tag": f"v{plane.release}"},
             "leaderElect": False,
         }
     }
@@ -300,6 +301,7 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
             sched_text = sched_text.replace(f"https://{host}:8888", runway.url)
             sched_text = sched_text.replace("/etc/runway-tls/", f"{runway_tls}/")
             sched_text = sched_text.replace("/etc/runway-client-tls/", f"{client_tls}/")
+            assert yaml.safe_load(sched_text)["apiVersion"] == plane.config_api
             extender = yaml.safe_load(sched_text)["extenders"][0]
             assert extender["tlsConfig"]["serverName"] == host
             sched_file = tmp_path / "scheduler.yaml"
