@@ -38,7 +38,7 @@ def upstream_cases(prefix: str) -> list[dict[str, Any]]:
     return [c for c in all_upstream_cases() if c["feature"].startswith(prefix)]
 
 
-# -- the cluster tools (not data), until they move into the repository's tools/ --------------
+# -- the cluster tools (not data) ------------------------------------------------------------
 
 
 def _shared() -> Path:
@@ -56,4 +56,6 @@ def _shared() -> Path:
 
 
 SHARED = _shared()
-CONTROL_PLANE = SHARED / "tools" / "control-plane.sh"
+"""container.sh and cluster.sh (the image and the real 1.20 node) still live there."""
+CONTROL_PLANE = Path(__file__).resolve().parents[1] / "tools" / "kube"
+"""The project's own clusters: ``tools/kube build VERSION``, ``up VERSION DIR``, ``down DIR``."""

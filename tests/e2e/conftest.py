@@ -1,19 +1,31 @@
-"""End-to-end fixtures: a real etcd + kube-apiserver (``control-plane.sh``), runway processes
+"""End-to-end fixtures: a real etcd + kube-apiserver (``tools/kube``), runway processes
 pointed at it, and helpers with which a test plays the kubelet and the scheduler.
 
-* ``control_plane`` (session): ``control-plane.sh up DIR`` in a temporary directory, and
-  ALWAYS ``control-plane.sh down DIR`` afterwards, even when a test or ``up`` fails. Skipped with
-  a reason when the binaries are not built, unless ``CI=true`` (then it must run).
+* The release matrix: ``k8s_release`` (session) is parametrised by ``$RUNWAY_K8S_RELEASES``
+  (default ``1.20.2,1.34.4,1.37.2``), so every test that uses a plane runs once per release and its
+  id carries it (``test_x[k8s-1.37.2]``; ``-k k8s-1.37.2`` selects one release). A test that cannot
+  run on a release says why: ``@pytest.mark.releases(">=1.25", reason="...")`` (specifiers:
+  ``1.20``, ``==1.20.2``, ``>=1.25``, ``<1.32``, all must hold) skips it elsewhere with the reason.
+  A release not built (``tools/kube build VERSION``) is skipped with a reason, unless ``CI=true``
+  (then it must run). ``RUNWAY_E2E_KEEP_LOGS=DIR`` keeps each plane's logs (kube-apiserver,
+  kube-scheduler, etcd) in DIR/RELEASE-*/ after it is torn down, and runway's in
+  DIR/RELEASE-runway/.
+* ``control_plane`` (session, per release): ``tools/kube up VERSION DIR`` in a temporary
+  directory, and ALWAYS ``tools/kube down DIR`` afterwards, even when a test or ``up`` fails.
 * ``runway`` (function): ``runway.start(...)`` runs ``python -m app serve --kubeconfig ... --port
   <free>`` and returns a handle; every process is stopped BY ITS PID at teardown (never by name).
 * ``write_scheduler_config`` / ``ControlPlane.start_scheduler``: register runway as an extender
-  of a real kube-scheduler (KubeSchedulerConfiguration v1beta1: the 1.20 scheduler knows no v1).
+  of a real kube-scheduler, in the KubeSchedulerConfiguration API the release reads
+  (``ControlPlane.config_api``: v1beta1 on 1.20, v1 from 1.25).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
+import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -35,17 +47,87 @@ CRDS = Path(__file__).resolve().parents[2] / "helm" / "runway" / "crds"
 """The chart's CustomResourceDefinitions, installed on every plane."""
 
 
-def binaries_present() -> bool:
-    """Whether ``control-plane.sh build`` has been run on this machine."""
+DEFAULT_RELEASES = "1.20.2,1.34.4,1.37.2"
+"""The matrix when ``$RUNWAY_K8S_RELEASES`` is unset: the oldest runway supports, a release users
+run, and the newest the Go module proxy serves."""
+
+V1BETA1 = "kubescheduler.config.k8s.io/v1beta1"
+V1 = "kubescheduler.config.k8s.io/v1"
+
+
+@functools.cache
+def known_releases() -> tuple[str, ...]:
+    """The releases ``tools/kube`` builds (``tools/kube versions``)."""
+    out = subprocess.run(
+        ["bash", str(CONTROL_PLANE), "versions"], capture_output=True, text=True, check=True
+    )
+    return tuple(out.stdout.split())
+
+
+def resolve_release(release: str) -> str:
+    """``1.34`` / ``v1.34`` / ``1.34.4`` → ``1.34.4``, as ``tools/kube`` resolves it."""
+    release = release.strip().removeprefix("v")
+    if re.fullmatch(r"\d+\.\d+\.\d+", release):
+        return release
+    for known in known_releases():
+        if known.rsplit(".", 1)[0] == release:
+            return known
+    known = ", ".join(known_releases())
+    raise ValueError(f"RUNWAY_K8S_RELEASES: unknown release {release!r} (known: {known})")
+
+
+def releases() -> list[str]:
+    """The release matrix: ``$RUNWAY_K8S_RELEASES`` (comma-separated), else DEFAULT_RELEASES."""
+    wanted = os.environ.get("RUNWAY_K8S_RELEASES") or DEFAULT_RELEASES
+    return [resolve_release(r) for r in wanted.split(",") if r.strip()]
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """``1.34.4`` → (1, 34, 4), for comparisons."""
+    return tuple(int(part) for part in release.split("."))
+
+
+def config_api(release: str) -> str:
+    """The KubeSchedulerConfiguration apiVersion kube-scheduler ``release`` reads: v1beta1 up to
+    1.24 (1.20 knows no v1), v1 from 1.25 (v1beta1 is gone)."""
+    return V1BETA1 if release_key(release)[:2] < (1, 25) else V1
+
+
+def release_matches(release: str, spec: str) -> bool:
+    """Whether ``release`` satisfies ``spec``: ``1.20`` (that minor), ``==1.20.2``, ``>=1.25``,
+    ``>1.24``, ``<=1.31``, ``<1.32``; a bare or ``==`` spec of two parts matches the minor."""
+    found = re.fullmatch(r"(==|>=|<=|>|<)?\s*v?(\d+(?:\.\d+){1,2})", spec.strip())
+    if found is None:
+        raise ValueError(f"releases marker: cannot read {spec!r} (e.g. '1.20', '>=1.25')")
+    op, bound = found.group(1) or "==", release_key(found.group(2))
+    have = release_key(release)[: len(bound)] if op == "==" else release_key(release)
+    return {
+        "==": have == bound,
+        ">=": have >= bound,
+        "<=": have[: len(bound)] <= bound,
+        ">": have[: len(bound)] > bound,
+        "<": have < bound,
+    }[op]
+
+
+def release_dir(release: str) -> Path:
+    """Where ``tools/kube build RELEASE`` puts the release's binaries."""
     cache = Path(os.environ.get("RUNWAY_K8S_CACHE", Path.home() / ".cache" / "runway-k8s"))
-    bins = all((cache / "bin" / name).is_file() for name in ("kube-apiserver", "kube-scheduler"))
-    return bins and any(
-        (Path(d) / "etcd").is_file() for d in os.environ.get("PATH", "").split(os.pathsep)
+    return cache / release
+
+
+def binaries_present(release: str) -> bool:
+    """Whether ``tools/kube build RELEASE`` has been run on this machine (and etcd is there)."""
+    folder = release_dir(release)
+    bins = all((folder / name).is_file() for name in ("kube-apiserver", "kube-scheduler"))
+    return bins and (
+        (folder / "etcd").is_file()
+        or any((Path(d) / "etcd").is_file() for d in os.environ.get("PATH", "").split(os.pathsep))
     )
 
 
 def run_control_plane(*args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    """Run ``control-plane.sh ARGS``; the caller checks the return code."""
+    """Run ``tools/kube ARGS``; the caller checks the return code."""
     return subprocess.run(
         ["bash", str(CONTROL_PLANE), *args],
         capture_output=True,
@@ -98,6 +180,20 @@ class ControlPlane:
     api: httpx.Client = field(repr=False)
 
     @property
+    def release(self) -> str:
+        """The Kubernetes release this plane runs (``1.37.2``)."""
+        return self.env["K8S_VERSION"]
+
+    @property
+    def config_api(self) -> str:
+        """The KubeSchedulerConfiguration apiVersion this release's kube-scheduler reads."""
+        return config_api(self.release)
+
+    def at_least(self, spec: str) -> bool:
+        """Whether this plane's release is ``spec`` or newer (``plane.at_least("1.32")``)."""
+        return release_matches(self.release, f">={spec}")
+
+    @property
     def kubeconfig(self) -> Path:
         """Admin kubeconfig (token auth, TLS without verification)."""
         return Path(self.env["KUBECONFIG"])
@@ -124,11 +220,12 @@ class ControlPlane:
         of its /metrics. ``down`` stops it with the rest."""
         done = run_control_plane("scheduler", str(self.dir), str(config), timeout=120)
         assert done.returncode == 0, done.stderr
-        # control-plane.sh appends a line per scheduler start: the newest is the last one.
+        # tools/kube appends a line per scheduler start: the newest is the last one (https with a
+        # self-signed certificate from 1.21: read it without verification).
         for line in reversed((self.dir / "env").read_text().splitlines()):
             if line.startswith("SCHEDULER_METRICS="):
                 return line.split("=", 1)[1]
-        raise AssertionError("control-plane.sh scheduler did not write SCHEDULER_METRICS")
+        raise AssertionError("tools/kube scheduler did not write SCHEDULER_METRICS")
 
     def stop_scheduler(self) -> None:
         """Stop the kube-scheduler started by ``start_scheduler`` (by the pid it recorded)."""
@@ -271,6 +368,21 @@ class ControlPlane:
         node: dict[str, Any] = r.json()
         return node
 
+    def nudge_node(self, name: str) -> None:
+        """A node update after which kube-scheduler retries the pods it found unschedulable,
+        instead of waiting for its flush (60 s on 1.20, 5 min from 1.32): the node's allocatable
+        pod count raised by one. On 1.20 any node update did (a label change); from 1.32 the
+        QueueingHints ask whether the change could make the pod fit, and NodeResourcesFit says
+        yes only to more allocatable (any increase in the allowed pod count)."""
+        node = self.api.get(f"/api/v1/nodes/{name}").raise_for_status().json()
+        pods = str(int(node["status"]["allocatable"].get("pods", "110")) + 1)
+        r = self.api.patch(
+            f"/api/v1/nodes/{name}/status",
+            json={"status": {"capacity": {"pods": pods}, "allocatable": {"pods": pods}}},
+            headers={"Content-Type": "application/strategic-merge-patch+json"},
+        )
+        assert r.status_code == 200, r.text
+
     def delete_node(self, name: str) -> None:
         """Delete a node (404 is fine)."""
         r = self.api.delete(f"/api/v1/nodes/{name}")
@@ -385,21 +497,30 @@ class ControlPlane:
         return lease
 
 
+def require_release(release: str) -> None:
+    """Skip (fail when ``CI=true``) unless ``tools/kube build RELEASE`` has been run."""
+    if binaries_present(release):
+        return
+    build = f"{CONTROL_PLANE} build {release}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but Kubernetes {release} is not built: run `{build}`")
+    pytest.skip(
+        f"Kubernetes {release} not built (kube-apiserver, kube-scheduler, etcd in "
+        f"{release_dir(release)}): run `{build}` once (10-25 minutes on 2 cores)"
+    )
+
+
 @contextlib.contextmanager
-def control_plane_up() -> Iterator[ControlPlane]:
-    """Start etcd + kube-apiserver in a fresh temporary directory; ALWAYS tear it down."""
-    if not binaries_present():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but the control plane is not built: run `{CONTROL_PLANE} build`")
-        pytest.skip(
-            "control-plane binaries or etcd missing (~/.cache/runway-k8s/bin); run "
-            f"`{CONTROL_PLANE} build` once (about 10 minutes)"
-        )
+def control_plane_up(release: str | None = None) -> Iterator[ControlPlane]:
+    """Start etcd + kube-apiserver of ``release`` (default: the matrix's first) in a fresh
+    temporary directory; ALWAYS tear it down."""
+    release = resolve_release(release) if release else releases()[0]
+    require_release(release)
     with tempfile.TemporaryDirectory(prefix="runway-e2e-") as tmp:
         state = Path(tmp) / "plane"
         try:
-            up = run_control_plane("up", str(state))
-            assert up.returncode == 0, f"control-plane up failed:\n{up.stderr}"
+            up = run_control_plane("up", release, str(state))
+            assert up.returncode == 0, f"tools/kube up {release} failed:\n{up.stderr}"
             env = dict(
                 line.split("=", 1)
                 for line in (state / "env").read_text().splitlines()
@@ -418,22 +539,54 @@ def control_plane_up() -> Iterator[ControlPlane]:
         finally:
             down = run_control_plane("down", str(state), timeout=120)
             if down.returncode != 0:
-                print(f"control-plane down failed:\n{down.stderr}")
+                print(f"tools/kube down failed:\n{down.stderr}")
+            keep = os.environ.get("RUNWAY_E2E_KEEP_LOGS")
+            if keep:  # the plane's logs (apiserver, scheduler, etcd) outlive the temporary dir
+                target = Path(keep) / f"{release}-{Path(tmp).name}"
+                target.mkdir(parents=True, exist_ok=True)
+                for log in state.glob("*.log"):
+                    shutil.copy(log, target / log.name)
+
+
+@pytest.fixture(scope="session", params=releases(), ids=lambda release: f"k8s-{release}")
+def k8s_release(request: pytest.FixtureRequest) -> str:
+    """The Kubernetes release of this run of the test (the matrix, ``$RUNWAY_K8S_RELEASES``);
+    skipped (failed when CI=true) when it is not built."""
+    release: str = request.param
+    require_release(release)
+    return release
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver on loopback for the whole session; always torn down."""
-    with control_plane_up() as plane:
+def control_plane(k8s_release: str) -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver on loopback, one per release for the whole session; always torn
+    down."""
+    with control_plane_up(k8s_release) as plane:
         yield plane
 
 
 @pytest.fixture(scope="module")
-def dedicated_plane() -> Iterator[ControlPlane]:
+def dedicated_plane(k8s_release: str) -> Iterator[ControlPlane]:
     """A control plane of the module's own: for tests that run a kube-scheduler (one per
     plane) or need a cluster no other test touches."""
-    with control_plane_up() as plane:
+    with control_plane_up(k8s_release) as plane:
         yield plane
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip a test on a release its ``releases`` marker excludes, saying why."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        release = callspec.params.get("k8s_release") if callspec is not None else None
+        for mark in item.iter_markers("releases"):
+            reason = mark.kwargs.get("reason")
+            if not reason:
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.releases needs a reason=")
+            if release is None:
+                continue
+            if not all(release_matches(release, spec) for spec in mark.args):
+                wanted = ", ".join(mark.args)
+                item.add_marker(pytest.mark.skip(reason=f"not on {release} ({wanted}): {reason}"))
 
 
 class RunwayHandle:
@@ -545,8 +698,15 @@ class RunwayFactory:
 
     def close(self) -> None:
         """Stop every process still running (by pid), printing logs of those that failed."""
+        keep = os.environ.get("RUNWAY_E2E_KEEP_LOGS")
         for handle in self.handles:
             handle.stop()
+            if keep:  # beside the planes' logs (see the module docstring)
+                target = Path(keep) / f"{self.plane.release}-runway"
+                target.mkdir(parents=True, exist_ok=True)
+                (target / f"{self.plane.dir.parent.name}-{handle.pid}.log").write_text(
+                    handle.logs()
+                )
 
 
 @pytest.fixture
@@ -577,6 +737,7 @@ def write_scheduler_config(
     path: Path,
     runway_url: str,
     *,
+    release: str | None = None,
     url_prefix: str = "/scheduler",
     node_cache_capable: bool = True,
     weight: int = 1,
@@ -585,14 +746,16 @@ def write_scheduler_config(
     extra: dict[str, Any] | None = None,
     prioritize: bool = True,
 ) -> Path:
-    """A KubeSchedulerConfiguration (v1beta1, as 1.20 reads) with runway as its extender.
+    """A KubeSchedulerConfiguration with runway as its extender, in the API kube-scheduler
+    ``release`` reads (pass ``plane.release``; default: the matrix's first): v1beta1 on 1.20, v1
+    from 1.25. The keys written here mean the same in both.
 
     Pass it to ``ControlPlane.start_scheduler``; ``clientConnection.kubeconfig`` is filled in by
-    control-plane.sh. ``prioritize=False``: the stanza without ``prioritizeVerb`` (what runway
+    tools/kube. ``prioritize=False``: the stanza without ``prioritizeVerb`` (what runway
     documents when no preference needs it: ``check-config``).
     """
     config: dict[str, Any] = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+        "apiVersion": config_api(resolve_release(release) if release else releases()[0]),
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": scheduler_name}],
@@ -635,6 +798,7 @@ def runway_scheduling(
         scheduler = write_scheduler_config(
             tmp / "scheduler.yaml",
             rw.url,
+            release=plane.release,
             scheduler_name=scheduler_name,
             extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
         )

@@ -52,7 +52,11 @@ def test_prioritize_is_called_only_when_a_preference_needs_it(
     try:
         rw = factory.start(cfg)
         stanza = write_scheduler_config(
-            tmp_path / "scheduler.yaml", rw.url, scheduler_name=SCHEDULER, prioritize=prioritize
+            tmp_path / "scheduler.yaml",
+            rw.url,
+            release=plane.release,
+            scheduler_name=SCHEDULER,
+            prioritize=prioritize,
         )
         plane.start_scheduler(stanza)
         try:

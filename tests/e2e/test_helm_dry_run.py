@@ -1,10 +1,10 @@
 """The chart against a real kube-apiserver: every rendered object passes a server-side dry run.
 
-The control plane is Kubernetes 1.20 (``shared/tools/control-plane.sh``). The chart is rendered
-the way ``helm install`` renders it there: with the cluster's version and its discovered API
-versions, so version-dependent choices (the PodDisruptionBudget's ``policy/v1beta1``) are the ones
-a real install makes. Kinds the cluster does not serve (ServiceMonitor: a Prometheus Operator CRD)
-are skipped explicitly and reported.
+The control plane is each release of the matrix (``tools/kube``: 1.20, 1.34, 1.37). The chart is
+rendered the way ``helm install`` renders it there: with the cluster's version and its discovered
+API versions, so version-dependent choices (the PodDisruptionBudget's ``policy/v1beta1`` on 1.20,
+``policy/v1`` from 1.21) are the ones a real install makes. Kinds the cluster does not serve
+(ServiceMonitor: a Prometheus Operator CRD) are skipped explicitly and reported.
 """
 
 from __future__ import annotations
@@ -78,9 +78,9 @@ def _discover(client: httpx.Client) -> dict[str, dict[str, tuple[str, bool]]]:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
+def cluster(k8s_release: str) -> Iterator[Cluster]:
     """A control plane of the module's own (always torn down) with the chart's namespace."""
-    with control_plane_up() as plane:
+    with control_plane_up(k8s_release) as plane:
         client = plane.api
         version = client.get("/version").raise_for_status().json()["gitVersion"]
         plane.ensure_namespace(NAMESPACE)
@@ -110,7 +110,9 @@ def test_all_options_render_passes_server_side_dry_run(cluster: Cluster) -> None
         all_options(), kube_version=cluster.version, api_versions=cluster.api_versions()
     )
     pdb = next(o for o in objects if o["kind"] == "PodDisruptionBudget")
-    assert pdb["apiVersion"] == "policy/v1beta1", "Kubernetes 1.20 serves no policy/v1"
+    # Kubernetes 1.20 serves no policy/v1; 1.25 no longer serves policy/v1beta1
+    wanted = "policy/v1" if cluster.plane.at_least("1.21") else "policy/v1beta1"
+    assert pdb["apiVersion"] == wanted
     failures, skipped = _dry_run(cluster, objects)
     assert failures == []
     # Prometheus Operator kinds are the ones a bare cluster lacks: skipped, not silently dropped
@@ -130,11 +132,11 @@ def test_default_render_passes_server_side_dry_run(cluster: Cluster) -> None:
 
 
 def test_real_kube_scheduler_starts_with_the_charts_configuration(cluster: Cluster) -> None:
-    # 1.20 knows KubeSchedulerConfiguration v1beta1 only; the chart renders it when asked. TLS is
-    # off here: the CA file the chart mounts does not exist outside a pod.
+    # 1.20 knows KubeSchedulerConfiguration v1beta1 only, 1.25+ v1 only; the chart renders the
+    # one asked for. TLS is off here: the CA file the chart mounts does not exist outside a pod.
     values = all_options()
     values["tls"] = {"enabled": False}
-    values["scheduler"]["configApiVersion"] = "kubescheduler.config.k8s.io/v1beta1"
+    values["scheduler"]["configApiVersion"] = cluster.plane.config_api
     objects = render(values, kube_version=cluster.version, api_versions=cluster.api_versions())
     configmap = next(
         o
@@ -221,7 +223,8 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
     values = {
         "scheduler": {
             "enabled": True,
-            "configApiVersion": "kubescheduler.config.k8s.io/v1beta1",  # what 1.20 reads
+            # the tag of the release running here: the chart picks the config API it reads
+            "image": {"tag": f"v{plane.release}"},
             "leaderElect": False,
         }
     }
@@ -298,6 +301,7 @@ def test_kube_scheduler_calls_runway_over_the_charts_mutual_tls(
             sched_text = sched_text.replace(f"https://{host}:8888", runway.url)
             sched_text = sched_text.replace("/etc/runway-tls/", f"{runway_tls}/")
             sched_text = sched_text.replace("/etc/runway-client-tls/", f"{client_tls}/")
+            assert yaml.safe_load(sched_text)["apiVersion"] == plane.config_api
             extender = yaml.safe_load(sched_text)["extenders"][0]
             assert extender["tlsConfig"]["serverName"] == host
             sched_file = tmp_path / "scheduler.yaml"

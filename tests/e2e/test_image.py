@@ -404,7 +404,10 @@ def test_kube_scheduler_schedules_a_pod_through_the_image(
                 what="runway in the container synced with the API server",
             )
             scheduler_config = write_scheduler_config(
-                tmp_path / "scheduler.yaml", container.url, scheduler_name=SCHEDULER
+                tmp_path / "scheduler.yaml",
+                container.url,
+                release=plane.release,
+                scheduler_name=SCHEDULER,
             )
             plane.start_scheduler(scheduler_config)
             try:

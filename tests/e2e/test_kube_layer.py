@@ -209,7 +209,10 @@ def test_real_scheduler_calls_runway_and_the_cache_sees_the_binding(
     plane.create_node(f"sched-{tag}-n0")
     rw = runway.start()
     config = write_scheduler_config(
-        tmp_path / "scheduler.yaml", rw.url, scheduler_name=f"runway-e2e-{tag}"
+        tmp_path / "scheduler.yaml",
+        rw.url,
+        release=plane.release,
+        scheduler_name=f"runway-e2e-{tag}",
     )
     plane.start_scheduler(config)
     try:

@@ -3,7 +3,8 @@
 runway runs with ``auth.mode: kubernetes`` and its REST API on a port of its own
 (``--rest-port``) bound to a non-loopback address of this machine (the API server refuses to
 proxy to loopback); a selector-less Service ``runway/runway-rest`` with a hand-written
-Endpoints object points there, as the chart's Service would in a cluster. The people are
+Endpoints object (and an EndpointSlice from 1.21: newer API servers proxy through slices) points
+there, as the chart's Service would in a cluster. The people are
 ServiceAccounts with TokenRequest tokens, bound to the chart's own ClusterRoles (rendered from
 helm/runway): alice views, bob administers, mallory has nothing. The plugin is the installed
 ``kubectl-runway`` console script, each user with a kubeconfig of their own.
@@ -189,6 +190,26 @@ def setup(control_plane: ControlPlane, runway: RunwayFactory, tmp_path: Path) ->
     # PUT creates or replaces (Endpoints allow create on update).
     r = plane.api.put(f"/api/v1/namespaces/{RUNWAY_NS}/endpoints/runway-rest", json=endpoints)
     assert r.status_code in (200, 201), r.text
+    if plane.at_least("1.21"):
+        # newer API servers proxy through the Service's EndpointSlices (1.37 reads only them);
+        # there is no controller-manager to mirror the Endpoints: written by hand as well
+        slices = f"/apis/discovery.k8s.io/v1/namespaces/{RUNWAY_NS}/endpointslices"
+        plane.api.delete(f"{slices}/runway-rest")  # a slice is not created on PUT: replace it
+        r = plane.api.post(
+            slices,
+            json={
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": "runway-rest",
+                    "labels": {"kubernetes.io/service-name": "runway-rest"},
+                },
+                "addressType": "IPv4",
+                "endpoints": [{"addresses": [address], "targetRef": target}],
+                "ports": [{"name": "rest", "port": rest_port, "protocol": "TCP"}],
+            },
+        )
+        assert r.status_code in (200, 201), r.text
     # The chart's own people roles (release "runway": the Service is runway-rest).
     for role in find(render(release="runway", namespace=RUNWAY_NS), "ClusterRole"):
         if role["metadata"]["name"] in ("runway-viewer", "runway-admin"):

@@ -151,6 +151,13 @@ def pod_scheduled(p: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
+@pytest.mark.releases(
+    "<1.34",
+    reason="kube-scheduler behaviour (issue #39, for the lead): the widget taken away to hold "
+    "the window makes the preemptor's retry end in 'Preemption is not helpful for scheduling', "
+    "and from 1.34 (seen on 1.34.4 and 1.37.2; not 1.20) the scheduler then clears its "
+    'nominatedNodeName (ModeOverride ""): the nomination this test relies on is gone',
+)
 def test_the_nominator_keeps_a_lower_priority_pod_off_the_node_after_the_gate_opens(
     stack: tuple[ControlPlane, RunwayHandle],
 ) -> None:

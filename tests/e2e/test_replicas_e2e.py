@@ -98,6 +98,7 @@ def stack(
         scheduler = write_scheduler_config(
             tmp / "scheduler.yaml",
             proxy.url,
+            release=plane.release,
             scheduler_name=SCHEDULER,
             extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
         )

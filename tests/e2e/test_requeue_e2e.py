@@ -102,7 +102,9 @@ class Cluster:
             self.plane.stop_scheduler()
             self.runway.stop()
         self.runway = self.factory.start(self.config)
-        config = write_scheduler_config(self.tmp / "scheduler.yaml", self.runway.url)
+        config = write_scheduler_config(
+            self.tmp / "scheduler.yaml", self.runway.url, release=self.plane.release
+        )
         self.plane.start_scheduler(config)
         return self.runway
 
@@ -403,6 +405,13 @@ def preempt_cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[Cluster]:
         c.close()
 
 
+@pytest.mark.releases(
+    "<1.34",
+    reason="kube-scheduler behaviour (issue #39, for the lead): on 1.34.4 and 1.37.2 the "
+    "preemptor binds ~0.3 s after its victim's deletion, before the Job's replacement reaches "
+    "runway's filter (NodeResourcesFit refuses it first: 'Insufficient cpu'), so runway never "
+    "holds it and never writes the wake annotation the test waits for",
+)
 def test_replacement_of_preempted_pod_waits_for_its_preemptor(preempt_cluster: Cluster) -> None:
     c = preempt_cluster
     c.create_job("victim")

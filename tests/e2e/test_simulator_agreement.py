@@ -236,13 +236,10 @@ class Replay:
         for name, spec in self.specs.items():
             if now >= spec["arrival"] and f"{name}-0" not in live:
                 self.create(name)
-        # Unschedulable pods are retried on a node update (kube-scheduler's 60 s flush is long).
+        # Unschedulable pods are retried on a node update (kube-scheduler's flush is long: 60 s
+        # on 1.20, 5 min from 1.32).
         for node in self.nodes:
-            self.plane.api.patch(
-                f"/api/v1/nodes/{node}",
-                json={"metadata": {"labels": {"runway.dev/nudge": str(int(now))}}},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
+            self.plane.nudge_node(node)
 
 
 @pytest.fixture(scope="module")

@@ -1389,30 +1389,33 @@ def test_the_chart_refuses_a_config_check_config_refuses(
 
 
 @pytest.mark.parametrize(
-    ("tag", "api"),
+    ("scheduler", "kube_version", "expected"),
     [
-        ("v1.20.2", "v1beta1"),
-        ("v1.23.4", "v1beta2"),
-        ("v1.25.0", "v1"),
-        ("v1.34.4", "v1"),
-        ("v1.37.2", "v1"),
+        ({}, None, "kubescheduler.config.k8s.io/v1"),  # the default tag v1.30.0
+        ({"image": {"tag": "v1.20.2"}}, None, "kubescheduler.config.k8s.io/v1beta1"),
+        ({"image": {"tag": "v1.22.0"}}, None, "kubescheduler.config.k8s.io/v1beta2"),
+        ({"image": {"tag": "1.24.1"}}, None, "kubescheduler.config.k8s.io/v1beta3"),
+        ({"image": {"tag": "v1.25.0"}}, None, "kubescheduler.config.k8s.io/v1"),
+        ({"image": {"tag": "v1.37.2"}}, "v1.20.2", "kubescheduler.config.k8s.io/v1"),
+        # a tag that is no version: the cluster's version decides
+        ({"image": {"tag": "latest"}}, "v1.21.0", "kubescheduler.config.k8s.io/v1beta1"),
+        ({"image": {"tag": "latest"}}, "v1.37.2", "kubescheduler.config.k8s.io/v1"),
+        # set: taken as given
+        (
+            {
+                "image": {"tag": "v1.37.2"},
+                "configApiVersion": "kubescheduler.config.k8s.io/v1beta3",
+            },
+            None,
+            "kubescheduler.config.k8s.io/v1beta3",
+        ),
     ],
 )
-def test_the_bundled_schedulers_config_api_follows_its_release(tag: str, api: str) -> None:
-    """The issue on current Kubernetes: v1beta1 is gone from 1.25 (DESIGN §1.1); the config API
-    follows the scheduler image's tag unless configApiVersion says otherwise."""
-    objects = render({"scheduler": {"enabled": True, "image": {"tag": tag}}})
-    (cm,) = [o for o in find(objects, "ConfigMap") if "scheduler" in o["metadata"]["name"]]
-    text = next(iter(cm["data"].values()))
-    assert f"apiVersion: kubescheduler.config.k8s.io/{api}\n" in text, text
-    pinned = render(
-        {
-            "scheduler": {
-                "enabled": True,
-                "image": {"tag": tag},
-                "configApiVersion": "kubescheduler.config.k8s.io/v1beta3",
-            }
-        }
-    )
-    (cm,) = [o for o in find(pinned, "ConfigMap") if "scheduler" in o["metadata"]["name"]]
-    assert "kubescheduler.config.k8s.io/v1beta3" in next(iter(cm["data"].values()))
+def test_bundled_scheduler_config_api_follows_its_release(
+    scheduler: dict[str, Any], kube_version: str | None, expected: str
+) -> None:
+    """Issue #39: v1beta1 is gone from 1.25 and 1.20 knows no v1: the bundled scheduler's config
+    is in the API its own release (the image tag) reads."""
+    objects = render({"scheduler": {"enabled": True, **scheduler}}, kube_version=kube_version)
+    config = yaml.safe_load(one(objects, "ConfigMap", "rw-runway-scheduler")["data"]["config.yaml"])
+    assert config["apiVersion"] == expected

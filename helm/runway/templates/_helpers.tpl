@@ -97,28 +97,36 @@ live install; offline (helm template) the --kube-version decides. */}}
 {{- end }}
 {{- end }}
 
+{{/* The KubeSchedulerConfiguration apiVersion of the bundled scheduler: scheduler.configApiVersion
+when set, else the one the scheduler's release reads (v1 from 1.25, v1beta3 1.23-1.24, v1beta2
+1.22, v1beta1 before), that release read from scheduler.image.tag (the binary that reads the
+config), or from the cluster's version (.Capabilities.KubeVersion) when the tag is no version. */}}
+{{- define "runway.schedulerConfigApiVersion" -}}
+{{- $s := .Values.scheduler }}
+{{- if $s.configApiVersion }}
+{{- $s.configApiVersion }}
+{{- else }}
+{{- $release := .Capabilities.KubeVersion.Version }}
+{{- $tag := toString $s.image.tag }}
+{{- if regexMatch "^v?[0-9]+\\.[0-9]+" $tag }}
+{{- $release = regexFind "^v?[0-9]+\\.[0-9]+(\\.[0-9]+)?" $tag }}
+{{- end }}
+{{- if semverCompare ">=1.25-0" $release }}
+{{- "kubescheduler.config.k8s.io/v1" }}
+{{- else if semverCompare ">=1.23-0" $release }}
+{{- "kubescheduler.config.k8s.io/v1beta3" }}
+{{- else if semverCompare ">=1.22-0" $release }}
+{{- "kubescheduler.config.k8s.io/v1beta2" }}
+{{- else }}
+{{- "kubescheduler.config.k8s.io/v1beta1" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The kube-scheduler image: the tag comes from values only (never .Capabilities, which
 offline renderers such as GitOps tools fill with their own version). */}}
 {{- define "runway.schedulerImage" -}}
-{{- printf "%s:%s" .Values.scheduler.image.repository (include "runway.schedulerVersion" .) }}
-{{- end }}
-
-{{/* The bundled kube-scheduler's release: scheduler.image.tag (never .Capabilities: offline
-renderers fill it with their own version). */}}
-{{- define "runway.schedulerVersion" -}}
-{{- required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag }}
-{{- end }}
-
-{{/* The KubeSchedulerConfiguration apiVersion the bundled scheduler's release reads
-(scheduler.configApiVersion, else by release: v1 from 1.25, v1beta2 on 1.22-1.24, v1beta1 before;
-DESIGN §1.1). */}}
-{{- define "runway.schedulerConfigApi" -}}
-{{- $version := include "runway.schedulerVersion" . }}
-{{- if .Values.scheduler.configApiVersion }}{{ .Values.scheduler.configApiVersion }}
-{{- else if semverCompare ">=1.25-0" $version }}kubescheduler.config.k8s.io/v1
-{{- else if semverCompare ">=1.22-0" $version }}kubescheduler.config.k8s.io/v1beta2
-{{- else }}kubescheduler.config.k8s.io/v1beta1
-{{- end }}
+{{- printf "%s:%s" .Values.scheduler.image.repository (required "scheduler.image.tag is required: your control plane's version" .Values.scheduler.image.tag) }}
 {{- end }}
 
 {{/* A probe from values: an httpGet goes to the plain-HTTP health port when there is one (it
