@@ -443,7 +443,8 @@ def pod_deletes(rw: RunwayHandle) -> float:
 
 @pytest.mark.releases(
     "<1.32",
-    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about ~50 ms "
+    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
+    "~50 ms "
     "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
     "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
     "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
@@ -686,7 +687,8 @@ def test_two_preemptors_sharing_a_gang_delete_each_victim_once(
 
 @pytest.mark.releases(
     "<1.32",
-    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about ~50 ms "
+    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
+    "~50 ms "
     "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
     "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
     "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
