@@ -553,15 +553,18 @@ def decide(
     ranks = {plan.node: _rank(plan, now) for plan in plans}
     winner = min(plans, key=lambda p: ranks[p.node]) if plans else None
     records: list[NodeRecord] = []
+    chosen_reason = ""
     for plan in plans:
         if plan is winner:
             outcome: NodeOutcome = "chosen"
-            why = (
+            why = chosen_reason = (
                 "chosen: " + ", ".join(_CRITERIA[:6]) + " compared in that order"
                 if len(plans) > 1
                 else "chosen: the only node left after the rules"
             )
             if plan.displaced:
+                # Named for operators (the node's record) only: the decision's reason reaches
+                # the preemptor's and the victims' Events, which name no other tenant's pod.
                 why += "; takes the claim of the lower-priority preemption of " + ", ".join(
                     f"{c.preemptor} (priority {c.priority})" for c in plan.displaced
                 )
@@ -594,7 +597,7 @@ def decide(
         preemptor=preemptor,
         now=now,
         chosen=winner.node,
-        reason=chosen_record.reason,
+        reason=chosen_reason,
         victims=chosen_record.victims,
         off_node=chosen_record.off_node,
         pdb_violations=winner.offer.pdb_violations,
