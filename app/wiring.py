@@ -81,7 +81,7 @@ class Runway:
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
     janitor: RecordJanitor
-    """Deletes unowned records of long-gone workloads (leader only)."""
+    """Deletes the records of long-gone workloads that hold nothing (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     jobs: JobSizes
@@ -361,7 +361,11 @@ def build(
     store: RecordStore
     if kube is not None:
         record_store = KubeRecordStore(
-            kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
+            kube,
+            clock,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            records_per_namespace=k8s.records_per_namespace,
         )
         store = record_store
         pods = KubePodWriter(kube)
