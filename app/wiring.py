@@ -20,6 +20,7 @@ from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
+from app.kube.daemonsets import DaemonSetSource
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
 from app.kube.jobs import JobSource
@@ -45,6 +46,7 @@ from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.state.jobs import JobSizes
+from app.state.owners import DaemonSets
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.requeue import RequeueIndex, RequeueView
@@ -96,6 +98,9 @@ class Runway:
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
     job_source: JobSource | None = None
     """The Job list+watch feeding ``jobs`` (read only; None without a cluster)."""
+    daemonset_source: DaemonSetSource | None = None
+    """The DaemonSet list+watch (their UIDs: ``state.owners``; read only; None without a
+    cluster)."""
     reviewer: Reviewer | None = None
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     forwarder: LeaderForwarder | None = None
@@ -209,6 +214,8 @@ class Runway:
                 self.sync.watch_namespaces()  # the file's tree; KAI's: when adopted
         if self.job_source is not None:
             self.job_source.start()
+        if self.daemonset_source is not None:
+            self.daemonset_source.start()
         if self.queue_source is not None:
             self.queue_source.start()
             if not await self.queue_source.wait_synced(
@@ -231,6 +238,10 @@ class Runway:
         if self.job_source is not None and not await self.job_source.wait_settled(left):
             # Until they are: PodsReady's target for a Job's pods is the members it has had.
             log.warning("Jobs not listed at startup; serving anyway")
+        left = max(0.0, within - (time.monotonic() - waiting_since))
+        if self.daemonset_source is not None and not await self.daemonset_source.wait_settled(left):
+            # Until they are: no pod counts as a DaemonSet's (none is evicted before a timeout).
+            log.warning("DaemonSets not listed at startup; serving anyway")
         self.gatekeeper.start()
         # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
         self.evictor.start()
@@ -254,6 +265,8 @@ class Runway:
             await self.queue_source.stop()
         if self.job_source is not None:
             await self.job_source.stop()
+        if self.daemonset_source is not None:
+            await self.daemonset_source.stop()
         if self.sync is not None:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
@@ -356,6 +369,7 @@ def build(
             requeue.workload_changed(key)  # built below; a Job event comes after start
 
     jobs = JobSizes(on_change=job_changed)
+    daemonsets = DaemonSets()
     pods: PodApi
     record_store: KubeRecordStore | None = None
     store: RecordStore
@@ -386,6 +400,7 @@ def build(
             cache, queues, config.min_runtime, key, started
         ),
         jobs=jobs,
+        daemonsets=daemonsets,
     )
     records.on_gates = gate.set_mirrored
     requeue = RequeueView(
@@ -525,6 +540,15 @@ def build(
         job_source=JobSource(
             kube,
             jobs,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            batch_window=k8s.watch_batch_window,
+        )
+        if kube is not None
+        else None,
+        daemonset_source=DaemonSetSource(
+            kube,
+            daemonsets,
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
             batch_window=k8s.watch_batch_window,
