@@ -48,6 +48,11 @@ class PodsReadyState:
     was_ready: bool = False
     """The workload as a whole has been PodsReady since its admission (implied by
     ``not_ready_since``)."""
+    straggler_since: float | None = None
+    """A workload that declares minAvailable: the earliest bind of a bound member never Ready
+    (``straggler_since``). Each bound member must be Ready within ``timeout`` of its bind, as
+    each pod of a Kueue partial admission must: pods bound after the floor was Ready do not
+    outlive the timeout on the recovery clock (unset: forever) — issue #36."""
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,29 @@ NOTHING = PodsReadyCheck()
 def evaluate_pods_ready(
     state: PodsReadyState, now: float, config: WaitForPodsReadyConfig
 ) -> PodsReadyCheck:
-    """Which PodsReady timeout applies to the workload at ``now``, and whether it is due."""
+    """Which PodsReady timeout applies to the workload at ``now``, and whether it is due (the
+    earlier of its clock and, for a straggler, ``timeout`` from its bind)."""
     if not config.enable or state.admitted_at is None or state.pods_ready:
         return NOTHING
+    check = _clock(state, state.admitted_at, now, config)
+    if state.straggler_since is None:
+        return check
+    deadline = state.straggler_since + config.timeout
+    if check.deadline is not None and check.deadline <= deadline:
+        return check
+    remaining = deadline - now
+    return PodsReadyCheck(
+        cause=WAIT_FOR_START,
+        deadline=deadline,
+        due=remaining <= 0,
+        recheck_after=max(remaining, 0.0),
+    )
+
+
+def _clock(
+    state: PodsReadyState, admitted: float, now: float, config: WaitForPodsReadyConfig
+) -> PodsReadyCheck:
+    """The workload's own clock: WaitForStart from ``admitted``, or WaitForRecovery."""
     if state.was_ready or state.not_ready_since is not None:
         if config.recovery_timeout is None:
             return NOTHING
@@ -81,7 +106,7 @@ def evaluate_pods_ready(
             return PodsReadyCheck(cause=WAIT_FOR_RECOVERY)
         cause, deadline = WAIT_FOR_RECOVERY, state.not_ready_since + config.recovery_timeout
     else:
-        cause, deadline = WAIT_FOR_START, state.admitted_at + config.timeout
+        cause, deadline = WAIT_FOR_START, admitted + config.timeout
     remaining = deadline - now
     return PodsReadyCheck(
         cause=cause, deadline=deadline, due=remaining <= 0, recheck_after=max(remaining, 0.0)
@@ -131,6 +156,16 @@ def _has_been_ready(pod: Pod) -> bool:
     t = parse_time(cond.lastTransitionTime) if cond is not None else None
     started_at = parse_time(pod.status.startTime)
     return t is not None and started_at is not None and t - started_at >= FLIP_MARGIN_S
+
+
+def straggler_since(pods: Sequence[Pod]) -> float | None:
+    """The earliest bind of a bound member that has never been Ready (None: none)."""
+    binds = [
+        t
+        for p in members(pods)
+        if p.spec.nodeName and not _has_been_ready(p) and (t := bind_time(p)) is not None
+    ]
+    return min(binds, default=None)
 
 
 def _is_replacement(pod: Pod, started: float) -> bool:

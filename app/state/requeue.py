@@ -34,6 +34,7 @@ from app.policy.podsready import (
     blocks_admission,
     evaluate_pods_ready,
     not_ready_since,
+    straggler_since,
     was_pods_ready,
     workload_state,
 )
@@ -210,6 +211,9 @@ class RequeueView:
             if was
             else None,
             was_ready=was,
+            straggler_since=straggler_since(view.pods)
+            if not ready and facts.size_source == "declared"
+            else None,
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
