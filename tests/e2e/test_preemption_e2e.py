@@ -77,6 +77,18 @@ def stack(
         yield plane, rw
 
 
+UNKNOWN_PREEMPTOR_NOT_REQUEUED = pytest.mark.releases(
+    "<1.32",
+    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
+    "~50 ms "
+    "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
+    "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
+    "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
+    "on 1.34.4 and 1.37.2)",
+)
+"""Marks a test whose preemptor can be refused as unknown before runway's watch has it."""
+
+
 def pod(
     plane: ControlPlane,
     ns: str,
@@ -441,15 +453,7 @@ def pod_deletes(rw: RunwayHandle) -> float:
     )
 
 
-@pytest.mark.releases(
-    "<1.32",
-    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
-    "~50 ms "
-    "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
-    "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
-    "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
-    "on 1.34.4 and 1.37.2)",
-)
+@UNKNOWN_PREEMPTOR_NOT_REQUEUED
 def test_takeover_deletes_each_victim_once_and_the_preemptor_binds(
     stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
 ) -> None:
@@ -685,15 +689,7 @@ def test_two_preemptors_sharing_a_gang_delete_each_victim_once(
     poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
 
 
-@pytest.mark.releases(
-    "<1.32",
-    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
-    "~50 ms "
-    "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
-    "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
-    "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
-    "on 1.34.4 and 1.37.2)",
-)
+@UNKNOWN_PREEMPTOR_NOT_REQUEUED
 def test_a_higher_priority_takes_a_lower_claim_and_the_victim_goes_once(
     stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
 ) -> None:
