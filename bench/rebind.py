@@ -175,6 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = write_scheduler_config(
                 Path(tmp) / "scheduler.yaml",
                 rw.url,
+                release=plane.release,
                 scheduler_name=SCHEDULER,
                 extra={"podInitialBackoffSeconds": initial, "podMaxBackoffSeconds": maximum},
             )

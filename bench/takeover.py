@@ -50,7 +50,13 @@ import yaml
 
 from bench.extender import OUT, machine, print_table
 from bench.throughput import delete_pods, samples, start_extender
-from tests.e2e.conftest import ControlPlane, control_plane_up, poll, write_scheduler_config
+from tests.e2e.conftest import (
+    ControlPlane,
+    config_api,
+    control_plane_up,
+    poll,
+    write_scheduler_config,
+)
 from tests.e2e.kubelet import Kubelet
 from tests.e2e.webhook import DeleteWebhook
 
@@ -169,15 +175,21 @@ def delete_nodes(plane: ControlPlane, tag: str) -> None:
 # --------------------------------------------------------------------------- one configuration
 
 
-def scheduler_config(path: Path, tag: str, runway_url: str | None) -> Path:
-    """kube-scheduler's configuration: profile ``tag``, runway as extender unless stock."""
+def scheduler_config(path: Path, tag: str, runway_url: str | None, release: str) -> Path:
+    """kube-scheduler ``release``'s configuration: profile ``tag``, runway as extender unless
+    stock."""
     extra = {"clientConnection": {"qps": 1000, "burst": 1000}}
     if runway_url is not None:
         return write_scheduler_config(
-            path, runway_url, scheduler_name=tag, http_timeout="30s", extra=extra
+            path,
+            runway_url,
+            release=release,
+            scheduler_name=tag,
+            http_timeout="30s",
+            extra=extra,
         )
     config = {
-        "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+        "apiVersion": config_api(release),
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": tag}],
@@ -243,7 +255,9 @@ def measure(
     sched_metrics: dict[str, float] = {}
     runway_metrics: dict[str, float] = {}
     with maybe_runway(config, plane, tmp, tag) as runway:
-        url = scheduler_config(tmp / f"{tag}.yaml", tag, runway[0] if runway else None)
+        url = scheduler_config(
+            tmp / f"{tag}.yaml", tag, runway[0] if runway else None, plane.release
+        )
         metrics_url = plane.start_scheduler(url)
         try:
             with Kubelet(plane, tag) as kubelet:

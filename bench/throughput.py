@@ -484,6 +484,7 @@ def measure(
         config = write_scheduler_config(
             tmp / f"{tag}.yaml",
             url or "http://unused",
+            release=plane.release,
             node_cache_capable=MODES[mode],
             scheduler_name=tag,
             http_timeout="30s",

@@ -21,7 +21,8 @@ moves them by these rules, and nothing else does:
   clock, Kueue's ``WaitForRecovery`` lastTransitionTime): the pods' own evidence of the loss
   after the last moment the workload was PodsReady (``policy.podsready.loss_time``), else the
   moment runway noticed; cleared when PodsReady is reached again, which sets **recovered**
-  (the latest Ready transition then). A loss is only looked for after ``recovered``: a pod
+  (the latest Ready transition then) — also when the loss and the recovery both fell between
+  two observations, which the pods still show. A loss is only looked for after ``recovered``: a pod
   that failed before the workload recovered is not the next loss. A workload runway never saw
   PodsReady whose pods show it was (``was_pods_ready``: it happened while no runway watched)
   gets ``ready`` = its start and a ``lost`` from the pods after it.
@@ -178,6 +179,11 @@ def track_pods_ready(
             return replace(life, ready=ready_time(pods, life.admitted))
         if life.lost is not None:
             return replace(life, lost=None, recovered=ready_time(pods, life.lost))
+        # a loss and its recovery both between two observations: the pods still show the loss
+        # (the failed pod the Job keeps), so the recovery is a fact all the same
+        missed = loss_time(pods, life.recovered if life.recovered is not None else life.ready)
+        if missed is not None:
+            return replace(life, recovered=ready_time(pods, missed))
         return life
     if life.lost is not None:
         return life  # the clock runs from the loss already known

@@ -737,7 +737,7 @@ def write_scheduler_config(
     path: Path,
     runway_url: str,
     *,
-    release: str | None = None,
+    release: str,
     url_prefix: str = "/scheduler",
     node_cache_capable: bool = True,
     weight: int = 1,
@@ -747,15 +747,15 @@ def write_scheduler_config(
     prioritize: bool = True,
 ) -> Path:
     """A KubeSchedulerConfiguration with runway as its extender, in the API kube-scheduler
-    ``release`` reads (pass ``plane.release``; default: the matrix's first): v1beta1 on 1.20, v1
-    from 1.25. The keys written here mean the same in both.
+    ``release`` reads (``plane.release``; required: a default written the wrong API for the
+    other releases): v1beta1 on 1.20, v1 from 1.25. The keys written here mean the same in both.
 
     Pass it to ``ControlPlane.start_scheduler``; ``clientConnection.kubeconfig`` is filled in by
     tools/kube. ``prioritize=False``: the stanza without ``prioritizeVerb`` (what runway
     documents when no preference needs it: ``check-config``).
     """
     config: dict[str, Any] = {
-        "apiVersion": config_api(resolve_release(release) if release else releases()[0]),
+        "apiVersion": config_api(resolve_release(release)),
         "kind": "KubeSchedulerConfiguration",
         "leaderElection": {"leaderElect": False},
         "profiles": [{"schedulerName": scheduler_name}],

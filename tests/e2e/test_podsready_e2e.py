@@ -153,12 +153,6 @@ def next_second(after: str) -> None:
 # --- the recovery clock ---------------------------------------------------------------------
 
 
-@pytest.mark.releases(
-    ">=1.34",
-    reason="an open failure (issue #37 stays open): on 1.20.2, after the PodsReady work was merged "
-    "with the scope and per-release work, the one-process case never persists `recovered` "
-    "(timed out after 60 s, twice); it passes on 1.37.2 and the restarted case passes on both",
-)
 @pytest.mark.parametrize("restart", [False, True], ids=["one-process", "restarted"])
 def test_a_second_loss_runs_the_recovery_clock_from_itself(
     plane: ControlPlane, tmp_path: Path, made: list[Cluster], restart: bool

@@ -236,6 +236,7 @@ def stack(
         scheduler = write_scheduler_config(
             tmp / "scheduler.yaml",
             second.verbs,
+            release=plane.release,
             scheduler_name=SCHEDULER,
             extra={"podInitialBackoffSeconds": 1, "podMaxBackoffSeconds": 2},
         )

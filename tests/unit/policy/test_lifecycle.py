@@ -479,6 +479,30 @@ REACHED = replace(ADMITTED, ready=T0 + 10)
             None,
             T0 + 65,
         ),
+        (
+            "lost and recovered between two observations: the kept failed pod dates the loss",
+            REACHED,
+            [
+                member("a", ready=True, at=T0 + 8),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 52, created=T0 + 51),
+            ],
+            T0 + 10,
+            None,
+            T0 + 52,
+        ),
+        (
+            "that recovery seen again: nothing moves",
+            replace(REACHED, recovered=T0 + 52),
+            [
+                member("a", ready=True, at=T0 + 8),
+                failed("b", T0 + 50),
+                member("c", ready=True, at=T0 + 52, created=T0 + 51),
+            ],
+            T0 + 10,
+            None,
+            T0 + 52,
+        ),
         # issue #37: recovered from one failed pod, then another pod lost 30 s ago
         (
             "a second loss counts from itself, not from the pod that failed before recovery",
