@@ -267,36 +267,14 @@ def test_sources() -> None:
     assert facts_of([pod("b")]).source("admitted") == "unknown"
 
 
-def test_annotations_round_trip_and_garbage_is_unknown() -> None:
-    life = Life(T0, T0 + 5, None)
-    written = {k: v for k, v in life.to_annotations().items() if v is not None}
-    assert Life.from_annotations(written) == life
-    assert life.to_annotations()["runway.dev/workload-started"] is None  # merge patch removes
-    assert Life.from_annotations({"runway.dev/workload-created": "yesterday"}) == EMPTY
+def test_merge_keeps_the_earliest_times_and_the_largest_size() -> None:
     assert merge([Life(T0 + 1, None, None), Life(T0, T0 + 5, T0 + 9)]) == Life(T0, T0 + 5, T0 + 9)
-
-
-@pytest.mark.parametrize(
-    ("raw", "size"),
-    [
-        ("3", 3),
-        (" 12 ", 12),
-        ("0", None),
-        ("-1", None),
-        ("3.5", None),
-        ("²", None),
-        ("9" * 40, None),
-    ],
-)
-def test_size_annotation(raw: str, size: int | None) -> None:
-    assert Life.from_annotations({"runway.dev/workload-size": raw}).size == size
 
 
 def test_size_round_trips_and_merges_to_the_largest() -> None:
     life = Life(T0, T0 + 5, None, 4)
-    assert life.to_annotations()["runway.dev/workload-size"] == "4"
-    assert Life.from_annotations({k: v for k, v in life.to_annotations().items() if v}) == life
     assert life.persisted() == life
+    assert Life(T0 + 0.7, size=4).persisted() == Life(T0, size=4)
     assert merge([Life(size=2), Life(size=5), Life()]).size == 5
 
 
