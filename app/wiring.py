@@ -346,14 +346,14 @@ def same_queue_protection(
     key: WorkloadKey,
     started: float,
 ) -> float | None:
-    """When min-runtime stops protecting workload ``key`` (started at ``started``) from a
-    preemption within its own leaf queue: its queue's resolved preemptMinRuntime, with the pool
-    defaults of the node its first bound pod runs on (``policy.minruntime``)."""
+    """``minruntime.same_queue_protected_until`` for workload ``key``, with its facts from the
+    cache: its queue (``ClusterCache.queue_of_pod``) and the labels of the node its first bound
+    pod runs on."""
     pods = cache.workload_pods(key)
     queue = cache.queue_of_pod(pods[0]) if pods else DEFAULT_QUEUE
     node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
-    defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
-    return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
+    labels = cache.node_labels(node) if node else None
+    return minruntime.same_queue_protected_until(queues, min_runtime, queue, labels, started)
 
 
 def advertise_url(config: RunwayConfig, environ: Mapping[str, str]) -> str | None:
