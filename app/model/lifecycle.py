@@ -30,7 +30,6 @@ the eviction record: ``app.model.eviction``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -101,26 +100,6 @@ class Life:
 
 
 EMPTY: Final = Life()
-
-
-def merge(copies: Iterable[Life]) -> Life:
-    """One view of several persisted copies (the owners of a multi-owner workload, or the pods of
-    a bare-pod workload): the earliest creation; admitted/started from the copy that knows them
-    (the latest, should copies disagree after a partial write); the largest size."""
-    created: float | None = None
-    admitted: float | None = None
-    started: float | None = None
-    size: int | None = None
-    for c in copies:
-        if c.size is not None and (size is None or c.size > size):
-            size = c.size
-        if c.created is not None and (created is None or c.created < created):
-            created = c.created
-        if c.admitted is not None and (admitted is None or c.admitted > admitted):
-            admitted = c.admitted
-        if c.started is not None and (started is None or c.started > started):
-            started = c.started
-    return Life(created, admitted, started, size)
 
 
 def _second(value: float | None) -> float | None:

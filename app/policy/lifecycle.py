@@ -162,6 +162,18 @@ def ready_time(pods: Sequence[Pod], admitted: float) -> float:
     return max(times)
 
 
+def life_to_write(persisted: Life, observed: Life, owner_created: float | None = None) -> Life:
+    """What the leader writes over the ``persisted`` facts after ``observed`` (``observe``):
+    ``created`` never moves once known, but earlier to ``owner_created`` (the creationTimestamp
+    of the owner runway read itself: trusted); ``size`` never shrinks (the most members the
+    workload has had, KEP-349); every other fact as observed."""
+    created = persisted.created if persisted.created is not None else observed.created
+    if owner_created is not None and (created is None or owner_created < created):
+        created = owner_created
+    sizes = [n for n in (persisted.size, observed.size) if n is not None]
+    return replace(observed, created=created, size=max(sizes) if sizes else None)
+
+
 def track_pods_ready(
     life: Life,
     pods: Sequence[Pod],

@@ -42,7 +42,7 @@ from app.model.record import (
 from app.policy.backoff import JitterSource, reactivate
 from app.policy.budget import NO_BUDGET, PreemptionBudget, resolve_budget
 from app.policy.eviction import preempted
-from app.policy.lifecycle import LifeFacts, facts_of
+from app.policy.lifecycle import LifeFacts, facts_of, life_to_write
 from app.policy.queues import QueueTree
 from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, owned_by, queue_of, workload_of
@@ -311,17 +311,11 @@ class RecordBook:
     async def write_life(
         self, key: WorkloadKey, life: Life, *, owner_created: float | None = None
     ) -> bool:
-        """Persist ``life`` in the workload's record: ``created`` is never moved once known, but
-        earlier to ``owner_created``, the creationTimestamp of its owner runway read (trusted).
-        Returns True when something was written."""
+        """Persist ``life`` in the workload's record, as ``policy.lifecycle.life_to_write``
+        merges it with what the record holds. Returns True when something was written."""
 
         def change(current: RecordState) -> RecordState | None:
-            created = current.life.created or life.created
-            if owner_created is not None and (created is None or owner_created < created):
-                created = owner_created
-            # The size never shrinks: the most members the workload has had (KEP-349).
-            size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
-            new = replace(life, created=created, size=size)
+            new = life_to_write(current.life, life, owner_created)
             until = self.protection(key, new.started) if new.started is not None else None
             if new == current.life and until == current.protected_until:
                 return None

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.model.lifecycle import EMPTY, Life, merge
+from app.model.lifecycle import EMPTY, Life
 from app.model.pod import ObjectMeta, Pod, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
-from app.policy.lifecycle import facts_of, observation, observe
+from app.policy.lifecycle import facts_of, life_to_write, observation, observe
 
 T0 = 1_700_000_000.0
 MIN_AVAILABLE = "runway.dev/min-available"
@@ -267,15 +267,64 @@ def test_sources() -> None:
     assert facts_of([pod("b")]).source("admitted") == "unknown"
 
 
-def test_merge_keeps_the_earliest_times_and_the_largest_size() -> None:
-    assert merge([Life(T0 + 1, None, None), Life(T0, T0 + 5, T0 + 9)]) == Life(T0, T0 + 5, T0 + 9)
+@pytest.mark.parametrize(
+    ("case", "persisted", "observed", "owner_created", "written"),
+    [
+        (
+            "first write: as observed",
+            EMPTY,
+            Life(T0, T0 + 5, None, 2),
+            None,
+            Life(T0, T0 + 5, None, 2),
+        ),
+        (
+            "created never moves later (a re-created pod's time)",
+            Life(T0, size=1),
+            Life(T0 + 60, size=1),
+            None,
+            Life(T0, size=1),
+        ),
+        (
+            "but earlier to the owner runway read",
+            Life(T0, size=1),
+            Life(T0, size=1),
+            T0 - 9,
+            Life(T0 - 9, size=1),
+        ),
+        (
+            "the owner's later creation moves nothing",
+            Life(T0, size=1),
+            Life(T0),
+            T0 + 9,
+            Life(T0, size=1),
+        ),
+        (
+            "size never shrinks",
+            Life(T0, size=4),
+            Life(T0, T0 + 5, None, 2),
+            None,
+            Life(T0, T0 + 5, None, 4),
+        ),
+        ("size grows", Life(T0, size=2), Life(T0, size=5), None, Life(T0, size=5)),
+        (
+            "a full eviction's reset of admitted/started is written",
+            Life(T0, T0 + 5, T0 + 6, 2),
+            Life(T0, size=2),
+            None,
+            Life(T0, size=2),
+        ),
+    ],
+)
+def test_what_the_leader_writes_over_the_persisted_facts(
+    case: str, persisted: Life, observed: Life, owner_created: float | None, written: Life
+) -> None:
+    assert life_to_write(persisted, observed, owner_created) == written, case
 
 
 def test_size_round_trips_and_merges_to_the_largest() -> None:
     life = Life(T0, T0 + 5, None, 4)
     assert life.persisted() == life
     assert Life(T0 + 0.7, size=4).persisted() == Life(T0, size=4)
-    assert merge([Life(size=2), Life(size=5), Life()]).size == 5
 
 
 # --- the invariants, over random pod churn --------------------------------------------------------
