@@ -62,6 +62,7 @@ class Admission:
 
 ADMIT = Admission(allowed=True)
 
+
 @dataclass(frozen=True)
 class Preconditions:
     """The cheap facts each rule needs before it can hold a pod at all (known without reading
@@ -307,9 +308,7 @@ def _anti_flapping_rule(facts: FilterInput, now: float, policy: FilterPolicy) ->
     return _anti_flapping(facts, record, now, policy) if record is not None else None
 
 
-def _block_admission_rule(
-    facts: FilterInput, now: float, policy: FilterPolicy
-) -> Admission | None:
+def _block_admission_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
     return None if facts.admitted else _block_admission(facts, now)
 
 
