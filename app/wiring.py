@@ -53,7 +53,7 @@ from app.state.gate import GateBook
 from app.state.jobs import JobSizes
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
-from app.state.requeue import RequeueIndex, RequeueView
+from app.state.requeue import RequeueMemos, RequeueView
 from app.state.validation import InvalidObjects
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.lifecycle import LifeRecorder
@@ -420,7 +420,7 @@ class _State:
 
     cache: ClusterCache
     queues: QueueTree
-    index: RequeueIndex
+    index: RequeueMemos
     gate: GateBook
     jobs: JobSizes
 
@@ -436,7 +436,7 @@ def _cluster_state(config: RunwayConfig, home: str | None) -> _State:
         queues, invalid=InvalidObjects(), scope=scope, keep_labels=pre.protected_pod_labels
     )
     gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
-    return _State(cache, queues, RequeueIndex(), gate, JobSizes())
+    return _State(cache, queues, RequeueMemos(), gate, JobSizes())
 
 
 @dataclass

@@ -199,7 +199,7 @@ class ClusterCache:
         self._subscribers: list[Subscriber] = []
         self.queue_listeners: list[Callable[[], None]] = []
         """Called when pods changed queue without a pod event (a namespace's labels changed):
-        the requeue memos (``RequeueIndex.bump_facts``)."""
+        the requeue memos (``RequeueMemos.bump_facts``)."""
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
         self.feed: PodFeed | None = None
         """The pod watch (set by ``wiring``; None on the embedded default), which verbs drive:

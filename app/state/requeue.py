@@ -52,7 +52,7 @@ from app.supervise import run_through
 
 
 @dataclass
-class RequeueIndex:
+class RequeueMemos:
     """Memos valid for one cache generation (bumped by every pod, node or record change)."""
 
     generation: int = 0
@@ -117,7 +117,7 @@ class RequeueView:
         order: QueueOrderStrategy,
         policy: FilterPolicy,
         pool_label: str,
-        index: RequeueIndex,
+        index: RequeueMemos,
         pool_preference: bool = True,
         locality: bool = True,
     ) -> None:
@@ -465,7 +465,7 @@ class RequeueView:
         the last pass (a pod event; the workload's cache view is new), pods held last time
         (time ends holds) and pods of StrictFIFO queues (the head moves with other workloads).
         Every pending pod is asked again when the records or the queue tree
-        (``RequeueIndex.facts``), the gate entries or the blockers change. Time alone never
+        (``RequeueMemos.facts``), the gate entries or the blockers change. Time alone never
         holds a free pod, so during a scheduling burst a pass costs what changed, not every
         pending pod. A pod nothing could hold (``surely_free``) is free without the rule chain.
         """
