@@ -44,7 +44,7 @@ from typing import Literal
 from app.model import Pod
 from app.model.lifecycle import EMPTY, Life
 from app.model.timestamps import parse_time
-from app.policy.podsready import loss_time, was_pods_ready
+from app.policy.podsready import loss_time, missed_loss, was_pods_ready
 from app.policy.workload import (
     SizeSource,
     bind_time,
@@ -192,8 +192,8 @@ def track_pods_ready(
         if life.lost is not None:
             return replace(life, lost=None, recovered=ready_time(pods, life.lost))
         # a loss and its recovery both between two observations: the pods still show the loss
-        # (the failed pod the Job keeps), so the recovery is a fact all the same
-        missed = loss_time(pods, life.recovered if life.recovered is not None else life.ready)
+        # (the failed pod the Job keeps, its replacement), so the recovery is a fact all the same
+        missed = missed_loss(pods, life.recovered if life.recovered is not None else life.ready)
         if missed is not None:
             return replace(life, recovered=ready_time(pods, missed))
         return life

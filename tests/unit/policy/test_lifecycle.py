@@ -519,6 +519,19 @@ REACHED = replace(ADMITTED, ready=T0 + 10)
             T0 + 52,
         ),
         (
+            "lost within the flip margin of its start and recovered unseen: the replacement",
+            REACHED,
+            [
+                member("a", ready=True, at=T0 + 8),
+                # Ready at T0 + 10, failed 1 s after its start: no evidence it had been Ready
+                member("b", ready=False, at=T0 + 10, created=T0 + 9, phase="Failed"),
+                member("c", ready=True, at=T0 + 13, created=T0 + 11),
+            ],
+            T0 + 10,
+            None,
+            T0 + 13,
+        ),
+        (
             "that recovery seen again: nothing moves",
             replace(REACHED, recovered=T0 + 52),
             [
