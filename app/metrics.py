@@ -414,6 +414,24 @@ QUEUE_TREE_UPDATES = Counter(
     registry=REGISTRY,
 )
 
+RECORD_WRITE_FAILURES = Counter(
+    "runway_record_write_failures_total",
+    "WorkloadRecord writes that failed, by reason: invalid (the record's schema refused it), "
+    "forbidden (RBAC, or the namespace's ResourceQuota on workloadrecords), foreign (a record of "
+    "another workload holds the name), capped (the namespace holds kubernetes.recordsPerNamespace "
+    "records), conflict, unavailable, error. The workload's state is then kept in memory only "
+    "and written again after a backoff (1 s doubling to 5 min); its pods are evicted and "
+    "preempted all the same.",
+    ["reason"],
+    registry=REGISTRY,
+)
+RECORDS_UNWRITTEN = Gauge(
+    "runway_records_unwritten",
+    "Workloads whose state this replica keeps in memory only because their WorkloadRecord "
+    "could not be written (runway_record_write_failures_total).",
+    registry=REGISTRY,
+)
+
 # --- Kubernetes Events (app/kube/events.py) ---
 EVENTS = Counter(
     "runway_events_total",

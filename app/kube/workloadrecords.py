@@ -30,7 +30,18 @@ import msgspec
 from app import metrics
 from app.clock import Clock
 from app.kube.client import KubeClient
-from app.kube.errors import AlreadyExists, ApiError, Conflict, Forbidden, KubeError, NotFound
+from app.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    ApiUnavailable,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
 from app.kube.reflector import ObjectList, Reflector
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
@@ -45,7 +56,9 @@ from app.model.record import (
     Listener,
     OwnerTuple,
     RecordState,
+    RecordWriteFailed,
     WorkloadRecordObject,
+    identity_matches,
     new_object,
     next_state,
     state_of,
@@ -64,8 +77,12 @@ REFUSED_RETRY_S = 10.0
 """How often a refused WorkloadRecord list is asked again (quietly)."""
 
 
-class RecordsUnavailable(KubeError):
-    """The API server refuses WorkloadRecords (no CRD, no permission): nothing was written."""
+class RecordsUnavailable(KubeError, RecordWriteFailed):
+    """The API server refuses WorkloadRecords (no CRD, no permission): nothing was written
+    (``RecordWriteFailed`` ``unavailable``: the record book keeps the state in memory)."""
+
+    def __init__(self, message: str) -> None:
+        RecordWriteFailed.__init__(self, "unavailable", message)
 
 
 def refusal(exc: ApiError) -> str:
@@ -82,6 +99,31 @@ def refusal(exc: ApiError) -> str:
         f"get and update on {PLURAL}/status (the chart's ClusterRole does; the CRD itself: "
         f"{CRD_FIX})"
     )
+
+
+def _failure_reason(exc: KubeError) -> str:
+    """``RecordWriteFailed.reason`` of an API error (``model.record.WRITE_FAILURES``)."""
+    if isinstance(exc, Invalid):
+        return "invalid"
+    if isinstance(exc, Forbidden):  # RBAC, or the namespace's ResourceQuota is used up
+        return "forbidden"
+    if isinstance(exc, Conflict):
+        return "conflict"
+    if isinstance(exc, ApiUnavailable | ServerError | TooManyRequests):
+        return "unavailable"
+    return "error"
+
+
+def _check_identity(
+    current: RecordState, identity: tuple[str, str], namespace: str, name: str
+) -> None:
+    """A record of that name written for another workload is not this one's to change."""
+    if current.version and not identity_matches(current, identity):
+        raise RecordWriteFailed(
+            "foreign",
+            f"workload record {namespace}/{name} belongs to workload {current.workload[0]!r} "
+            f"({current.workload[1]}), not {identity[0]!r} ({identity[1]})",
+        )
 
 
 def _key(obj: WorkloadRecordObject) -> tuple[str, str]:
@@ -288,7 +330,8 @@ class KubeRecordStore(RecordStore):
         """Read-modify-write the record ``namespace/name`` (created for the workload
         ``identity`` = (name, source) when absent); returns the state written (None: nothing
         to write). Writes to one record from this process are serialised. While the API
-        server refuses the records (``available``) nothing is sent: ``RecordsUnavailable``."""
+        server refuses the records (``available``) nothing is sent: ``RecordsUnavailable``.
+        Raises ``RecordWriteFailed`` (with why) when the record cannot be written."""
         if self.error is not None:
             raise RecordsUnavailable(self.error)
         lock = self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -310,6 +353,8 @@ class KubeRecordStore(RecordStore):
                     on_conflict=True,
                     what=f"workload record {namespace}/{name}",
                 )
+        except KubeError as exc:
+            raise RecordWriteFailed(_failure_reason(exc), str(exc)) from exc
         finally:
             if not lock.locked() and len(self._locks) > 10_000:
                 self._locks.pop((namespace, name), None)
@@ -324,12 +369,14 @@ class KubeRecordStore(RecordStore):
     ) -> RecordState | None:
         obj = self.object(namespace, name)
         current = state_of(obj) if obj is not None else RecordState()
+        _check_identity(current, identity, namespace, name)
         new = next_state(change, current)
         if new is None:
             return None
         if obj is None:
             obj = await self._create(namespace, identity, owners, active=new.active)
             current = state_of(obj)
+            _check_identity(current, identity, namespace, name)
             new = change(current)  # against what the API server holds now
             if new is None or new == current:
                 return None

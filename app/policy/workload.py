@@ -15,6 +15,7 @@ from typing import Literal
 from app.model import Pod
 from app.model.eviction import parse_count
 from app.model.lifecycle import MAX_SIZE
+from app.model.owner import controller_of
 from app.model.timestamps import parse_time
 from app.policy.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
 from app.policy.queues import QueueTree
@@ -98,9 +99,9 @@ def workload_of(pod: Pod) -> WorkloadKey:
     name = pod.label(POD_GROUP_LABEL)
     if name:
         return WorkloadKey(ns, name, "pod-group")
-    for ref in pod.metadata.ownerReferences or ():
-        if ref.controller and ref.name:
-            return WorkloadKey(ns, ref.name, f"owner:{ref.kind}")
+    ref = controller_of(pod)  # one that names no object (a 300-character name) is none
+    if ref is not None:
+        return WorkloadKey(ns, ref.name, f"owner:{ref.kind}")
     return WorkloadKey(ns, pod.metadata.name, "pod")
 
 

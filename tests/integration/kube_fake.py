@@ -317,6 +317,8 @@ class FakeApi:
     rv: int = 100
     conflicts: int = 0
     between_conflicts: Any = None
+    record_refusal: tuple[int, str] | None = None
+    """``(code, reason)`` every record write is answered with (a quota, an old schema)."""
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -384,9 +386,11 @@ class FakeApi:
         patch.get("metadata", {}).pop("uid", None)
         patch.get("metadata", {}).pop("resourceVersion", None)
         if parts[-1] == "status":  # strategic: conditions merged by type
+            status = patch.get("status", {})
             conds = obj.setdefault("status", {}).setdefault("conditions", [])
-            for c in patch["status"]["conditions"]:
+            for c in status.pop("conditions", []):
                 conds[:] = [x for x in conds if x["type"] != c["type"]] + [c]
+            _merge(obj["status"], status)
         else:
             _merge(obj, patch)
         self.rv += 1
@@ -408,7 +412,14 @@ class FakeApi:
                 },
             )
         ns = parts[i - 1]
+        if request.method != "GET" and self.record_refusal is not None:
+            code, reason = self.record_refusal
+            return self._status(code, reason, f"workloadrecords refused: {reason}")
         if request.method == "POST":
+            workload = body["spec"]["workload"]
+            if len(workload["name"]) > 253 or len(workload["source"]) > 316:
+                # the chart's CRD schema (maxLength), as the API server applies it
+                return self._status(422, "Invalid", "spec.workload: Too long")
             key = f"{ns}/{body['metadata']['name']}"
             if key in self.records:
                 return self._status(409, "AlreadyExists", f"workloadrecords {key} exists")

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from app import metrics
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.model.lifecycle import Life
+from app.model.record import RecordWriteFailed
 from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import MemoryRecords, RecordBook
@@ -223,5 +225,133 @@ async def test_the_record_says_until_when_min_runtime_protects_the_workload(api:
         status = api.records["team/job.train"]["status"]
         assert status["protection"] == {"preemptUntil": "2027-01-15T08:10:05Z"}
         assert book.state(key).protected_until == T0 + 605
+    finally:
+        await close_store(book, api)
+
+
+# --- issue #36 item 1: a record name never fails; a record that cannot be written gains nothing
+
+
+def failures(reason: str) -> float:
+    value = metrics.REGISTRY.get_sample_value(
+        "runway_record_write_failures_total", {"reason": reason}
+    )
+    return value or 0.0
+
+
+async def test_an_owner_no_object_can_have_is_no_owner_and_every_write_fits_the_schema(
+    api: FakeApi,
+) -> None:
+    """A 300-character owner name (the API server accepts it on a pod, the record's schema
+    allows 253): the pod is a workload of its own, its record is written and owned by nobody."""
+    owner = {"apiVersion": "rt.example/v1", "kind": "Job", "name": "x" * 300, "uid": "u"}
+    obj = pod_obj("long-0")
+    obj["metadata"]["ownerReferences"] = [{**owner, "controller": True}]
+    cache = cache_with(obj)
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "long-0"))  # type: ignore[arg-type]
+    assert (key.name, key.source) == ("long-0", "pod")
+    try:
+        assert await book.write(key, RECORD) == RECORD
+        (create,) = api.calls("POST", RECORDS)
+        assert "ownerReferences" not in create[2]["metadata"]
+        assert api.records["team/pod.long-0"]["status"]["eviction"]["count"] == 1
+    finally:
+        await close_store(book, api)
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "counted"),
+    [
+        (422, "Invalid", "invalid"),  # an older CRD with tighter bounds
+        (403, "Forbidden", "forbidden"),  # the namespace's ResourceQuota on workloadrecords
+        (503, "ServiceUnavailable", "unavailable"),
+    ],
+)
+async def test_a_record_that_cannot_be_written_is_kept_in_memory_and_backed_off(
+    api: FakeApi, code: int, reason: str, counted: str
+) -> None:
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    clock = book.clock
+    assert isinstance(clock, ManualClock)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    api.record_refusal = (code, reason)
+    before = failures(counted)
+    try:
+        # The eviction holds all the same (read back from memory): the workload gains nothing.
+        assert await book.write(key, RECORD) == RECORD
+        assert book.read(key) == RECORD
+        assert failures(counted) == before + 1
+        assert book.unwritten() == [("team", "job.train", book.state(key))]
+        tried = len(api.requests)
+        # Within the backoff (1 s) no write is attempted, however often the state changes.
+        for count in (2, 3, 4):
+            await book.write(key, replace(RECORD, count=count))
+        assert len(api.requests) == tried
+        assert book.read(key) == replace(RECORD, count=4)
+        assert failures(counted) == before + 1
+        # After it, one attempt; failing again doubles the wait (2 s).
+        clock.advance(1.0)
+        await book.write_life(key, Life(created=T0 - 100))
+        assert len(api.requests) > tried
+        assert failures(counted) == before + 2
+        tried = len(api.requests)
+        clock.advance(1.5)
+        await book.write_life(key, Life(created=T0 - 90))
+        assert len(api.requests) == tried
+        # The API server takes it again: the state kept in memory is what gets written.
+        api.record_refusal = None
+        clock.advance(1.0)
+        await book.write_life(key, Life(created=T0 - 100))
+        status = api.records["team/job.train"]["status"]
+        assert status["eviction"]["count"] == 4
+        assert book.unwritten() == []
+        assert book.read(key) == replace(RECORD, count=4)
+    finally:
+        await close_store(book, api)
+
+
+async def test_a_record_of_another_identity_is_never_read_or_written_as_this_ones(
+    api: FakeApi,
+) -> None:
+    """``owner:JOB`` and ``owner:Job`` named ``train`` share the name ``job.train``: the record
+    says whose it is (``spec.workload``)."""
+    api.records["team/job.train"] = {
+        "apiVersion": "runway.dev/v1alpha1",
+        "kind": "WorkloadRecord",
+        "metadata": {"name": "job.train", "namespace": "team", "uid": "r", "resourceVersion": "5"},
+        "spec": {"workload": {"name": "train", "source": "owner:JOB"}, "active": False},
+        "status": {"life": {"created": "2000-01-01T00:00:00Z"}},
+    }
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    before = failures("foreign")
+    try:
+        await kube_store(book).reflector.list_once()
+        assert book.state(key).life.created is None and book.read(key) is None
+        assert await book.write(key, RECORD) == RECORD  # kept in memory: not written there
+        assert failures("foreign") == before + 1
+        assert api.records["team/job.train"]["spec"]["workload"]["source"] == "owner:JOB"
+        assert "eviction" not in api.records["team/job.train"]["status"]
+    finally:
+        await close_store(book, api)
+
+
+async def test_a_persons_activation_is_told_when_the_record_cannot_be_written(
+    api: FakeApi,
+) -> None:
+    cache = cache_with(pod_obj("train-0", job="train"))
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    try:
+        await book.write(key, replace(RECORD, deactivated=True))
+        api.record_refusal = (403, "Forbidden")
+        with pytest.raises(RecordWriteFailed) as failed:
+            await book.change(key, lambda s: replace(s, active=True), durable=True)
+        assert failed.value.reason == "forbidden"
+        assert book.read(key).deactivated  # type: ignore[union-attr]
+        assert book.unwritten() == []
     finally:
         await close_store(book, api)

@@ -156,6 +156,14 @@ def test_queue_of_applies_a_namespace_selector(
 JOB = OwnerReference(apiVersion="batch/v1", kind="Job", name="job", uid="j", controller=True)
 RS = OwnerReference(kind="ReplicaSet", name="rs", uid="r", controller=False)
 NAMELESS = OwnerReference(kind="Job", name="", uid="n", controller=True)
+# Owner references the API server accepts on a pod but no object can be named by (issue #36):
+# not owners, so not a workload identity (the pod is its own) and never written on a record.
+LONG = OwnerReference(
+    apiVersion="rt.example/v1", kind="Job", name="x" * 300, uid="l", controller=True
+)
+SLASH = OwnerReference(apiVersion="batch/v1", kind="Job", name="a/b", uid="s", controller=True)
+BADKIND = OwnerReference(apiVersion="batch/v1", kind="Job.v1", name="j", uid="k", controller=True)
+NOUID = OwnerReference(apiVersion="batch/v1", kind="Job", name="j", uid="", controller=True)
 
 
 @pytest.mark.parametrize(
@@ -165,6 +173,10 @@ NAMELESS = OwnerReference(kind="Job", name="", uid="n", controller=True)
         (None, [JOB], WorkloadKey("ns", "job", "owner:Job")),
         (None, [RS], WorkloadKey("ns", "p", "pod")),  # not the controller
         (None, [NAMELESS], WorkloadKey("ns", "p", "pod")),  # a controller without a name
+        (None, [LONG], WorkloadKey("ns", "p", "pod")),  # a name no object can have
+        (None, [SLASH], WorkloadKey("ns", "p", "pod")),
+        (None, [BADKIND], WorkloadKey("ns", "p", "pod")),
+        (None, [NOUID], WorkloadKey("ns", "p", "pod")),
         (None, [RS, JOB], WorkloadKey("ns", "job", "owner:Job")),
         ({"scheduling.x-k8s.io/pod-group": "pg"}, [JOB], WorkloadKey("ns", "pg", "pod-group")),
         (

@@ -1,0 +1,177 @@
+"""Issue 36 on the real kube-apiserver: what a tenant still controlled, each row a test.
+
+runway runs with a token bound to the chart's own ClusterRole (rendered from helm/runway, applied
+as is). The tenant is a ServiceAccount with a namespace Role on pods and Jobs in ``tenant-a`` and
+the chart's read-only WorkloadRecord role, as in ``test_tenant_e2e``; the test plays kubelet and
+Job controller and calls the verbs as kube-scheduler would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ControlPlane, RunwayFactory, poll
+from tests.e2e.test_tenant_e2e import (
+    GROUP,
+    World,
+    apply,
+    get_pod,
+    in_cache,
+    kubeconfig_with,
+    pod_in,
+    tenant_pod,
+    token_for,
+)
+from tests.helm_chart import render
+
+RUNWAY_NS, A, B = "runway-system", "tenant-a", "tenant-b"
+SCHEDULER = "runway-e2e-nobody"
+CONFIG: dict[str, Any] = {
+    "queues": [
+        {"name": "org-a", "namespaces": [A]},
+        {"name": "qa", "parent": "org-a"},
+        {"name": "org-b", "namespaces": [B]},
+        {"name": "qb", "parent": "org-b"},
+        {"name": "strict-b", "parent": "org-b", "queueingStrategy": "StrictFIFO"},
+    ],
+    "waitForPodsReady": {
+        "enable": True,
+        "timeout": "3s",
+        "blockAdmission": False,
+        "requeuingStrategy": {"backoffBaseSeconds": 600, "backoffLimitCount": 5},
+    },
+    "kubernetes": {"leaderElection": {"enable": False}},
+    "preemption": {"schedulerNames": [SCHEDULER]},
+    "logging": {"level": "info"},
+}
+
+
+@pytest.fixture(scope="module")
+def world(
+    dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    plane = dedicated_plane
+    for ns in (RUNWAY_NS, A, B):
+        plane.ensure_namespace(ns)
+    for name, value in (("low", 10), ("mid", 500), ("high", 1000)):
+        plane.ensure_priority_class(name, value)
+    plane.create_node("n1")
+    objects = render({"config": {"kubernetes": {"leaderElection": {"enable": False}}}})
+    roles = [o for o in objects if o["kind"] == "ClusterRole"]
+    for role in roles:
+        apply(plane, role)
+    runway_role = next(r for r in roles if r["metadata"]["name"] == "rw-runway")
+    viewer_role = next(r for r in roles if r["metadata"]["name"].endswith("-workloadrecords-view"))
+    apply(
+        plane,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "runway-e2e"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": runway_role["metadata"]["name"],
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "runway", "namespace": RUNWAY_NS}],
+        },
+    )
+    tmp = tmp_path_factory.mktemp("tenant36")
+    kubeconfig = kubeconfig_with(
+        tmp / "runway.kubeconfig", plane.url, token_for(plane, RUNWAY_NS, "runway")
+    )
+    apply(
+        plane,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": "tenant", "namespace": A},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["pods"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+                {
+                    "apiGroups": ["batch"],
+                    "resources": ["jobs"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+                },
+            ],
+        },
+    )
+    for name, kind in (("tenant", "Role"), (viewer_role["metadata"]["name"], "ClusterRole")):
+        apply(
+            plane,
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": f"tenant-{kind.lower()}", "namespace": A},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": A}],
+            },
+        )
+    tenant_token = token_for(plane, A, "tenant")
+    factory = RunwayFactory(plane, tmp)
+    with (
+        httpx.Client(
+            base_url=plane.url,
+            headers={"Authorization": f"Bearer {tenant_token}"},
+            verify=False,
+            timeout=30,
+        ) as tenant,
+        contextlib.closing(factory),
+    ):
+        handle = factory.start(CONFIG, args=("--kubeconfig", str(kubeconfig)))
+        w = World(plane, factory, handle, tenant, kubeconfig)
+        try:
+            yield w
+        except BaseException:
+            print(w.runway.logs())
+            raise
+
+
+def gone_or_going(w: World, ns: str, name: str) -> bool:
+    pod = get_pod(w, ns, name)
+    return pod is None or pod["metadata"].get("deletionTimestamp") is not None
+
+
+def failed_record_writes(w: World) -> float:
+    text = w.runway.client.get("/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("runway_record_write_failures_total{")
+    )
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_300_character_owner_name_exempts_nothing(world: World) -> None:
+    """Row 1: a never-ready pod whose controller reference has a 300-character name (the API
+    server takes it; the record's schema allows 253) is evicted at its PodsReady timeout, and
+    runway does not storm the API server with refused record writes."""
+    w = world
+    before = failed_record_writes(w)
+    owner = {
+        "apiVersion": "rt.example/v1",
+        "kind": "Job",
+        "name": "x" * 300,
+        "uid": "6f1c0000-0000-0000-0000-000000000001",
+        "controller": True,
+    }
+    tenant_pod(w, "longowner", labels={"runway.dev/queue": "qa"}, owner=owner)
+    w.plane.bind("longowner", "n1", A)
+    w.plane.set_pod_running("longowner", A, ready=False)
+    poll(lambda: gone_or_going(w, A, "longowner"), within=60, what="the pod evicted")
+    w.plane.delete_pod("longowner", A)
+    records = [r for r in w.plane.records(A) if r["spec"]["workload"]["name"] == "longowner"]
+    assert records and records[0]["status"]["eviction"]["reason"] == "PodsReadyTimeout"
+    assert "ownerReferences" not in records[0]["metadata"]
+    assert failed_record_writes(w) == before
