@@ -530,14 +530,21 @@ def run(
     except PluginError as exc:
         print(f"error: {exc.message}", file=stderr)
         return exc.code
-    fetch, show = COMMANDS[ns.command]
+    fetch, shown = COMMANDS[ns.command]
+
+    def show(data: Any, ns: argparse.Namespace, now: float) -> str:
+        # JSON and YAML escape what a terminal would act on themselves; the human formats print
+        # from the answer with every string escaped (names come from tenants: issue #36).
+        human = ns.output not in ("json", "yaml")
+        return shown(render.escaped(data) if human else data, ns, now)
+
     try:
         if getattr(ns, "watch", False) and ns.command in WATCHABLE:
             return _watch(fetch, show, client, ns, stdout, clock, sleep, max_polls)
         stdout.write(show(fetch(client, ns), ns, clock()))
         return EXIT_OK
     except PluginError as exc:
-        print(f"error: {exc.message}", file=stderr)
+        print(f"error: {render.escape(exc.message)}", file=stderr)
         return exc.code
     finally:
         client.close()

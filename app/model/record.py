@@ -31,7 +31,7 @@ import msgspec
 
 from app.model.eviction import DEACTIVATED, EvictionRecord, is_reason
 from app.model.eviction import KEYS as EVICTION_KEYS
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, seal
 from app.model.lifecycle import EMPTY, Life
 from app.model.lifecycle import KEYS as LIFE_KEYS
 from app.model.pod import PodCondition
@@ -377,9 +377,7 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
             "preemptorUID": e.preemptor.uid,
             "preemptor": e.preemptor.name,
             "node": e.node,
-            "victims": [
-                {"uid": v.uid, "namespace": v.namespace, "name": v.name} for v in e.victims
-            ],
+            "victims": [_victim(v, e.preemptor.namespace) for v in e.victims],
             "since": _fmt_precise(e.since),
             "deadline": _fmt_precise(e.deadline),
             "priority": e.priority,
@@ -391,6 +389,15 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
     out["conditions"] = conditions(state, now)
     cleaned: dict[str, Any] = _drop_none(out)
     return cleaned
+
+
+def _victim(victim: PodRef, namespace: str) -> dict[str, str]:
+    """A victim as the preemptor's record (read by the preemptor's namespace) shows it: by name
+    in that namespace, else sealed (``model.gate.seal``: no namespace, name or UID of another
+    tenant; runway finds the pod again among those on the gate's node)."""
+    if victim.namespace == namespace:
+        return {"uid": victim.uid, "namespace": victim.namespace, "name": victim.name}
+    return {"uid": seal(victim.uid)}
 
 
 def conditions(state: RecordState, now: float) -> list[dict[str, str]]:

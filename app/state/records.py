@@ -28,7 +28,7 @@ from app.config.requeue import RequeuingStrategyConfig
 from app.logs import RateLimitedWarnings, get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
-from app.model.gate import GateEntry, PodRef
+from app.model.gate import GateEntry, PodRef, is_sealed, seal
 from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
 from app.model.record import (
@@ -206,6 +206,8 @@ class RecordBook:
         """Unowned records whose workload has no pod in the cache → since when (retention)."""
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
         """(victim workload, preemptor) evictions counted: a gang's pods count once."""
+        self._sealed: OrderedDict[str, str] = OrderedDict()
+        """Sealed preemptor UIDs → the UIDs (``unseal``), bounded by ``MEMO_LIMIT``."""
         self._unwritten: OrderedDict[tuple[str, str], Unwritten] = OrderedDict()
         """Records that could not be written → the state kept in memory instead (bounded:
         ``MEMO_LIMIT``, the least recently changed dropped first)."""
@@ -242,9 +244,29 @@ class RecordBook:
     def _owners(self, key: WorkloadKey) -> tuple[OwnerTuple, ...]:
         return tuple((o.api_version, o.kind, o.name, o.uid) for o in self.targets(key).owners)
 
+    def _learn(self, uid: str) -> str:
+        """``uid`` sealed, remembered so that ``unseal`` finds it again (bounded)."""
+        sealed = seal(uid)
+        if sealed != uid:
+            self._sealed[sealed] = uid
+            self._sealed.move_to_end(sealed)
+            while len(self._sealed) > MEMO_LIMIT:
+                self._sealed.popitem(last=False)
+        return sealed
+
+    def unseal(self, uid: str | None) -> str | None:
+        """The UID a record names (a victim's record names a preemptor of another namespace
+        sealed): as is when not sealed, else the preemptor's UID when this process has seen
+        it (it preempted here, or its preemption in flight is on its own record), else None."""
+        if not is_sealed(uid):
+            return uid
+        return self._sealed.get(uid)  # type: ignore[arg-type]
+
     def _observe(self, namespace: str, old: RecordState | None, new: RecordState | None) -> None:
         before = {e.preemptor.uid: e for e in (old.preemptions if old else ())}
         after = {e.preemptor.uid: e for e in (new.preemptions if new else ())}
+        for uid in after.keys() - before.keys():
+            self._learn(uid)  # a preemptor's own record names it: its victims' may not
         del namespace  # the entries name their preemptor's namespace themselves
         for uid, entry in after.items():
             if before.get(uid) != entry:
@@ -580,6 +602,11 @@ class RecordBook:
             log.info("victim not in the cache: no eviction record", victim_uid=victim_pod_uid)
             return None
         budget = resolve_budget(self.queues, self.queue_of_pod(victim), self.default_budget).budget
+        # The victim's namespace reads its record: a preemptor of another namespace is named
+        # by its sealed UID (``model.gate.seal``), which ``unseal`` maps back.
+        preemptor = self.cache.pod(preemptor_uid)
+        if preemptor is None or preemptor.metadata.namespace != victim.metadata.namespace:
+            preemptor_uid = self._learn(preemptor_uid)
 
         def change(current: EvictionRecord | None) -> EvictionRecord:
             return preempted(

@@ -353,8 +353,9 @@ class RequeueView:
         view = cache.workload(key)
         queue = cache.queue_of_pod(pod)
         preemptor_pending, preemptor_name = False, None
-        if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
-            preemptor = cache.pod(record.preemptor_uid)
+        preemptor_uid = self.records.unseal(record.preemptor_uid) if record is not None else None
+        if record is not None and record.reason == PREEMPTED and preemptor_uid:
+            preemptor = cache.pod(preemptor_uid)
             if (
                 preemptor is not None
                 and not preemptor.spec.nodeName

@@ -9,6 +9,7 @@ Job controller and calls the verbs as kube-scheduler would.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,23 @@ def gone_or_going(w: World, ns: str, name: str) -> bool:
     return pod is None or pod["metadata"].get("deletionTimestamp") is not None
 
 
+def preempt(w: World, pod: dict[str, Any], victims: dict[str, list[str]]) -> dict[str, Any]:
+    """kube-scheduler's preempt call for ``pod`` with the victims it found."""
+    r = w.runway.client.post(
+        "/scheduler/preempt",
+        json={
+            "Pod": pod,
+            "NodeNameToMetaVictims": {
+                node: {"Pods": [{"UID": u} for u in uids], "NumPDBViolations": 0}
+                for node, uids in victims.items()
+            },
+        },
+    )
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
 def failed_record_writes(w: World) -> float:
     text = w.runway.client.get("/metrics").text
     return sum(
@@ -175,3 +193,46 @@ def test_a_300_character_owner_name_exempts_nothing(world: World) -> None:
     assert records and records[0]["status"]["eviction"]["reason"] == "PodsReadyTimeout"
     assert "ownerReferences" not in records[0]["metadata"]
     assert failed_record_writes(w) == before
+
+
+def test_a_victim_and_its_preemptor_read_nothing_of_each_other(world: World) -> None:
+    """Rows 9-10: tenant-b's preemptor evicts the tenant's pod; the tenant reads its pod's
+    DisruptionTarget, its Events and its record, the preemptor's record is tenant-b's: no
+    namespace, name, UID, queue or priority of the other side in any of them."""
+    w = world
+    victim = tenant_pod(w, "victim", labels={"runway.dev/queue": "qa"}, priority="low")
+    w.plane.bind("victim", "n1", A)
+    w.plane.set_pod_running("victim", A)
+    boss = pod_in(w, B, "boss", queue="qb", priority="high")
+    poll(lambda: in_cache(w, B, "boss") and in_cache(w, A, "victim"), within=30, what="cache")
+    answer = preempt(w, boss, {"n1": [victim["metadata"]["uid"]]})
+    assert answer == {"NodeNameToMetaVictims": {}}, answer  # taken over
+    poll(lambda: gone_or_going(w, A, "victim"), within=30, what="the victim evicted")
+    got = get_pod(w, A, "victim")
+    secrets = (B, "boss", boss["metadata"]["uid"], "qb", "1000")
+    if got is not None:
+        (mark,) = [c for c in got["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+        assert "higher-priority workload" in mark["message"], mark
+        assert not any(s in mark["message"] for s in secrets), mark
+    events = poll(
+        lambda: [
+            e
+            for e in w.tenant.get(f"/api/v1/namespaces/{A}/events").json()["items"]
+            if e["reason"] == "Preempted"
+        ],
+        within=30,
+        what="the victim's Preempted Event",
+    )
+    for event in events:
+        assert not any(s in event["message"] for s in secrets), event
+    (record,) = [
+        r
+        for r in w.tenant.get(f"{GROUP}/namespaces/{A}/workloadrecords").json()["items"]
+        if r["spec"]["workload"]["name"] == "victim"
+    ]
+    assert not any(s in json.dumps(record["status"]) for s in (B, "boss", boss["metadata"]["uid"]))
+    # tenant-b's preemptor's record (read by tenant-b) names no pod of the tenant's
+    mine = [r for r in w.plane.records(B) if r["spec"]["workload"]["name"] == "boss"]
+    for r in mine:
+        text = json.dumps(r.get("status", {}))
+        assert "victim" not in text and victim["metadata"]["uid"] not in text and A not in text

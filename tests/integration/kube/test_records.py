@@ -6,6 +6,7 @@ a cluster."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -16,6 +17,7 @@ from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.kube.workloadrecords import KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
+from app.model.gate import seal
 from app.model.lifecycle import Life
 from app.model.record import RecordWriteFailed
 from app.policy.queues import QueueTree
@@ -353,5 +355,34 @@ async def test_a_persons_activation_is_told_when_the_record_cannot_be_written(
         assert failed.value.reason == "forbidden"
         assert book.read(key).deactivated  # type: ignore[union-attr]
         assert book.unwritten() == []
+    finally:
+        await close_store(book, api)
+
+
+# --- issue #36 item 7: a record names only its own namespace's pods -------------------------
+
+
+async def test_a_victims_record_names_a_preemptor_of_another_namespace_only_sealed(
+    api: FakeApi,
+) -> None:
+    victim = pod_obj("train-0", job="train")
+    stranger = pod_obj("big", namespace="tenant-b", uid="uid-big")
+    neighbour = pod_obj("mine", uid="uid-mine")
+    cache = cache_with(victim, stranger, neighbour)
+    book = make_store(api, cache)
+    key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    try:
+        await book.record_preemption("uid-train-0", "uid-big", T0)
+        status = api.records["team/job.train"]["status"]
+        assert status["eviction"]["preemptorUID"] == seal("uid-big")
+        assert "uid-big" not in json.dumps(api.records["team/job.train"])
+        # runway finds it again (anti-flapping: the victim waits for its pending preemptor)
+        record = book.read(key)
+        assert record is not None and book.unseal(record.preemptor_uid) == "uid-big"
+        # a preemptor of the victim's own namespace is named as it is
+        await book.record_preemption("uid-train-0", "uid-mine", T0 + 10)
+        assert api.records["team/job.train"]["status"]["eviction"]["preemptorUID"] == "uid-mine"
+        assert book.unseal("uid-mine") == "uid-mine"
+        assert book.unseal(seal("never-seen")) is None
     finally:
         await close_store(book, api)

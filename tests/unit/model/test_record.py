@@ -4,6 +4,8 @@ reads say what the state says."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -12,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from app.model.eviction import EvictionRecord
-from app.model.gate import GateEntry, PodRef
+from app.model.gate import GateEntry, PodRef, seal
 from app.model.lifecycle import Life
 from app.model.record import (
     SUBDOMAIN,
@@ -58,7 +60,7 @@ FULL = RecordState(
         GateEntry(
             preemptor=PodRef("u-p", "ns", "p"),
             node="n1",
-            victims=(PodRef("u-v", "other", "v"),),
+            victims=(PodRef("u-v", "ns", "v"),),
             since=T0 + 50.25,
             deadline=T0 + 80.5,
             rule="preempt",
@@ -73,6 +75,22 @@ def test_what_runway_writes_reads_back_the_same() -> None:
     back = read(status_of(FULL, T0 + 60))
     assert back == FULL
     assert back.version == "7" and back.uid == "u"
+
+
+def test_a_preemptors_record_names_no_pod_of_another_namespace() -> None:
+    """Issue #36: the preemptor's namespace reads its record; a victim of another namespace is
+    there only as a sealed UID (no namespace, name or UID), which runway finds again."""
+    entry = FULL.preemptions[0]
+    other = PodRef("u-other", "tenant-b", "precious")
+    state = replace(FULL, preemptions=(replace(entry, victims=(*entry.victims, other)),))
+    status = status_of(state, T0 + 60)
+    (victims,) = [p["victims"] for p in status["preemptions"]]
+    assert victims[0] == {"uid": "u-v", "namespace": "ns", "name": "v"}
+    assert victims[1] == {"uid": seal("u-other")}
+    text = json.dumps(status)
+    assert "u-other" not in text and "tenant-b" not in text and "precious" not in text
+    back = read(status)
+    assert back.preemptions[0].victims[1] == PodRef(seal("u-other"), "", "")
 
 
 @pytest.mark.parametrize(
