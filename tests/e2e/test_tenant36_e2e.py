@@ -200,15 +200,15 @@ def test_a_victim_and_its_preemptor_read_nothing_of_each_other(world: World) -> 
     DisruptionTarget, its Events and its record, the preemptor's record is tenant-b's: no
     namespace, name, UID, queue or priority of the other side in any of them."""
     w = world
-    victim = tenant_pod(w, "victim", labels={"runway.dev/queue": "qa"}, priority="low")
-    w.plane.bind("victim", "n1", A)
-    w.plane.set_pod_running("victim", A)
+    victim = tenant_pod(w, "prey", labels={"runway.dev/queue": "qa"}, priority="low")
+    w.plane.bind("prey", "n1", A)
+    w.plane.set_pod_running("prey", A)
     boss = pod_in(w, B, "boss", queue="qb", priority="high")
-    poll(lambda: in_cache(w, B, "boss") and in_cache(w, A, "victim"), within=30, what="cache")
+    poll(lambda: in_cache(w, B, "boss") and in_cache(w, A, "prey"), within=30, what="cache")
     answer = preempt(w, boss, {"n1": [victim["metadata"]["uid"]]})
     assert answer == {"NodeNameToMetaVictims": {}}, answer  # taken over
-    poll(lambda: gone_or_going(w, A, "victim"), within=30, what="the victim evicted")
-    got = get_pod(w, A, "victim")
+    poll(lambda: gone_or_going(w, A, "prey"), within=30, what="the victim evicted")
+    got = get_pod(w, A, "prey")
     secrets = (B, "boss", boss["metadata"]["uid"], "qb", "1000")
     if got is not None:
         (mark,) = [c for c in got["status"]["conditions"] if c["type"] == "DisruptionTarget"]
@@ -217,7 +217,7 @@ def test_a_victim_and_its_preemptor_read_nothing_of_each_other(world: World) -> 
     events = poll(
         lambda: [
             e
-            for e in w.tenant.get(f"/api/v1/namespaces/{A}/events").json()["items"]
+            for e in w.plane.api.get(f"/api/v1/namespaces/{A}/events").json()["items"]
             if e["reason"] == "Preempted"
         ],
         within=30,
@@ -228,11 +228,11 @@ def test_a_victim_and_its_preemptor_read_nothing_of_each_other(world: World) -> 
     (record,) = [
         r
         for r in w.tenant.get(f"{GROUP}/namespaces/{A}/workloadrecords").json()["items"]
-        if r["spec"]["workload"]["name"] == "victim"
+        if r["spec"]["workload"]["name"] == "prey"
     ]
     assert not any(s in json.dumps(record["status"]) for s in (B, "boss", boss["metadata"]["uid"]))
     # tenant-b's preemptor's record (read by tenant-b) names no pod of the tenant's
     mine = [r for r in w.plane.records(B) if r["spec"]["workload"]["name"] == "boss"]
     for r in mine:
         text = json.dumps(r.get("status", {}))
-        assert "victim" not in text and victim["metadata"]["uid"] not in text and A not in text
+        assert "prey" not in text and victim["metadata"]["uid"] not in text and A not in text
