@@ -321,7 +321,8 @@ UNKNOWN_QUEUE = Counter(
 AUTH_DECISIONS = Counter(
     "runway_auth_decisions_total",
     "REST authentication checks by scope (write, read, metrics) and result (allowed, "
-    "unauthenticated, forbidden, unavailable).",
+    "unauthenticated, forbidden, limited: too many failed token checks from its source, "
+    "unavailable).",
     ["scope", "result"],
     registry=REGISTRY,
 )

@@ -87,7 +87,7 @@ class Runway:
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
     janitor: RecordJanitor
-    """Deletes unowned records of long-gone workloads (leader only)."""
+    """Deletes the records of long-gone workloads that hold nothing (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     jobs: JobSizes
@@ -492,7 +492,11 @@ def _kube_edge(config: RunwayConfig, clock: Clock, kube: KubeClient | None, stat
     )
     leader = sync.leader
     record_store = KubeRecordStore(
-        kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
+        kube,
+        clock,
+        page_size=k8s.page_size,
+        watch_timeout=int(k8s.watch_timeout),
+        records_per_namespace=k8s.records_per_namespace,
     )
     queue_source = None
     if config.queue_source != "file":

@@ -158,6 +158,8 @@ class RecordStore:
         self.objects: dict[tuple[str, str], WorkloadRecordObject] = {}
         self.states: dict[tuple[str, str], RecordState] = {}
         self.listeners: list[Listener] = []
+        self.per_namespace: dict[str, int] = {}
+        """Records held per namespace (``kubernetes.recordsPerNamespace``)."""
 
     @property
     def available(self) -> bool:
@@ -183,6 +185,8 @@ class RecordStore:
         held = self.objects.get(key)
         if held is not None and not _newer_or_same(obj, held):
             return  # our own write's answer arrived after the watch brought a newer version
+        if held is None:
+            self.per_namespace[key[0]] = self.per_namespace.get(key[0], 0) + 1
         self.objects[key] = obj
         old = self.states.get(key)
         new = state_of(obj)
@@ -193,8 +197,7 @@ class RecordStore:
         """Hold exactly ``items`` (after a LIST)."""
         seen = {_key(o) for o in items}
         for key in [k for k in self.objects if k not in seen]:
-            self.objects.pop(key)
-            self._tell(key[0], self.states.pop(key, None), None)
+            self._forget(key)
         for obj in items:
             self._put(obj)
 
@@ -208,7 +211,15 @@ class RecordStore:
         held = self.objects.get(key)
         if held is None or (obj.metadata.uid and held.metadata.uid != obj.metadata.uid):
             return
+        self._forget(key)
+
+    def _forget(self, key: tuple[str, str]) -> None:
         del self.objects[key]
+        left = self.per_namespace.get(key[0], 1) - 1
+        if left > 0:
+            self.per_namespace[key[0]] = left
+        else:
+            self.per_namespace.pop(key[0], None)
         self._tell(key[0], self.states.pop(key, None), None)
 
     def all(self) -> list[tuple[str, str, RecordState]]:
@@ -228,10 +239,13 @@ class KubeRecordStore(RecordStore):
         watch_timeout: int = 300,
         conflict_policy: RetryPolicy | None = None,
         refused_retry: float = REFUSED_RETRY_S,
+        records_per_namespace: int = 0,
     ) -> None:
         super().__init__()
         self.client = client
         self.clock = clock
+        self.records_per_namespace = records_per_namespace
+        """No record is created in a namespace holding this many (0: no cap)."""
         self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
         self.refused_retry = refused_retry
         self.reflector: Reflector[WorkloadRecordObject] = Reflector(
@@ -413,6 +427,13 @@ class KubeRecordStore(RecordStore):
         *,
         active: bool,
     ) -> WorkloadRecordObject:
+        cap = self.records_per_namespace
+        if cap and self.per_namespace.get(namespace, 0) >= cap:
+            raise RecordWriteFailed(
+                "capped",
+                f"namespace {namespace} holds {cap} workload records "
+                "(kubernetes.recordsPerNamespace): no new one is created",
+            )
         body = new_object(namespace, identity[0], identity[1], owners, active=active)
         name = body["metadata"]["name"]
         try:

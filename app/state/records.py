@@ -560,15 +560,18 @@ class RecordBook:
         if self._get(key) is not None:
             await self.change(key, change)
 
-    # -- retention of records nobody owns (``policy.retention``) --------------------------------
+    # -- retention of records whose workload is gone (``policy.retention``) ---------------------
 
-    async def sweep_unowned(self, now: float, retention: float) -> int:
-        """Delete the unowned records whose workload has been gone for ``retention`` and that
-        hold nothing any more; returns how many were deleted (leader only)."""
+    async def sweep_gone(self, now: float, retention: float) -> int:
+        """Delete the records whose workload has had no pod for ``retention`` and that hold
+        nothing any more (``policy.retention``), owned or not; returns how many were deleted
+        (leader only; nothing before the pods are listed: none would look present)."""
+        if not self.cache.pods_synced:
+            return 0
         deleted = 0
         present: set[tuple[str, str]] = set()
         for namespace, name, state in self.store.all():
-            if state.owned or not state.workload[0]:
+            if not state.workload[0]:
                 continue
             where = (namespace, name)
             present.add(where)

@@ -30,11 +30,11 @@ from tests.e2e.test_tenant_e2e import (
 )
 from tests.helm_chart import render
 
-RUNWAY_NS, A, B = "runway-system", "tenant-a", "tenant-b"
+RUNWAY_NS, A, B, Q = "runway-system", "tenant-a", "tenant-b", "tenant-q"
 SCHEDULER = "runway-e2e-nobody"
 CONFIG: dict[str, Any] = {
     "queues": [
-        {"name": "org-a", "namespaces": [A]},
+        {"name": "org-a", "namespaces": [A, Q]},
         {"name": "qa", "parent": "org-a"},
         {"name": "org-b", "namespaces": [B]},
         {"name": "qb", "parent": "org-b"},
@@ -46,7 +46,8 @@ CONFIG: dict[str, Any] = {
         "blockAdmission": False,
         "requeuingStrategy": {"backoffBaseSeconds": 600, "backoffLimitCount": 5},
     },
-    "kubernetes": {"leaderElection": {"enable": False}},
+    # records of gone workloads that hold nothing go quickly (the default is 10m)
+    "kubernetes": {"leaderElection": {"enable": False}, "recordRetention": "15s"},
     "preemption": {"schedulerNames": [SCHEDULER]},
     "logging": {"level": "info"},
 }
@@ -57,7 +58,7 @@ def world(
     dedicated_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     plane = dedicated_plane
-    for ns in (RUNWAY_NS, A, B):
+    for ns in (RUNWAY_NS, A, B, Q):
         plane.ensure_namespace(ns)
     for name, value in (("low", 10), ("mid", 500), ("high", 1000)):
         plane.ensure_priority_class(name, value)
@@ -86,33 +87,19 @@ def world(
     kubeconfig = kubeconfig_with(
         tmp / "runway.kubeconfig", plane.url, token_for(plane, RUNWAY_NS, "runway")
     )
-    apply(
-        plane,
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {"name": "tenant", "namespace": A},
-            "rules": [
-                {
-                    "apiGroups": [""],
-                    "resources": ["pods"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-                },
-                {
-                    "apiGroups": ["batch"],
-                    "resources": ["jobs"],
-                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-                },
-            ],
-        },
-    )
-    for name, kind in (("tenant", "Role"), (viewer_role["metadata"]["name"], "ClusterRole")):
+    for ns in (A, Q):
+        apply(plane, tenant_role(ns))
+    for ns, name, kind in (
+        (A, "tenant", "Role"),
+        (A, viewer_role["metadata"]["name"], "ClusterRole"),
+        (Q, "tenant", "Role"),
+    ):
         apply(
             plane,
             {
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "RoleBinding",
-                "metadata": {"name": f"tenant-{kind.lower()}", "namespace": A},
+                "metadata": {"name": f"tenant-{kind.lower()}", "namespace": ns},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": name},
                 "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": A}],
             },
@@ -135,6 +122,20 @@ def world(
         except BaseException:
             print(w.runway.logs())
             raise
+
+
+def tenant_role(namespace: str) -> dict[str, Any]:
+    """Pods and Jobs in ``namespace``: what a tenant's CI account has."""
+    verbs = ["get", "list", "watch", "create", "update", "patch", "delete"]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "tenant", "namespace": namespace},
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "verbs": verbs},
+            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": verbs},
+        ],
+    }
 
 
 def gone_or_going(w: World, ns: str, name: str) -> bool:
@@ -236,3 +237,114 @@ def test_a_victim_and_its_preemptor_read_nothing_of_each_other(world: World) -> 
     for r in mine:
         text = json.dumps(r.get("status", {}))
         assert "prey" not in text and victim["metadata"]["uid"] not in text and A not in text
+
+
+def create_pod(
+    w: World,
+    namespace: str,
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    priority: str = "low",
+) -> dict[str, Any]:
+    """A pod the tenant creates with its own token in ``namespace``."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {
+            "schedulerName": SCHEDULER,
+            "priorityClassName": priority,
+            "containers": [
+                {"name": "c", "image": "pause", "resources": {"requests": {"cpu": "10m"}}}
+            ],
+        },
+    }
+    r = w.tenant.post(f"/api/v1/namespaces/{namespace}/pods", json=body)
+    assert r.status_code == 201, r.text
+    pod: dict[str, Any] = r.json()
+    return pod
+
+
+def record_failures(w: World, reason: str) -> float:
+    return w.metric("runway_record_write_failures_total", {"reason": reason})
+
+
+def test_churn_is_bounded_by_the_tenants_quota(world: World) -> None:
+    """Rows 11: a ResourceQuota on ``count/workloadrecords.runway.dev`` caps the records
+    runway writes in the tenant's namespace (runway's creates count against the tenant's
+    quota); the workloads refused a record gain nothing (the never-ready one is evicted all the
+    same) and cause no retry storm; records of gone workloads that hold nothing expire quickly
+    (``recordRetention``, 15 s here)."""
+    w = world
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "records", "namespace": Q},
+        "spec": {"hard": {"count/workloadrecords.runway.dev": "3"}},
+    }
+    r = w.plane.api.post(f"/api/v1/namespaces/{Q}/resourcequotas", json=quota)
+    assert r.status_code == 201, r.text
+    # No kube-controller-manager on this plane: the administrator's quota status is set by hand
+    # (the quota admission plugin then counts every create itself).
+    status = {
+        **r.json(),
+        "status": {
+            "hard": quota["spec"]["hard"],
+            "used": {"count/workloadrecords.runway.dev": "0"},
+        },
+    }
+    r = w.plane.api.put(f"/api/v1/namespaces/{Q}/resourcequotas/records/status", json=status)
+    assert r.status_code == 200, r.text
+    before = record_failures(w, "forbidden")
+    names = [f"churn-{i}" for i in range(6)]
+    for name in names:
+        create_pod(w, Q, name, labels={"runway.dev/queue": "qa", "runway.dev/workload": name})
+        w.plane.bind(name, "n1", Q)
+        w.plane.set_pod_running(name, Q)
+    poll(lambda: record_failures(w, "forbidden") > before, within=30, what="a refused record")
+    create_pod(w, Q, "stuck", labels={"runway.dev/queue": "qa", "runway.dev/workload": "stuck"})
+    w.plane.bind("stuck", "n1", Q)
+    w.plane.set_pod_running("stuck", Q, ready=False)
+    poll(lambda: gone_or_going(w, Q, "stuck"), within=60, what="the never-ready pod evicted")
+    assert len(w.plane.records(Q)) <= 3
+    refused = record_failures(w, "forbidden") - before
+    assert 1 <= refused <= 30, refused  # backed off per workload, not one per pass
+    # The tenant deletes everything: the records holding nothing expire.
+    for name in [*names, "stuck"]:
+        w.plane.delete_pod(name, Q)
+    poll(
+        lambda: not [r for r in w.plane.records(Q) if r["spec"]["workload"]["name"] in names],
+        within=90,
+        what="the records of gone workloads that hold nothing deleted",
+    )
+
+
+def test_made_up_tokens_cost_the_api_server_a_bounded_number_of_reviews(world: World) -> None:
+    """Row 12: 300 made-up bearer tokens on the REST port were 300 TokenReviews; now a source
+    gets 20 (and one a second back), then 429 without a review; a token runway has accepted
+    still passes."""
+    w = world
+    tenant_token = w.tenant.headers["Authorization"].split(" ", 1)[1]
+    url = f"/v1/workloads/{A}/nothing:activate"
+    r = w.runway.client.post(url, headers={"Authorization": f"Bearer {tenant_token}"})
+    assert r.status_code == 403, r.text  # known now: the tenant may not activate
+    reviews_before = tokenreviews(w)
+    statuses = [
+        w.runway.client.post(url, headers={"Authorization": f"Bearer made-up-{i:04d}"}).status_code
+        for i in range(300)
+    ]
+    assert statuses.count(401) <= 40 and statuses.count(429) >= 250, statuses
+    assert set(statuses) <= {401, 429}
+    assert tokenreviews(w) - reviews_before <= 40
+    r = w.runway.client.post(url, headers={"Authorization": f"Bearer {tenant_token}"})
+    assert r.status_code == 403, r.text  # not 429: a known token is not limited
+
+
+def tokenreviews(w: World) -> float:
+    text = w.runway.client.get("/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("runway_kube_api_requests_total{") and 'resource="tokenreviews"' in line
+    )

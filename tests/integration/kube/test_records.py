@@ -177,25 +177,40 @@ async def test_without_a_cluster_records_stay_in_memory() -> None:
     assert book.read(key) == record
 
 
-async def test_unowned_records_of_long_gone_workloads_are_deleted(api: FakeApi) -> None:
-    cache = cache_with(pod_obj("solo"), pod_obj("train-0", job="train"))
+async def test_records_of_long_gone_workloads_are_deleted_owned_or_not(api: FakeApi) -> None:
+    """Issue #36: an owner of a made-up API (rt.example/v1) is never resolved by the garbage
+    collector, so the leader deletes any record whose workload has had no pod for the
+    retention and that holds nothing; one that still holds (a backoff pending) stays."""
+    fake = pod_obj("fake-0")
+    fake["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "rt.example/v1",
+            "kind": "Job",
+            "name": "ghost",
+            "uid": "g",
+            "controller": True,
+        }
+    ]
+    cache = cache_with(pod_obj("solo"), pod_obj("train-0", job="train"), fake, pod_obj("held"))
     book = make_store(api, cache)
-    solo = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
-    job = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
+    solo, job, ghost, held = (
+        workload_of(cache.pod_by_key("team", n))  # type: ignore[arg-type]
+        for n in ("solo", "train-0", "fake-0", "held")
+    )
     done = replace(RECORD, requeue_at=None)
     try:
-        await book.write(solo, done)
-        await book.write(job, done)
-        assert await book.sweep_unowned(T0, 3600) == 0  # pods still there
+        for key in (solo, job, ghost):
+            await book.write(key, done)
+        await book.write(held, replace(RECORD, requeue_at=T0 + 7200))
+        assert api.records["team/job.ghost"]["metadata"]["ownerReferences"][0]["uid"] == "g"
+        assert await book.sweep_gone(T0, 3600) == 0  # pods still there
         cache.replace_pods([])
-        assert await book.sweep_unowned(T0, 3600) == 0  # gone since now
-        assert await book.sweep_unowned(T0 + 3599, 3600) == 0
-        assert await book.sweep_unowned(T0 + 3600, 3600) == 1
-        assert "team/pod.solo" not in api.records  # deleted, with its UID as precondition
-        (delete,) = api.calls("DELETE", RECORDS)
-        assert delete[1].endswith("/pod.solo")
+        assert await book.sweep_gone(T0, 3600) == 0  # gone since now
+        assert await book.sweep_gone(T0 + 3599, 3600) == 0
+        assert await book.sweep_gone(T0 + 3600, 3600) == 3
+        assert set(api.records) == {"team/pod.held"}  # its backoff is pending
+        delete = next(d for d in api.calls("DELETE", RECORDS) if d[1].endswith("/pod.solo"))
         assert delete[2]["preconditions"]["uid"] == "uid-wlr-team/pod.solo"
-        assert "team/job.train" in api.records  # owned: the garbage collector's business
         assert book.read(solo) is None
     finally:
         await close_store(book, api)
@@ -384,5 +399,32 @@ async def test_a_victims_record_names_a_preemptor_of_another_namespace_only_seal
         assert api.records["team/job.train"]["status"]["eviction"]["preemptorUID"] == "uid-mine"
         assert book.unseal("uid-mine") == "uid-mine"
         assert book.unseal(seal("never-seen")) is None
+    finally:
+        await close_store(book, api)
+
+
+async def test_no_record_is_created_in_a_namespace_holding_the_cap(api: FakeApi) -> None:
+    """Issue #36 item 8: ``kubernetes.recordsPerNamespace``; the workload's state is kept in
+    memory (it gains nothing), other namespaces are not affected."""
+    pods = [pod_obj(f"w{i}") for i in range(3)] + [pod_obj("x", namespace="other")]
+    cache = cache_with(*pods)
+    book = make_store(api, cache)
+    kube_store(book).records_per_namespace = 2
+    keys = sorted(workload_of(p) for p in cache.pods())
+    before = failures("capped")
+    try:
+        for key in keys:
+            assert await book.write(key, RECORD) == RECORD
+            assert book.read(key) == RECORD
+        assert sorted(api.records) == ["other/pod.x", "team/pod.w0", "team/pod.w1"]
+        assert failures("capped") == before + 1
+        # a record going makes room again
+        await kube_store(book).remove(
+            "team", "pod.w0", api.records["team/pod.w0"]["metadata"]["uid"]
+        )
+        book.clock.advance(1.0)  # type: ignore[attr-defined]
+        w2 = next(k for k in keys if k.name == "w2")
+        await book.write(w2, replace(RECORD, count=2))
+        assert api.records["team/pod.w2"]["status"]["eviction"]["count"] == 2
     finally:
         await close_store(book, api)
