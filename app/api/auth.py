@@ -533,6 +533,32 @@ def require_auth(
     return dependency
 
 
+async def require_operator(request: Request, why: str) -> Principal:
+    """The caller of ``request`` as an operator: allowed ``auth.sar.verb`` on ``auth.sar``'s
+    resource cluster-wide (no namespace: a ClusterRoleBinding, not a namespace's RoleBinding),
+    or any static token; raises ``AuthError`` (403 saying ``why``) otherwise."""
+    guard = _guard_of(request)
+    try:
+        principal = await guard.check(
+            presented_authorization(request.headers),
+            "write",
+            guard.permission("write"),
+            source=request.client.host if request.client else "",
+        )
+    except AuthError as exc:
+        if exc.status != 403:
+            raise
+        sar = guard.config.sar
+        raise AuthError(
+            403,
+            f"{why}: only an operator may, one allowed {sar.verb} on {sar.resource}."
+            f"{sar.group} in every namespace (a ClusterRoleBinding, e.g. of the chart's "
+            "RELEASE-runway-admin through peopleRoles.admins); a namespace's RoleBinding is not "
+            "enough",
+        ) from None
+    return principal
+
+
 class AuthMiddleware:
     """Guards read-only ``/v1`` GETs (``protectReadOnly``) and ``/metrics`` (``protectMetrics``)."""
 

@@ -150,6 +150,9 @@ class RecordStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     """``status``."""
 
     queue: str | None = None
+    deactivatedBy: str | None = None
+    """Who deactivated the workload (``spec.active: false``): ``runway`` (the requeue limit) or
+    ``operator`` (``:deactivate``, or ``spec.active`` written by someone else)."""
     protection: ProtectionStatus | None = None
     life: LifeStatus | None = None
     eviction: EvictionStatus | None = None
@@ -188,6 +191,21 @@ class RecordState:
     """Owned by the workload's controllers (garbage-collected with them)."""
     workload: tuple[str, str] = field(default=("", ""), compare=False)
     """``spec.workload``: (name, source) of the workload the record is for."""
+    deactivated_by: str = ""
+    """Who deactivated it (``RUNWAY``, ``OPERATOR``; "" when active or not said: ``authority``
+    then tells)."""
+
+    @property
+    def authority(self) -> str | None:
+        """Who may lift the deactivation (None: active): ``OPERATOR`` for an operator's (or a
+        ``spec.active: false`` runway did not write), ``RUNWAY`` for the requeue limit's —
+        lifted by whoever may activate workloads in the namespace (docs/state.md)."""
+        if self.active:
+            return None
+        if self.deactivated_by in (RUNWAY, OPERATOR):
+            return self.deactivated_by
+        deactivated = self.eviction is not None and self.eviction.deactivated
+        return RUNWAY if deactivated else OPERATOR
 
     @property
     def record(self) -> EvictionRecord | None:
@@ -203,7 +221,7 @@ class RecordState:
                     reason=DEACTIVATED,
                     time=self.life.created or 0.0,
                     deactivated=True,
-                    message="deactivated (spec.active: false)",
+                    message="deactivated by an operator (spec.active: false)",
                 )
             return record if record.deactivated else replace(record, deactivated=True)
         if record is not None and record.deactivated:
@@ -212,6 +230,11 @@ class RecordState:
             )
         return record
 
+
+RUNWAY: Final = "runway"
+"""``deactivatedBy``: the requeue limit (``backoffLimitCount``/``backoffLimitTimeout``)."""
+OPERATOR: Final = "operator"
+"""``deactivatedBy``: an operator (``:deactivate`` with the cluster-wide permission)."""
 
 EMPTY_STATE: Final = RecordState()
 
@@ -337,12 +360,15 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
         uid=obj.metadata.uid,
         owned=bool(obj.metadata.ownerReferences),
         workload=(obj.spec.workload.name, obj.spec.workload.source),
+        deactivated_by=status.deactivatedBy
+        if not obj.spec.active and status.deactivatedBy in (RUNWAY, OPERATOR)
+        else "",
     )
 
 
 def status_of(state: RecordState, now: float) -> dict[str, Any]:
     """The ``status`` to write for ``state`` (a full replacement of runway's fields)."""
-    out: dict[str, Any] = {"queue": state.queue or None}
+    out: dict[str, Any] = {"queue": state.queue or None, "deactivatedBy": state.authority}
     if state.protected_until is not None:
         out["protection"] = {"preemptUntil": _fmt(math.ceil(state.protected_until))}
     life = state.life
@@ -452,11 +478,21 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
                 f"not admitted before {format_time(math.ceil(rec.requeue_at))}",
                 rec.time or None,
             )
+    by = state.authority
     add(
         "Deactivated",
         not state.active,
-        "Inactive" if not state.active else "Active",
-        (rec.message if rec is not None and rec.message else "spec.active is false")
+        ("ByOperator" if by == OPERATOR else "RequeuingLimitExceeded")
+        if not state.active
+        else "Active",
+        (
+            (rec.message if rec is not None and rec.message else "spec.active is false")
+            + (
+                "; only an operator may activate it"
+                if by == OPERATOR
+                else "; whoever may activate workloads in this namespace may activate it"
+            )
+        )
         if not state.active
         else "spec.active is true",
         None,

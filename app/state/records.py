@@ -33,6 +33,8 @@ from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
 from app.model.record import (
     EMPTY_STATE,
+    OPERATOR,
+    RUNWAY,
     WRITE_FAILURES,
     Change,
     Listener,
@@ -511,10 +513,15 @@ class RecordBook:
             if new is None:
                 return None
             written[:] = [new]
+            active = not new.deactivated
+            # Who deactivated it: the requeue limit now, else whoever had (an operator's
+            # deactivation stays an operator's whatever the eviction record says).
+            by = "" if active else current.authority or RUNWAY
             return replace(
                 current,
                 eviction=new,
-                active=not new.deactivated,
+                active=active,
+                deactivated_by=by,
                 queue=self._queue(key) or current.queue,
             )
 
@@ -640,19 +647,30 @@ class RecordBook:
         state = self.state(key)
         if state.eviction is None:
             if not state.active:
-                await self.change(key, lambda s: replace(s, active=True))
+                await self.change(
+                    key, lambda s: replace(s, active=True, deactivated_by=""), durable=True
+                )
             return None
-
-        def change(current: EvictionRecord | None) -> EvictionRecord | None:
-            return reactivate(current) if current is not None else None
-
-        return await self.update(key, change)
-
-    async def deactivate(self, key: WorkloadKey) -> bool:
-        """Deactivate the workload (``spec.active: false``): never admitted until activated.
-        False when it was inactive already."""
+        written: list[EvictionRecord] = []
 
         def change(current: RecordState) -> RecordState | None:
-            return replace(current, active=False) if current.active else None
+            if current.eviction is None:
+                return replace(current, active=True, deactivated_by="")
+            record = reactivate(current.eviction)
+            written[:] = [record]
+            return replace(current, eviction=record, active=True, deactivated_by="")
 
-        return await self.change(key, change) is not None
+        state_written = await self.change(key, change, durable=True)
+        return written[0] if state_written is not None and written else None
+
+    async def deactivate(self, key: WorkloadKey) -> bool:
+        """Deactivate the workload as an operator (``spec.active: false``, ``deactivatedBy:
+        operator``): never admitted until an operator activates it. False when an operator's
+        deactivation held it already (one by the requeue limit becomes an operator's)."""
+
+        def change(current: RecordState) -> RecordState | None:
+            if not current.active and current.deactivated_by == OPERATOR:
+                return None  # said so already (a spec.active runway did not write gets said)
+            return replace(current, active=False, deactivated_by=OPERATOR)
+
+        return await self.change(key, change, durable=True) is not None

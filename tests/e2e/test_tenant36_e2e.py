@@ -348,3 +348,41 @@ def tokenreviews(w: World) -> float:
         for line in text.splitlines()
         if line.startswith("runway_kube_api_requests_total{") and 'resource="tokenreviews"' in line
     )
+
+
+def test_a_namespace_admin_cannot_lift_an_operators_deactivation(world: World) -> None:
+    """Row 8: a namespace admin holding the chart's admin role in its namespace (a RoleBinding,
+    what aggregation into ``admin`` used to give) may not ``:activate`` a workload an operator
+    deactivated, nor ``:deactivate``; the operator may; the requeue limit's deactivation the
+    namespace admin may lift."""
+    w = world
+    apply(
+        w.plane,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "ns-admin-runway", "namespace": A},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "rw-runway-admin",
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "nsadmin", "namespace": A}],
+        },
+    )
+    nsadmin = {"Authorization": f"Bearer {token_for(w.plane, A, 'nsadmin')}"}
+    operator = {"Authorization": f"Bearer {w.plane.env['TOKEN']}"}
+    tenant_pod(w, "locked", labels={"runway.dev/queue": "qa", "runway.dev/workload": "locked"})
+    poll(lambda: in_cache(w, A, "locked"), within=30, what="the pod in runway's cache")
+    url = f"/v1/workloads/{A}/locked"
+    r = w.runway.client.post(f"{url}:deactivate", headers=nsadmin)
+    assert r.status_code == 403 and "only an operator" in r.text, r.text
+    r = w.runway.client.post(f"{url}:deactivate", headers=operator)
+    assert r.status_code == 200 and r.json()["deactivatedBy"] == "operator", r.text
+    r = w.runway.client.post(f"{url}:activate", headers=nsadmin)
+    assert r.status_code == 403 and "deactivated by an operator" in r.text, r.text
+    (record,) = [x for x in w.plane.records(A) if x["spec"]["workload"]["name"] == "locked"]
+    assert record["spec"]["active"] is False
+    assert record["status"]["deactivatedBy"] == "operator"
+    r = w.runway.client.post(f"{url}:activate", headers=operator)
+    assert r.status_code == 200 and r.json()["state"] != "deactivated", r.text

@@ -192,7 +192,7 @@ def by_type(state: RecordState, now: float) -> dict[str, tuple[str, str]]:
                 "Admitted": ("False", "Pending"),
                 "Started": ("False", "NotStarted"),
                 "Evicted": ("True", "Deactivated"),
-                "Deactivated": ("True", "Inactive"),
+                "Deactivated": ("True", "ByOperator"),
             },
         ),
     ],
@@ -309,3 +309,25 @@ def test_a_record_is_its_workloads_only_when_it_names_it() -> None:
     assert identity_matches(RecordState(), ("train", "owner:JOB"))  # written by hand, no identity
     long = RecordState(workload=bounded_identity("n" * 300, "pod"))
     assert identity_matches(long, ("n" * 300, "pod"))
+
+
+@pytest.mark.parametrize(
+    ("status", "active", "authority"),
+    [
+        ({}, True, None),
+        ({"deactivatedBy": "operator"}, True, None),  # active: nobody's deactivation
+        ({}, False, "operator"),  # spec.active false written by someone else
+        ({"eviction": {"reason": "PodsReadyTimeout", "time": "2023-11-14T22:13:20Z",
+                       "deactivated": True}}, False, "runway"),  # written before deactivatedBy
+        ({"deactivatedBy": "runway"}, False, "runway"),
+        ({"deactivatedBy": "operator", "eviction": {"reason": "PodsReadyTimeout",
+          "time": "2023-11-14T22:13:20Z", "deactivated": True}}, False, "operator"),
+        ({"deactivatedBy": "tenant"}, False, "operator"),  # not runway's word: the strictest
+    ],
+)  # fmt: skip
+def test_the_record_says_who_may_lift_its_deactivation(
+    status: dict[str, Any], active: bool, authority: str | None
+) -> None:
+    state = read(status, active=active)
+    assert state.authority == authority
+    assert read(status_of(state, T0), active=active).authority == authority
