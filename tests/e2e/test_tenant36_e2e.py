@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import ControlPlane, RunwayFactory, poll
+from tests.e2e.conftest import ControlPlane, RunwayFactory, poll, rfc3339_now
 from tests.e2e.test_tenant_e2e import (
     GROUP,
     World,
@@ -39,6 +41,7 @@ CONFIG: dict[str, Any] = {
         {"name": "org-b", "namespaces": [B]},
         {"name": "qb", "parent": "org-b"},
         {"name": "strict-b", "parent": "org-b", "queueingStrategy": "StrictFIFO"},
+        {"name": "shared", "namespaces": [A, B], "queueingStrategy": "StrictFIFO"},
     ],
     "waitForPodsReady": {
         "enable": True,
@@ -386,3 +389,75 @@ def test_a_namespace_admin_cannot_lift_an_operators_deactivation(world: World) -
     assert record["status"]["deactivatedBy"] == "operator"
     r = w.runway.client.post(f"{url}:activate", headers=operator)
     assert r.status_code == 200 and r.json()["state"] != "deactivated", r.text
+
+
+def test_a_planted_eviction_time_never_heads_a_shared_queue_after_the_migration(
+    world: World,
+) -> None:
+    """Row 7: the tenant plants ``eviction-time: 2000-01-01`` on its pending Job before an
+    operator runs the documented annotation migration; the import never orders the workload
+    before its pods' creation, so tenant-b's older workload stays the head."""
+    w = world
+    first = pod_in(w, B, "first-in-line", queue="shared", priority="low")
+    poll(lambda: in_cache(w, B, "first-in-line"), within=30, what="tenant-b's pod in the cache")
+    # Creation times have a one-second resolution: the tenant's pods come a second later.
+    born = first["metadata"]["creationTimestamp"]
+    poll(lambda: rfc3339_now() > born, within=5, what="the next second")
+    annotations = {
+        "runway.dev/eviction-reason": "PodsReadyTimeout",
+        "runway.dev/eviction-time": "2000-01-01T00:00:00Z",
+        "runway.dev/eviction-count": "1",
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "cutter", "annotations": annotations},
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "x"}]}
+            }
+        },
+    }
+    r = w.tenant.post(f"/apis/batch/v1/namespaces/{A}/jobs", json=job)
+    assert r.status_code == 201, r.text
+    owner = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "name": "cutter",
+        "uid": r.json()["metadata"]["uid"],
+        "controller": True,
+    }
+    cutter = tenant_pod(w, "cutter-0", labels={"runway.dev/queue": "shared"}, owner=owner)
+    poll(lambda: in_cache(w, A, "cutter"), within=30, what="the tenant's workload in the cache")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "app",
+            "migrate-annotations",
+            "--kubeconfig",
+            str(w.plane.kubeconfig),
+            "--apply",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"{A}/cutter" in done.stdout, done.stdout
+
+    def imported() -> dict[str, Any]:
+        found = [r for r in w.plane.records(A) if r["spec"]["workload"]["name"] == "cutter"]
+        return found[0]["status"]["eviction"] if found else {}
+
+    eviction = poll(imported, within=30, what="the imported record")
+    assert eviction["time"] >= cutter["metadata"]["creationTimestamp"], eviction
+    poll(
+        lambda: w.runway.get("/v1/queues/shared/pending")["head"] == f"{B}/first-in-line",
+        within=30,
+        what="tenant-b's older workload still the head",
+    )
+    held = w.verb("filter", cutter, ["n1"])
+    assert held.get("NodeNames") in ([], None), held  # behind the head (or in its backoff)
+    assert w.verb("filter", first, ["n1"]).get("NodeNames") == ["n1"]
