@@ -294,6 +294,14 @@ RECORDS_AVAILABLE = Gauge(
     "(alert RunwayRecordsUnavailable).",
     registry=REGISTRY,
 )
+DAEMONSETS_READABLE = Gauge(
+    "runway_daemonsets_readable",
+    "1 while runway reads apps/v1 DaemonSets (their UIDs: a pod is a DaemonSet's, never "
+    "queued nor evicted for PodsReady, only when its controller reference names a DaemonSet "
+    "runway has seen with that UID), else 0 (refused, not listed yet, no API server): then no "
+    "pod counts as a DaemonSet's.",
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "runway_leader",
     "1 while this replica holds the leader Lease (only the leader evicts), else 0.",

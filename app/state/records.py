@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -54,6 +54,7 @@ from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, owned_by, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.jobs import JobSize, JobSizes
+from app.state.owners import DaemonSets, ReadOwners
 
 log = get_logger("state.records")
 warn = RateLimitedWarnings(log, 10.0)
@@ -177,6 +178,7 @@ class RecordBook:
         queue_of_pod: Callable[[Pod], str],
         protection: Callable[[WorkloadKey, float], float | None],
         jobs: JobSizes | None,
+        daemonsets: DaemonSets | None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         on_life_change: Callable[[], None] | None = None,
@@ -185,6 +187,9 @@ class RecordBook:
         self.jobs = jobs
         """The Jobs' sizes (PodsReady's target of a Job's workload); None: none known (the
         embedded default)."""
+        self.owners = ReadOwners(cache, daemonsets)
+        """The owners runway has read (DaemonSets, Nodes): ``is_queued``; no DaemonSet store
+        (None: the embedded default): no pod is a DaemonSet's."""
         self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
@@ -315,6 +320,11 @@ class RecordBook:
         return self.read(workload_of(pod), pod)
 
     # -- the workload's life facts (DESIGN §2) -------------------------------------------------
+
+    def is_queued(self, pods: Sequence[Pod]) -> bool:
+        """Whether a workload of ``pods`` is queued: not a DaemonSet's or a mirror pod's, as
+        runway has read those owners itself (``state.owners.ReadOwners``)."""
+        return self.owners.is_queued(pods)
 
     def persisted_life(self, key: WorkloadKey) -> Life:
         """The facts the record holds."""

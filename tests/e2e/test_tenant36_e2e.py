@@ -461,3 +461,98 @@ def test_a_planted_eviction_time_never_heads_a_shared_queue_after_the_migration(
     held = w.verb("filter", cutter, ["n1"])
     assert held.get("NodeNames") in ([], None), held  # behind the head (or in its backoff)
     assert w.verb("filter", first, ["n1"]).get("NodeNames") == ["n1"]
+
+
+def test_a_forged_daemonset_owner_exempts_nothing_a_real_one_does(world: World) -> None:
+    """Row 3: a controller reference ``{kind: DaemonSet, apiVersion: rt.example/v1}`` on the
+    tenant's never-ready pod no longer exempts it from PodsReady; a pod of a DaemonSet runway
+    has read (apps/v1, its UID) still is (never evicted)."""
+    w = world
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [{"name": "c", "image": "pause"}]},
+            },
+        },
+    }
+    r = w.plane.api.post(f"/apis/apps/v1/namespaces/{A}/daemonsets", json=daemonset)
+    assert r.status_code == 201, r.text
+    real_uid = r.json()["metadata"]["uid"]
+    poll(
+        lambda: "runway_daemonsets_readable 1.0" in w.runway.client.get("/metrics").text,
+        within=30,
+        what="the DaemonSets listed",
+    )
+    forged = {
+        "apiVersion": "rt.example/v1",
+        "kind": "DaemonSet",
+        "name": "log-agent",
+        "uid": "6f1c0000-0000-0000-0000-00000000da01",
+        "controller": True,
+    }
+    tenant_pod(w, "fake-agent", labels={"runway.dev/queue": "qa"}, owner=forged)
+    real = w.plane.api.post(
+        f"/api/v1/namespaces/{A}/pods",
+        json={
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": "real-agent",
+                "labels": {"app": "agent", "runway.dev/queue": "qa"},
+                "ownerReferences": [
+                    {
+                        "apiVersion": "apps/v1",
+                        "kind": "DaemonSet",
+                        "name": "agent",
+                        "uid": real_uid,
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"schedulerName": SCHEDULER, "containers": [{"name": "c", "image": "pause"}]},
+        },
+    )
+    assert real.status_code == 201, real.text
+    for name in ("fake-agent", "real-agent"):
+        w.plane.bind(name, "n1", A)
+        w.plane.set_pod_running(name, A, ready=False)
+    poll(lambda: gone_or_going(w, A, "fake-agent"), within=60, what="the forged one evicted")
+    # Both timed out together: the real DaemonSet's pod is still there, not marked.
+    got = get_pod(w, A, "real-agent")
+    assert got is not None and got["metadata"].get("deletionTimestamp") is None
+    marks = [c for c in got["status"].get("conditions", []) if c["type"] == "DisruptionTarget"]
+    assert not marks, marks
+    w.plane.delete_pod("fake-agent", A)
+    w.plane.delete_pod("real-agent", A)
+
+
+def test_min_available_never_keeps_never_ready_pods_past_the_timeout(world: World) -> None:
+    """Row 4: ``runway.dev/min-available: "1"`` on a 4-pod gang with 3 never-ready pods: every
+    bound pod counts for PodsReady (as Kueue's partial admission), so the gang times out and is
+    evicted like the same gang without the annotation."""
+    w = world
+    names = [f"gang-{i}" for i in range(4)]
+    for name in names:
+        tenant_pod(
+            w,
+            name,
+            labels={"runway.dev/queue": "qa", "runway.dev/workload": "gang"},
+            annotations={"runway.dev/min-available": "1"},
+        )
+    for i, name in enumerate(names):
+        w.plane.bind(name, "n1", A)
+        w.plane.set_pod_running(name, A, ready=i == 0)
+    poll(
+        lambda: all(gone_or_going(w, A, n) for n in names),
+        within=60,
+        what="the whole gang evicted at its timeout",
+    )
+    (record,) = [r for r in w.plane.records(A) if r["spec"]["workload"]["name"] == "gang"]
+    assert record["status"]["eviction"]["reason"] == "PodsReadyTimeout"
+    for name in names:
+        w.plane.delete_pod(name, A)

@@ -149,9 +149,13 @@ class FakeApiServer:
         self.router.get(path="/api/v1/pods").mock(side_effect=self._handle("pods"))
         self.router.get(path="/api/v1/nodes").mock(side_effect=self._handle("nodes"))
         self.router.get(path="/apis/batch/v1/jobs").mock(side_effect=self._handle("jobs"))
+        self.router.get(path="/apis/apps/v1/daemonsets").mock(
+            side_effect=self._handle("daemonsets")
+        )
         self.router.get(path="/version").mock(return_value=httpx.Response(200, json=VERSION))
-        self.objects.setdefault("jobs", {})
-        self.history.setdefault("jobs", [])
+        for kind in ("jobs", "daemonsets"):
+            self.objects.setdefault(kind, {})
+            self.history.setdefault(kind, [])
 
     @property
     def transport(self) -> httpx.MockTransport:
@@ -162,7 +166,7 @@ class FakeApiServer:
 
     def _key(self, kind: str, obj: dict[str, Any]) -> str:
         meta = obj["metadata"]
-        namespaced = kind in ("pods", "jobs")
+        namespaced = kind in ("pods", "jobs", "daemonsets")
         return f"{meta.get('namespace', '')}/{meta['name']}" if namespaced else meta["name"]
 
     def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
@@ -345,6 +349,12 @@ class FakeApi:
         parts = path.strip("/").split("/")
         if "events" in parts:  # Events: accepted, kept only in ``requests``
             return httpx.Response(201 if request.method == "POST" else 200, json=body)
+        if path == "/apis/apps/v1/daemonsets":  # none, watched forever
+            if request.url.params.get("watch") == "true":
+                return httpx.Response(200, stream=_Hang(self.stop))
+            return httpx.Response(
+                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": []}
+            )
         if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
             if request.url.params.get("watch") == "true":
                 return httpx.Response(200, stream=_Hang(self.stop))

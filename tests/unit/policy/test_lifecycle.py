@@ -148,15 +148,25 @@ def ready(name: str, *, created: float = T0) -> Pod:
         # ... however the size is known: the owner's parallelism
         ([ready("a"), ready("b"), pod("c", phase="Failed")], EMPTY, 3, 3, "parallelism", False),
         ([ready("a"), ready("b")], EMPTY, None, 2, "members", True),
-        # a declared minAvailable is the target, whatever else is known
+        # a declared minAvailable is the target for the members not bound yet, whatever else
+        # is known; every bound member counts (issue #36: as Kueue's admitted count)
         (
             [ready("a"), ready("b"), pod("c", phase="Failed")],
             Life(size=3),
             3,
-            1,
+            2,
             "declared",
             True,
         ),
+        (
+            [ready("a"), pod("b", bound_at=T0), pod("c", bound_at=T0), pod("d", bound_at=T0)],
+            Life(size=4),
+            None,
+            4,
+            "declared",
+            False,
+        ),
+        ([ready("a"), pod("b"), pod("c")], Life(size=3), None, 1, "declared", True),
         # succeeded pods count as ready
         ([ready("a"), pod("b", phase="Succeeded")], Life(size=2), None, 2, "members", True),
     ],
