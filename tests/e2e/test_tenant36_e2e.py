@@ -42,6 +42,7 @@ CONFIG: dict[str, Any] = {
         {"name": "qb", "parent": "org-b"},
         {"name": "strict-b", "parent": "org-b", "queueingStrategy": "StrictFIFO"},
         {"name": "shared", "namespaces": [A, B], "queueingStrategy": "StrictFIFO"},
+        {"name": "fifo", "namespaces": [A, B], "queueingStrategy": "StrictFIFO"},
     ],
     "waitForPodsReady": {
         "enable": True,
@@ -556,3 +557,36 @@ def test_min_available_never_keeps_never_ready_pods_past_the_timeout(world: Worl
     assert record["status"]["eviction"]["reason"] == "PodsReadyTimeout"
     for name in names:
         w.plane.delete_pod(name, A)
+
+
+def test_new_members_of_an_admitted_workload_queue_again(world: World) -> None:
+    """Row 5: the tenant keeps one pod of ``runway.dev/workload=anchor`` bound, then adds new
+    pods with that label: they no longer bind past the StrictFIFO head (tenant-b's older pending
+    workload); they queue again, at their own creation time."""
+    w = world
+    labels = {"runway.dev/queue": "fifo", "runway.dev/workload": "anchor"}
+    tenant_pod(w, "anchor-0", labels=labels)
+    w.plane.bind("anchor-0", "n1", A)
+    w.plane.set_pod_running("anchor-0", A)
+
+    def admitted() -> bool:
+        found = [r for r in w.plane.records(A) if r["spec"]["workload"]["name"] == "anchor"]
+        return bool(found and (found[0].get("status") or {}).get("life", {}).get("admitted"))
+
+    poll(admitted, within=30, what="the anchor's admission recorded")
+    waiting = pod_in(w, B, "waiting-b", queue="fifo", priority="low")
+    poll(lambda: in_cache(w, B, "waiting-b"), within=30, what="tenant-b's pod in the cache")
+    born = waiting["metadata"]["creationTimestamp"]
+    poll(lambda: rfc3339_now() > born, within=5, what="the next second")
+    newcomer = tenant_pod(w, "anchor-1", labels=labels)
+    poll(
+        lambda: f"{A}/anchor" in json.dumps(w.runway.get("/v1/queues/fifo/pending")),
+        within=30,
+        what="the newcomer queued",
+    )
+    held = w.verb("filter", newcomer, ["n1"])
+    assert held.get("NodeNames") in ([], None), held
+    assert "StrictFIFO" in json.dumps(held), held
+    assert w.verb("filter", waiting, ["n1"]).get("NodeNames") == ["n1"]
+    pending = w.runway.get("/v1/queues/fifo/pending")
+    assert pending["head"] == f"{B}/waiting-b", pending
