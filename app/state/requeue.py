@@ -34,6 +34,7 @@ from app.policy.podsready import (
     PodsReadyState,
     block_until,
     evaluate_pods_ready,
+    straggler_since,
     workload_state,
 )
 from app.policy.quantity import QuantityError, pod_requests
@@ -218,6 +219,9 @@ class RequeueView:
             pods_ready=ready,
             not_ready_since=life.lost if was else None,
             was_ready=was,
+            straggler_since=straggler_since(view.pods)
+            if not ready and facts.size_source == "declared"
+            else None,
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
