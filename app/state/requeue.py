@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod

@@ -8,8 +8,8 @@ import msgspec
 from app.model.daemonset import DaemonSet
 from app.model.node import Node
 from app.state.owners import DaemonSets, ReadOwners
-from tests.builders import pod as build_pod
 from tests.builders import cluster_cache, raw_pod
+from tests.builders import pod as build_pod
 
 
 def ds(name: str, uid: str, namespace: str = "ns") -> DaemonSet:
