@@ -27,6 +27,7 @@ from tests.e2e.test_tenant_e2e import (
     in_cache,
     kubeconfig_with,
     pod_in,
+    queue_in_runway,
     tenant_pod,
     token_for,
 )
@@ -41,6 +42,8 @@ CONFIG: dict[str, Any] = {
         {"name": "org-b", "namespaces": [B]},
         {"name": "qb", "parent": "org-b"},
         {"name": "strict-b", "parent": "org-b", "queueingStrategy": "StrictFIFO"},
+        # a victim's own queue protects it for an hour against any other queue (row 2)
+        {"name": "guarded", "parent": "org-b", "reclaimMinRuntime": "1h"},
         {"name": "shared", "namespaces": [A, B], "queueingStrategy": "StrictFIFO"},
         {"name": "fifo", "namespaces": [A, B], "queueingStrategy": "StrictFIFO"},
     ],
@@ -612,3 +615,72 @@ def test_new_members_of_an_admitted_workload_queue_again(world: World) -> None:
     assert w.verb("filter", waiting, ["n1"]).get("NodeNames") == ["n1"]
     pending = w.runway.get("/v1/queues/fifo/pending")
     assert pending["head"] == f"{B}/waiting-b", pending
+
+
+GUARDED_S = 3600.0
+"""The ``guarded`` queue's reclaimMinRuntime."""
+
+
+@pytest.mark.parametrize("method", ["lca", "queue"])
+def test_a_preemptor_outside_the_tree_never_skips_the_victim_queues_reclaim_min_runtime(
+    world: World, method: str
+) -> None:
+    """Row 2 (item 2), under both ``reclaimResolveMethod`` values: the tenant's preemptor —
+    labelled with a queue its namespace may not use (``guarded`` is tenant-b's), unlabelled
+    (``default``), or in a queue nobody declared — asks to preempt a victim of tenant-b's
+    ``guarded`` queue started just now: the victim's own 1 h ``reclaimMinRuntime`` protects it
+    (``minruntime.resolve_from_the_victims_side``); the decision says so and nothing is
+    deleted. Under ``lca`` a preemptor in ``default`` once resolved from an implicit root with no
+    setting: 0 s."""
+    w = world
+    w.runway.stop()
+    config = {**CONFIG, "minRuntime": {"reclaimResolveMethod": method}}
+    w.runway = w.factory.start(config, args=("--kubeconfig", str(w.kubeconfig)))
+    made: list[tuple[str, str]] = []
+    try:
+        name = node = f"guarded-{method}"
+        # the victim alone on it, and no room for a preemptor (100m) beside it (100m)
+        w.plane.create_node(node, capacity={"cpu": "150m", "memory": "1Gi", "pods": "10"})
+        victim = pod_in(w, B, name, queue="guarded", priority="low")
+        made.append((B, name))
+        w.plane.bind(name, node, B)
+        w.plane.set_pod_running(name, B)
+        poll(lambda: in_cache(w, B, name), within=30, what="the victim in runway's cache")
+        cases = (
+            ("forbidden", {"runway.dev/queue": "guarded"}, "default"),
+            ("unlabelled", {}, "default"),
+            ("undeclared", {"runway.dev/queue": "nowhere"}, "nowhere"),
+        )
+        for case, labels, queue in cases:
+            mine = f"claim-{case}-{method}"
+            preemptor = tenant_pod(w, mine, labels=labels, priority="high")  # the tenant's token
+            made.append((A, mine))
+            poll(lambda m=mine: in_cache(w, A, m), within=30, what=f"{case}: the preemptor cached")
+            assert queue_in_runway(w, A, mine) == queue, case
+            answer = preempt(w, preemptor, {node: [victim["metadata"]["uid"]]})
+            assert answer == {"NodeNameToMetaVictims": {}}, (case, answer)
+
+            def judged(m: str = mine) -> dict[str, Any] | None:
+                for d in w.runway.get(f"/v1/preemptions/decisions?preemptor={A}/{m}")["decisions"]:
+                    for n in d["nodes"]:
+                        for v in n["pods"]:
+                            if v["pod"] == f"{B}/{name}":
+                                return {"chosen": d["chosenNode"], **v}
+                return None
+
+            seen = poll(judged, within=30, what=f"{case}: the decision on the guarded victim")
+            assert seen["chosen"] is None, (case, seen["reason"])
+            assert seen["outcome"] == "dropped", (case, seen["reason"])
+            assert seen["action"] == "reclaim" and seen["protected"], (case, seen)
+            assert seen["minRuntimeSeconds"] == GUARDED_S, (case, seen)
+            assert "guarded" in seen["rule"], (case, seen)
+            got = get_pod(w, B, name)
+            assert got is not None and not got["metadata"].get("deletionTimestamp"), case
+            # the rule alone, as an operator asks it: the victim's side whatever the preemptor
+            rule = w.runway.get(f"/v1/resolve?preemptorQueue={queue}&victimQueue=guarded")
+            assert rule["minRuntimeSeconds"] == GUARDED_S, (case, rule)
+    finally:
+        for ns, pod_name in made:
+            w.plane.delete_pod(pod_name, ns)
+        w.runway.stop()
+        w.runway = w.factory.start(CONFIG, args=("--kubeconfig", str(w.kubeconfig)))
