@@ -13,6 +13,10 @@
 * ``install_auth`` puts the ``AuthGuard`` at ``app.state.auth`` and, when configured, guards
   read-only ``/v1`` GETs (``auth.protectReadOnly``) and ``/metrics`` (``auth.protectMetrics``)
   with a small ASGI middleware, so routes added later are covered without touching them.
+  A read about one namespace's workloads (``read_namespaces``: ``/v1/workloads/NS/...``,
+  ``/v1/workloads?namespace=NS``, ``/v1/explain`` of a pair) is authorised in that namespace,
+  so a team's ``view`` RoleBinding (the chart's viewer role aggregates into it) reads its own
+  namespace and no other; every other read asks the permission cluster-wide (issue #35).
 
 Modes: ``static`` compares the token in constant time with the configured ones; ``kubernetes``
 asks a ``Reviewer`` (``app.kube.reviews``: TokenReview, then SubjectAccessReview, wired by
@@ -32,11 +36,13 @@ import hmac
 import ipaddress
 import math
 import os
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
+from urllib.parse import parse_qs
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -559,6 +565,29 @@ async def require_operator(request: Request, why: str) -> Principal:
     return principal
 
 
+_WORKLOAD_PATH = re.compile(r"^/v1/workloads/([^/:]+)/[^/]")
+
+
+def read_namespaces(path: str, query: str) -> tuple[str, ...]:
+    """The namespaces a protected read is about, each authorised on its own (a
+    SubjectAccessReview in that namespace: a RoleBinding there grants it): one workload
+    (``/v1/workloads/NS/NAME``), one namespace's list (``/v1/workloads?namespace=NS``), a
+    preemptor/victim pair (``/v1/explain``: both namespaces). Empty: the read spans namespaces
+    (every other route, a list with ``-A``) and asks the permission cluster-wide."""
+    found = _WORKLOAD_PATH.match(path)
+    if found:
+        return (found.group(1),)
+    params = parse_qs(query, keep_blank_values=True)
+    if path.rstrip("/") == "/v1/workloads":
+        namespace = params.get("namespace", [""])
+        return (namespace[0],) if len(namespace) == 1 and namespace[0] else ()
+    if path.rstrip("/") == "/v1/explain":
+        pair = [params.get(k, [""]) for k in ("preemptor", "victim")]
+        if all(len(v) == 1 and "/" in v[0] for v in pair):
+            return tuple(sorted({v[0].partition("/")[0] for v in pair}))
+    return ()
+
+
 class AuthMiddleware:
     """Guards read-only ``/v1`` GETs (``protectReadOnly``) and ``/metrics`` (``protectMetrics``)."""
 
@@ -572,12 +601,18 @@ class AuthMiddleware:
             needed = self.guard.protects(scope["method"], scope["path"])
             if needed is not None:
                 request = Request(scope)
+                namespaces: tuple[str | None, ...] = (None,)
+                if needed == "read":
+                    query = scope.get("query_string", b"").decode("latin-1")
+                    namespaces = read_namespaces(scope["path"], query) or (None,)
                 try:
-                    await self.guard.check(
-                        presented_authorization(request.headers),
-                        needed,
-                        source=request.client.host if request.client else "",
-                    )
+                    for namespace in namespaces:
+                        await self.guard.check(
+                            presented_authorization(request.headers),
+                            needed,
+                            self.guard.permission(needed, namespace=namespace),
+                            source=request.client.host if request.client else "",
+                        )
                 except AuthError as exc:
                     await exc.response()(scope, receive, send)
                     return

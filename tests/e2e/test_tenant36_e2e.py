@@ -684,3 +684,100 @@ def test_a_preemptor_outside_the_tree_never_skips_the_victim_queues_reclaim_min_
             w.plane.delete_pod(pod_name, ns)
         w.runway.stop()
         w.runway = w.factory.start(CONFIG, args=("--kubeconfig", str(w.kubeconfig)))
+
+
+def bind_role(w: World, namespace: str | None, role: str, account: tuple[str, str]) -> None:
+    """A RoleBinding of ClusterRole ``role`` in ``namespace`` (None: a ClusterRoleBinding) to
+    the ServiceAccount ``account`` = (namespace, name)."""
+    kind = "RoleBinding" if namespace else "ClusterRoleBinding"
+    meta: dict[str, Any] = {"name": f"e2e-{role}-{account[1]}"}
+    if namespace:
+        meta["namespace"] = namespace
+    apply(
+        w.plane,
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": kind,
+            "metadata": meta,
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": account[1], "namespace": account[0]}],
+        },
+    )
+
+
+def test_three_users_see_what_their_bindings_grant(world: World) -> None:
+    """Issue #35 item 4 on the real plane (TokenReview and SubjectAccessReview by the real
+    kube-apiserver, reads protected as the chart's REST port has them): the cluster operator
+    (the chart's admin role, cluster-wide) reads and acts everywhere; team-a's viewer (the
+    chart's viewer role bound in team-a — what `view` carries by aggregation) reads team-a and
+    nothing else; team-b's admin (the admin role bound in team-b) reads and activates in team-b,
+    never in team-a, and deactivates nowhere."""
+    w = world
+    operator = token_for(w.plane, RUNWAY_NS, "e2e-operator")
+    viewer = token_for(w.plane, A, "e2e-viewer")
+    admin = token_for(w.plane, B, "e2e-admin")
+    bind_role(w, None, "rw-runway-admin", (RUNWAY_NS, "e2e-operator"))
+    bind_role(w, A, "rw-runway-viewer", (A, "e2e-viewer"))
+    bind_role(w, B, "rw-runway-admin", (B, "e2e-admin"))
+    w.runway.stop()
+    config = {**CONFIG, "auth": {"mode": "kubernetes", "protectReadOnly": True}}
+    w.runway = w.factory.start(config, args=("--kubeconfig", str(w.kubeconfig)))
+    made = [(A, "view-a"), (B, "view-b")]
+    try:
+        for ns, name in made:
+            pod_in(w, ns, name, queue="fifo", priority="low")
+
+        def reads(token: str, path: str) -> int:
+            r = w.runway.client.get(path, headers={"Authorization": f"Bearer {token}"})
+            return r.status_code
+
+        def cached() -> bool:
+            return all(reads(operator, f"/v1/workloads/{ns}/{n}") == 200 for ns, n in made)
+
+        poll(cached, within=30, what="both workloads in runway's cache")
+        cases = [
+            (operator, "/v1/workloads", 200),
+            (operator, f"/v1/workloads?namespace={A}", 200),
+            (operator, "/v1/preemptions/decisions", 200),
+            (viewer, f"/v1/workloads?namespace={A}", 200),
+            (viewer, f"/v1/workloads/{A}/view-a", 200),
+            (viewer, "/v1/workloads", 403),
+            (viewer, f"/v1/workloads?namespace={B}", 403),
+            (viewer, f"/v1/workloads/{B}/view-b", 403),
+            (viewer, "/v1/preemptions/decisions", 403),
+            (admin, f"/v1/workloads/{B}/view-b", 200),
+            (admin, f"/v1/workloads/{A}/view-a", 403),
+        ]
+        for token, path, expected in cases:
+            who = {operator: "operator", viewer: "viewer", admin: "admin"}[token]
+            assert reads(token, path) == expected, (who, path)
+        [item] = [
+            i
+            for i in w.runway.client.get(
+                f"/v1/workloads?namespace={A}", headers={"Authorization": f"Bearer {viewer}"}
+            ).json()["items"]
+            if i["name"] == "view-a"
+        ]
+        assert item["namespace"] == A
+
+        def acts(token: str, ns: str, name: str, verb: str) -> int:
+            return post(
+                w, f"/v1/workloads/{ns}/{name}:{verb}", {"Authorization": f"Bearer {token}"}
+            ).status_code
+
+        assert acts(viewer, A, "view-a", "activate") == 403
+        assert acts(admin, B, "view-b", "activate") == 200
+        assert acts(admin, A, "view-a", "activate") == 403
+        assert acts(admin, B, "view-b", "deactivate") == 403  # an operator's
+        assert acts(operator, A, "view-a", "deactivate") == 200
+        assert acts(admin, A, "view-a", "activate") == 403
+        assert acts(operator, A, "view-a", "activate") == 200
+    finally:
+        for ns, name in made:
+            w.plane.delete_pod(name, ns)
+        w.runway.stop()
+        w.runway = w.factory.start(CONFIG, args=("--kubeconfig", str(w.kubeconfig)))

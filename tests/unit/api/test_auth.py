@@ -18,6 +18,7 @@ from app.api.auth import (
     ReviewUnavailable,
     StaticTokens,
     bearer_token,
+    read_namespaces,
     resolve_mode,
     unguarded_mutating_routes,
 )
@@ -336,3 +337,30 @@ def test_permission_descriptions() -> None:
 def test_every_mutating_rest_route_requires_auth() -> None:
     # A POST/PUT/PATCH/DELETE under /v1 must add Depends(require_auth("write")).
     assert unguarded_mutating_routes(create_app()) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "namespaces"),
+    [
+        ("/v1/workloads/team-a/etl", "", ("team-a",)),
+        ("/v1/workloads", "namespace=team-a", ("team-a",)),
+        ("/v1/workloads", "namespace=team-a&pod=p-0", ("team-a",)),
+        ("/v1/workloads/", "namespace=team-a", ("team-a",)),
+        # every namespace, two of them, or an empty one: cluster-wide
+        ("/v1/workloads", "", ()),
+        ("/v1/workloads", "namespace=", ()),
+        ("/v1/workloads", "namespace=a&namespace=b", ()),
+        ("/v1/workloads/team-a", "", ()),
+        # a pair: both namespaces; half a pair: cluster-wide
+        ("/v1/explain", "preemptor=b/x&victim=a/y", ("a", "b")),
+        ("/v1/explain", "preemptor=a/x&victim=a/y", ("a",)),
+        ("/v1/explain", "preemptor=x&victim=a/y", ()),
+        # what spans namespaces
+        ("/v1/preemptions/decisions", "preemptor=a/x", ()),
+        ("/v1/queues", "namespace=a", ()),
+    ],
+)
+def test_read_namespaces(path: str, query: str, namespaces: tuple[str, ...]) -> None:
+    """Issue #35 item 4: which namespaces a protected read is authorised in (none: the
+    permission cluster-wide)."""
+    assert read_namespaces(path, query) == namespaces
