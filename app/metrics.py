@@ -294,6 +294,14 @@ RECORDS_AVAILABLE = Gauge(
     "(alert RunwayRecordsUnavailable).",
     registry=REGISTRY,
 )
+DAEMONSETS_READABLE = Gauge(
+    "runway_daemonsets_readable",
+    "1 while runway reads apps/v1 DaemonSets (their UIDs: a pod is a DaemonSet's, never "
+    "queued nor evicted for PodsReady, only when its controller reference names a DaemonSet "
+    "runway has seen with that UID), else 0 (refused, not listed yet, no API server): then no "
+    "pod counts as a DaemonSet's.",
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "runway_leader",
     "1 while this replica holds the leader Lease (only the leader evicts), else 0.",
@@ -321,7 +329,8 @@ UNKNOWN_QUEUE = Counter(
 AUTH_DECISIONS = Counter(
     "runway_auth_decisions_total",
     "REST authentication checks by scope (write, read, metrics) and result (allowed, "
-    "unauthenticated, forbidden, unavailable).",
+    "unauthenticated, forbidden, limited: too many failed token checks from its source, "
+    "unavailable).",
     ["scope", "result"],
     registry=REGISTRY,
 )
@@ -411,6 +420,24 @@ QUEUE_TREE_UPDATES = Counter(
     "Rebuilds of the queue tree from KAI Queue objects (queueSource: kai/auto), by result: "
     "applied, or invalid (the last good tree stays; the error is logged and in GET /v1/queues).",
     ["result"],
+    registry=REGISTRY,
+)
+
+RECORD_WRITE_FAILURES = Counter(
+    "runway_record_write_failures_total",
+    "WorkloadRecord writes that failed, by reason: invalid (the record's schema refused it), "
+    "forbidden (RBAC, or the namespace's ResourceQuota on workloadrecords), foreign (a record of "
+    "another workload holds the name), capped (the namespace holds kubernetes.recordsPerNamespace "
+    "records), conflict, unavailable, error. The workload's state is then kept in memory only "
+    "and written again after a backoff (1 s doubling to 5 min); its pods are evicted and "
+    "preempted all the same.",
+    ["reason"],
+    registry=REGISTRY,
+)
+RECORDS_UNWRITTEN = Gauge(
+    "runway_records_unwritten",
+    "Workloads whose state this replica keeps in memory only because their WorkloadRecord "
+    "could not be written (runway_record_write_failures_total).",
     registry=REGISTRY,
 )
 

@@ -21,6 +21,7 @@ from app.clock import Clock, SystemClock
 from app.config import RunwayConfig
 from app.config.queues import MinRuntimeConfig
 from app.kube.client import KubeClient
+from app.kube.daemonsets import DaemonSetSource
 from app.kube.dryrun import DryRunEventSink, DryRunPodWriter
 from app.kube.events import KubeEventRecorder
 from app.kube.jobs import JobSource
@@ -51,6 +52,7 @@ from app.state.cache import ClusterCache
 from app.state.decisions import DecisionLog
 from app.state.gate import GateBook
 from app.state.jobs import JobSizes
+from app.state.owners import DaemonSets
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.requeue import RequeueMemos, RequeueView
@@ -87,7 +89,7 @@ class Runway:
     recorder: LifeRecorder
     """Persists the workloads' life facts (leader only)."""
     janitor: RecordJanitor
-    """Deletes unowned records of long-gone workloads (leader only)."""
+    """Deletes the records of long-gone workloads that hold nothing (leader only)."""
     events: EventSink
     """Kubernetes Events (written in the background; logged as dry-run without a cluster)."""
     jobs: JobSizes
@@ -102,6 +104,9 @@ class Runway:
     """KAI Queue objects feeding ``queues`` (``queueSource: kai | auto`` with a cluster)."""
     job_source: JobSource | None = None
     """The Job list+watch feeding ``jobs`` (read only; None without a cluster)."""
+    daemonset_source: DaemonSetSource | None = None
+    """The DaemonSet list+watch (their UIDs: ``state.owners``; read only; None without a
+    cluster)."""
     reviewer: Reviewer | None = None
     """REST auth's TokenReview + SubjectAccessReview (None without a cluster)."""
     forwarder: LeaderForwarder | None = None
@@ -272,6 +277,8 @@ class Runway:
                 self.sync.watch_namespaces()
         if self.job_source is not None:
             self.job_source.start()
+        if self.daemonset_source is not None:
+            self.daemonset_source.start()
         if self.queue_source is not None:
             self.queue_source.start()
             if not await self.queue_source.wait_synced(
@@ -297,6 +304,10 @@ class Runway:
         if self.job_source is not None and not await self.job_source.wait_settled(left):
             # Until they are: PodsReady's target for a Job's pods is the members it has had.
             log.warning("Jobs not listed at startup; serving anyway")
+        left = max(0.0, within - (time.monotonic() - waiting_since))
+        if self.daemonset_source is not None and not await self.daemonset_source.wait_settled(left):
+            # Until they are: no pod counts as a DaemonSet's (none is evicted before a timeout).
+            log.warning("DaemonSets not listed at startup; serving anyway")
         self.gatekeeper.start()
         # PodsReady timeouts: runs on every replica (gauges), evicts on the leader only.
         self.evictor.start()
@@ -320,6 +331,8 @@ class Runway:
             await self.queue_source.stop()
         if self.job_source is not None:
             await self.job_source.stop()
+        if self.daemonset_source is not None:
+            await self.daemonset_source.stop()
         if self.sync is not None:
             await self.sync.stop()
         if isinstance(self.events, KubeEventRecorder):
@@ -423,6 +436,8 @@ class _State:
     index: RequeueMemos
     gate: GateBook
     jobs: JobSizes
+    daemonsets: DaemonSets
+    """The DaemonSets runway has read (an empty store without a cluster: no pod is one's)."""
 
 
 def _cluster_state(config: RunwayConfig, home: str | None) -> _State:
@@ -436,7 +451,7 @@ def _cluster_state(config: RunwayConfig, home: str | None) -> _State:
         queues, invalid=InvalidObjects(), scope=scope, keep_labels=pre.protected_pod_labels
     )
     gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
-    return _State(cache, queues, RequeueMemos(), gate, JobSizes())
+    return _State(cache, queues, RequeueMemos(), gate, JobSizes(), DaemonSets())
 
 
 @dataclass
@@ -451,6 +466,7 @@ class _Edge:
     events: EventSink
     queue_source: KaiQueueSource | None
     job_source: JobSource | None
+    daemonset_source: DaemonSetSource | None
     reviewer: Reviewer | None
     forwarder: LeaderForwarder | None
     reader: LeaderReader | None
@@ -476,6 +492,7 @@ def _kube_edge(config: RunwayConfig, clock: Clock, kube: KubeClient | None, stat
             events=DryRunEventSink(),
             queue_source=None,
             job_source=None,
+            daemonset_source=None,
             reviewer=None,
             forwarder=None,
             reader=None,
@@ -492,7 +509,11 @@ def _kube_edge(config: RunwayConfig, clock: Clock, kube: KubeClient | None, stat
     )
     leader = sync.leader
     record_store = KubeRecordStore(
-        kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
+        kube,
+        clock,
+        page_size=k8s.page_size,
+        watch_timeout=int(k8s.watch_timeout),
+        records_per_namespace=k8s.records_per_namespace,
     )
     queue_source = None
     if config.queue_source != "file":
@@ -524,6 +545,13 @@ def _kube_edge(config: RunwayConfig, clock: Clock, kube: KubeClient | None, stat
         job_source=JobSource(
             kube,
             state.jobs,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            batch_window=k8s.watch_batch_window,
+        ),
+        daemonset_source=DaemonSetSource(
+            kube,
+            state.daemonsets,
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
             batch_window=k8s.watch_batch_window,
@@ -576,6 +604,7 @@ def _decisions_and_tasks(
         jobs=state.jobs,
         on_change=state.index.bump_facts,
         on_life_change=state.index.bump,
+        daemonsets=state.daemonsets,
     )
     requeue = RequeueView(
         cache,
@@ -680,6 +709,7 @@ def _decisions_and_tasks(
         record_store=edge.record_store,
         queue_source=edge.queue_source,
         job_source=edge.job_source,
+        daemonset_source=edge.daemonset_source,
         reviewer=edge.reviewer,
         forwarder=edge.forwarder,
         reader=edge.reader,
@@ -704,6 +734,8 @@ def _connect(runway: Runway, state: _State, edge: _Edge) -> None:
             runway.recorder.workload_changed(key)
 
     state.jobs.on_change = job_changed
+    # A DaemonSet appeared, went or was re-created: whether its pods are queued moved.
+    state.daemonsets.on_change = index.bump_facts
     runway.records.on_gates = state.gate.set_mirrored
     # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.
     runway.gatekeeper.on_retry = runway.waker.wake_retry

@@ -32,6 +32,7 @@ from app.policy.workload import WorkloadKey
 from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.state.jobs import JobSizes
+from app.state.owners import DaemonSets
 from app.state.records import MemoryRecords, RecordBook, RecordStore
 from app.state.validation import InvalidObjects
 from app.tasks.ports import PodApi
@@ -322,10 +323,11 @@ def record_book(
     queue_of_pod: Callable[[Pod], str] | None = None,
     protection: Callable[[WorkloadKey, float], float | None] = lambda key, started: None,
     jobs: JobSizes | None = None,
+    daemonsets: DaemonSets | None = None,
     **options: Any,
 ) -> RecordBook:
     """A record book for a test: records in memory, no preemption budget, the cache's queue
-    of a pod, no min-runtime shown, no Jobs."""
+    of a pod, no min-runtime shown, no Jobs, no DaemonSets read."""
     return RecordBook(
         cache,
         config or RequeuingStrategyConfig(),
@@ -336,6 +338,7 @@ def record_book(
         queue_of_pod=queue_of_pod or cache.queue_of_pod,
         protection=protection,
         jobs=jobs,
+        daemonsets=daemonsets,
         **options,
     )
 

@@ -13,13 +13,20 @@
 * ``install_auth`` puts the ``AuthGuard`` at ``app.state.auth`` and, when configured, guards
   read-only ``/v1`` GETs (``auth.protectReadOnly``) and ``/metrics`` (``auth.protectMetrics``)
   with a small ASGI middleware, so routes added later are covered without touching them.
+  A read about one namespace's workloads (``read_namespaces``: ``/v1/workloads/NS/...``,
+  ``/v1/workloads?namespace=NS``, ``/v1/explain`` of a pair) is authorised in that namespace,
+  so a team's ``view`` RoleBinding (the chart's viewer role aggregates into it) reads its own
+  namespace and no other; every other read asks the permission cluster-wide (issue #35).
 
 Modes: ``static`` compares the token in constant time with the configured ones; ``kubernetes``
 asks a ``Reviewer`` (``app.kube.reviews``: TokenReview, then SubjectAccessReview, wired by
 ``app.server``) and remembers positive answers for ``cacheTTL``, keyed by a hash of the token
-(the token itself is never stored or logged).
+(the token itself is never stored or logged), and rejections and denials for
+``negativeCacheTTL``; failed checks are limited per source address (``auth.failureLimit``), so
+made-up tokens cost the API server a bounded number of TokenReviews.
 Answers: 401 + ``WWW-Authenticate: Bearer`` (no or bad token), 403 naming the missing
-permission, 503 when the API server cannot be asked.
+permission, 429 when a source caused too many failed checks, 503 when the API server cannot be
+asked.
 """
 
 from __future__ import annotations
@@ -27,11 +34,15 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import math
 import os
+import re
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Protocol
+from urllib.parse import parse_qs
 
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -44,6 +55,7 @@ from app.config import ConfigError
 from app.config.security import MIN_STATIC_TOKEN_LENGTH, AuthConfig
 from app.logs import get_logger
 from app.model.auth import Access, Identity, Permission, ReviewUnavailable
+from app.policy.rate import TokenBucket
 
 log = get_logger("auth")
 
@@ -195,7 +207,7 @@ class Reviewer(Protocol):
 
 
 class _TTLCache:
-    """Positive answers for ``ttl`` seconds, bounded in size."""
+    """Answers for ``ttl`` seconds (or a ``ttl`` of their own), bounded in size."""
 
     def __init__(self, ttl: float, monotonic: Callable[[], float]) -> None:
         self.ttl = ttl
@@ -211,8 +223,9 @@ class _TTLCache:
             return None
         return hit[1]
 
-    def put(self, key: tuple[Any, ...], value: Any) -> None:
-        if self.ttl <= 0:
+    def put(self, key: tuple[Any, ...], value: Any, ttl: float | None = None) -> None:
+        ttl = self.ttl if ttl is None else ttl
+        if ttl <= 0:
             return
         now = self.monotonic()
         if len(self.entries) >= _CACHE_MAX:
@@ -220,21 +233,67 @@ class _TTLCache:
                 del self.entries[k]
             while len(self.entries) >= _CACHE_MAX:  # still full: drop the oldest
                 del self.entries[next(iter(self.entries))]
-        self.entries[key] = (now + self.ttl, value)
+        self.entries[key] = (now + ttl, value)
+
+
+REJECTED = "rejected"
+"""What the cache holds for a token the reviewer rejected, or a permission it denied."""
+_SOURCES_MAX = 4096
+
+
+class FailureLimiter:
+    """Failed token checks per source address (``auth.failureLimit``): a token bucket each
+    (``policy.rate``), bounded in number (a full bucket is forgotten first: it says nothing)."""
+
+    def __init__(
+        self, burst: int, per_second: float, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst = burst
+        self.per_second = per_second
+        self.monotonic = monotonic
+        self.buckets: OrderedDict[str, TokenBucket] = OrderedDict()
+
+    def wait(self, source: str) -> float:
+        """Seconds before ``source`` may cause another check (0: now)."""
+        bucket = self.buckets.get(source)
+        return 0.0 if bucket is None else bucket.next_token_in(self.monotonic())
+
+    def failed(self, source: str) -> None:
+        """One more failed check from ``source``."""
+        now = self.monotonic()
+        bucket = self.buckets.get(source)
+        if bucket is None:
+            if len(self.buckets) >= _SOURCES_MAX:
+                full = [k for k, b in self.buckets.items() if b.next_token_in(now) == 0.0]
+                for k in full[: max(1, len(full) // 2)]:
+                    del self.buckets[k]
+                while len(self.buckets) >= _SOURCES_MAX:
+                    self.buckets.popitem(last=False)
+            bucket = self.buckets[source] = TokenBucket(self.per_second, self.burst)
+        self.buckets.move_to_end(source)
+        bucket.take(now, 1)
 
 
 class CachedReviewer:
-    """Asks the ``Reviewer`` and remembers positive answers for ``cache_ttl`` seconds, keyed by
-    a hash of the token; maps its answers to 401/403/503."""
+    """Asks the ``Reviewer`` and remembers its answers, keyed by a hash of the token: accepted
+    ones for ``cache_ttl`` seconds, rejections and denials for ``negative_ttl``; limits the
+    failed checks per source (``FailureLimiter``); maps the answers to 401/403/429/503."""
 
     def __init__(
         self,
         reviewer: Reviewer | None,
         cache_ttl: float,
         monotonic: Callable[[], float] = time.monotonic,
+        *,
+        negative_ttl: float = 0.0,
+        failures: FailureLimiter | None = None,
     ) -> None:
         self.reviewer = reviewer
         self.cache = _TTLCache(cache_ttl, monotonic)
+        self.negative_ttl = negative_ttl
+        self.failures = failures
+        self.reviews = 0
+        """TokenReviews asked (tests and the log)."""
 
     def _reviewer(self) -> Reviewer:
         if self.reviewer is None:
@@ -245,36 +304,59 @@ class CachedReviewer:
             )
         return self.reviewer
 
-    async def authenticate(self, token: str, key: bytes) -> Identity:
-        """The identity of ``token`` (raises 401 when not authenticated)."""
-        cached: Identity | None = self.cache.get(("user", key))
-        if cached is not None:
+    async def authenticate(self, token: str, key: bytes, source: str = "") -> Identity:
+        """The identity of ``token`` (raises 401 when not authenticated, 429 when ``source``
+        caused too many failed checks lately)."""
+        cached: Identity | str | None = self.cache.get(("user", key))
+        if cached == REJECTED:
+            raise _unauthenticated("invalid or expired bearer token", "invalid_token")
+        if isinstance(cached, Identity):
             return cached
+        limiter = self.failures
+        if limiter is not None:
+            wait = limiter.wait(source)
+            if wait > 0:
+                raise AuthError(
+                    429,
+                    f"too many failed token checks from {source or 'this source'}: unknown "
+                    f"tokens are not checked for {math.ceil(wait)}s",
+                    {"Retry-After": str(math.ceil(wait))},
+                )
         try:
+            self.reviews += 1
             identity = await self._reviewer().review(token)
         except ReviewUnavailable as exc:
+            if limiter is not None:
+                limiter.failed(source)
             raise _unavailable(exc) from None
         if identity is None:
+            if limiter is not None:
+                limiter.failed(source)
+            self.cache.put(("user", key), REJECTED, self.negative_ttl)
             raise _unauthenticated("invalid or expired bearer token", "invalid_token")
         self.cache.put(("user", key), identity)
         return identity
 
     async def authorize(self, identity: Identity, key: bytes, permission: Permission) -> None:
         """Raise 403 unless the reviewer allows ``permission`` for ``identity``."""
-        if self.cache.get(("allowed", key, permission)):
+        cached = self.cache.get(("allowed", key, permission))
+        if cached is True:
             return
-        try:
-            access = await self._reviewer().allowed(identity, permission)
-        except ReviewUnavailable as exc:
-            raise _unavailable(exc) from None
-        if not access.allowed:
-            why = access.reason or "no RBAC rule allows it"
-            raise AuthError(
-                403,
-                f"forbidden: user {identity.username!r} may not {permission.describe()} ({why}); "
-                "grant it with a Role or ClusterRole",
-            )
-        self.cache.put(("allowed", key, permission), True)
+        if cached is None:
+            try:
+                access = await self._reviewer().allowed(identity, permission)
+            except ReviewUnavailable as exc:
+                raise _unavailable(exc) from None
+            if access.allowed:
+                self.cache.put(("allowed", key, permission), True)
+                return
+            cached = access.reason or "no RBAC rule allows it"
+            self.cache.put(("allowed", key, permission), cached, self.negative_ttl)
+        raise AuthError(
+            403,
+            f"forbidden: user {identity.username!r} may not {permission.describe()} ({cached}); "
+            "grant it with a Role or ClusterRole",
+        )
 
 
 def _unavailable(exc: ReviewUnavailable) -> AuthError:
@@ -320,7 +402,14 @@ class AuthGuard:
                 [t.get_secret_value() for t in config.static_tokens], config.static_token_file
             )
         elif mode == "kubernetes":
-            guard.reviewer = CachedReviewer(reviewer, config.cache_ttl, monotonic)
+            limit = config.failure_limit
+            guard.reviewer = CachedReviewer(
+                reviewer,
+                config.cache_ttl,
+                monotonic,
+                negative_ttl=config.negative_cache_ttl,
+                failures=FailureLimiter(limit.burst, limit.per_second, monotonic),
+            )
         return guard
 
     def protects(self, method: str, path: str) -> Scope | None:
@@ -349,20 +438,28 @@ class AuthGuard:
         return Permission(verb or default, sar.group, sar.resource, namespace, name)
 
     async def check(
-        self, authorization: str | None, scope: Scope, permission: Permission | None = None
+        self,
+        authorization: str | None,
+        scope: Scope,
+        permission: Permission | None = None,
+        *,
+        source: str = "",
     ) -> Principal:
-        """The caller of a request with header ``authorization``, or raise ``AuthError``."""
+        """The caller of a request with header ``authorization`` from address ``source``, or
+        raise ``AuthError``."""
         try:
-            principal = await self._check(authorization, scope, permission)
+            principal = await self._check(authorization, scope, permission, source)
         except AuthError as exc:
-            result = {401: "unauthenticated", 403: "forbidden"}.get(exc.status, "unavailable")
+            result = {401: "unauthenticated", 403: "forbidden", 429: "limited"}.get(
+                exc.status, "unavailable"
+            )
             metrics.AUTH_DECISIONS.labels(scope, result).inc()
             raise
         metrics.AUTH_DECISIONS.labels(scope, "allowed").inc()
         return principal
 
     async def _check(
-        self, authorization: str | None, scope: Scope, permission: Permission | None
+        self, authorization: str | None, scope: Scope, permission: Permission | None, source: str
     ) -> Principal:
         if self.mode == "none":
             return ANONYMOUS
@@ -374,7 +471,7 @@ class AuthGuard:
             return Principal(user, via="static")
         assert self.reviewer is not None
         key = _digest(token)
-        identity = await self.reviewer.authenticate(token, key)
+        identity = await self.reviewer.authenticate(token, key, source)
         await self.reviewer.authorize(identity, key, permission or self.permission(scope))
         return Principal(identity.username, identity.groups, via="kubernetes")
 
@@ -428,13 +525,67 @@ def require_auth(
         permission = guard.permission(
             scope, verb=verb, namespace=params.get("namespace"), name=params.get("name")
         )
-        principal = await guard.check(presented_authorization(request.headers), scope, permission)
+        principal = await guard.check(
+            presented_authorization(request.headers),
+            scope,
+            permission,
+            source=request.client.host if request.client else "",
+        )
         if principal is not ANONYMOUS:
             log.info("authorized", user=principal.user, scope=scope, path=request.url.path)
         return principal
 
     dependency.__runway_auth_scope__ = scope  # type: ignore[attr-defined]
     return dependency
+
+
+async def require_operator(request: Request, why: str) -> Principal:
+    """The caller of ``request`` as an operator: allowed ``auth.sar.verb`` on ``auth.sar``'s
+    resource cluster-wide (no namespace: a ClusterRoleBinding, not a namespace's RoleBinding),
+    or any static token; raises ``AuthError`` (403 saying ``why``) otherwise."""
+    guard = _guard_of(request)
+    try:
+        principal = await guard.check(
+            presented_authorization(request.headers),
+            "write",
+            guard.permission("write"),
+            source=request.client.host if request.client else "",
+        )
+    except AuthError as exc:
+        if exc.status != 403:
+            raise
+        sar = guard.config.sar
+        raise AuthError(
+            403,
+            f"{why}: only an operator may, one allowed {sar.verb} on {sar.resource}."
+            f"{sar.group} in every namespace (a ClusterRoleBinding, e.g. of the chart's "
+            "RELEASE-runway-admin through peopleRoles.admins); a namespace's RoleBinding is not "
+            "enough",
+        ) from None
+    return principal
+
+
+_WORKLOAD_PATH = re.compile(r"^/v1/workloads/([^/:]+)/[^/]")
+
+
+def read_namespaces(path: str, query: str) -> tuple[str, ...]:
+    """The namespaces a protected read is about, each authorised on its own (a
+    SubjectAccessReview in that namespace: a RoleBinding there grants it): one workload
+    (``/v1/workloads/NS/NAME``), one namespace's list (``/v1/workloads?namespace=NS``), a
+    preemptor/victim pair (``/v1/explain``: both namespaces). Empty: the read spans namespaces
+    (every other route, a list with ``-A``) and asks the permission cluster-wide."""
+    found = _WORKLOAD_PATH.match(path)
+    if found:
+        return (found.group(1),)
+    params = parse_qs(query, keep_blank_values=True)
+    if path.rstrip("/") == "/v1/workloads":
+        namespace = params.get("namespace", [""])
+        return (namespace[0],) if len(namespace) == 1 and namespace[0] else ()
+    if path.rstrip("/") == "/v1/explain":
+        pair = [params.get(k, [""]) for k in ("preemptor", "victim")]
+        if all(len(v) == 1 and "/" in v[0] for v in pair):
+            return tuple(sorted({v[0].partition("/")[0] for v in pair}))
+    return ()
 
 
 class AuthMiddleware:
@@ -450,8 +601,18 @@ class AuthMiddleware:
             needed = self.guard.protects(scope["method"], scope["path"])
             if needed is not None:
                 request = Request(scope)
+                namespaces: tuple[str | None, ...] = (None,)
+                if needed == "read":
+                    query = scope.get("query_string", b"").decode("latin-1")
+                    namespaces = read_namespaces(scope["path"], query) or (None,)
                 try:
-                    await self.guard.check(presented_authorization(request.headers), needed)
+                    for namespace in namespaces:
+                        await self.guard.check(
+                            presented_authorization(request.headers),
+                            needed,
+                            self.guard.permission(needed, namespace=namespace),
+                            source=request.client.host if request.client else "",
+                        )
                 except AuthError as exc:
                     await exc.response()(scope, receive, send)
                     return

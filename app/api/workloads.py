@@ -19,14 +19,16 @@ from fastapi.responses import JSONResponse
 from pydantic import Field
 
 from app import metrics
-from app.api.auth import Principal, require_auth
+from app.api.auth import Principal, require_auth, require_operator
 from app.api.context import ApiContext, context
 from app.api.errors import error_response
 from app.api.models import CamelModel
 from app.api.paging import ContinueParam, LimitParam, PageRequest, page
+from app.logs import get_logger
 from app.model.event import REACTIVATED, EventNote, ObjectRef
 from app.model.eviction import EvictionRecord
 from app.model.gate import PodRef
+from app.model.record import OPERATOR, RecordWriteFailed
 from app.model.timestamps import format_optional_time, format_time
 from app.policy.lifecycle import Source
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
@@ -40,6 +42,7 @@ from app.policy.podsready import workload_state
 from app.policy.workload import SizeSource, WorkloadKey, is_ready
 from app.wire.schema import ErrorBody
 
+log = get_logger("api.workloads")
 router = APIRouter(prefix="/v1", tags=["requeue"])
 
 
@@ -185,6 +188,12 @@ class WorkloadResponse(CamelModel):
         "defaults) ends at this time; None when not started."
     )
     eviction_record: EvictionRecordView | None
+    deactivated_by: Literal["runway", "operator"] | None = Field(
+        None,
+        description="Who deactivated it, and so who may activate it: `runway` (the requeue "
+        "limit: whoever may activate workloads in the namespace) or `operator` (an operator "
+        "only: the permission cluster-wide). None: active.",
+    )
     gate: list[GateView]
 
 
@@ -307,6 +316,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
         pods_ready_deadline=format_optional_time(check.deadline),
         protected_until=format_optional_time(protected_until(life.started, res)),
         eviction_record=EvictionRecordView.of(record) if record is not None else None,
+        deactivated_by=ctx.records.state(key).authority,
         gate=gates,
     )
 
@@ -361,16 +371,26 @@ async def activate_workload(
 ) -> WorkloadResponse | JSONResponse:
     """Kueue's reactivation: count and requeueAt reset, deactivation cleared (``spec.active:
     true``), written to the workload's WorkloadRecord. A workload without a record is left as
-    it is."""
-    del principal  # authenticated and authorized by the dependency
+    it is. Whoever may activate workloads in the namespace (the dependency) lifts a backoff and
+    the requeue limit's deactivation; an operator's deactivation only an operator lifts
+    (``require_operator``: the permission cluster-wide)."""
     ctx = context(request)
     key = ctx.requeue.find_workload(namespace, name)
     if key is None:
         return _not_found(f"no workload {namespace}/{name} in runway's cache: nothing to activate")
     if (refused := _no_records(ctx)) is not None:
         return refused
+    if ctx.records.state(key).authority == OPERATOR:
+        principal = await require_operator(
+            request, f"workload {namespace}/{name} was deactivated by an operator"
+        )
+    log.info("activate", workload=f"{namespace}/{name}", user=principal.user)
     before = ctx.records.read(key)
-    if await ctx.records.activate(key) is not None:
+    try:
+        activated = await ctx.records.activate(key)
+    except RecordWriteFailed as exc:
+        return _unwritten(namespace, name, exc)
+    if activated is not None:
         _reactivated(ctx, key, deactivated=before is not None and before.deactivated)
     found = workload_response(ctx, key)
     if found is None:
@@ -391,8 +411,10 @@ async def deactivate_workload(
     principal: Annotated[Principal, Depends(require_auth("write"))],
 ) -> WorkloadResponse | JSONResponse:
     """Kueue's ``spec.active: false``, on the workload's WorkloadRecord: its pods are refused by
-    ``filter`` until it is activated (``:activate`` or ``kubectl patch``)."""
-    del principal  # authenticated and authorized by the dependency
+    ``filter`` until an operator activates it (``:activate`` or ``kubectl patch``). Operators
+    only (``require_operator``): the record says an operator deactivated it."""
+    del principal  # authenticated by the dependency; the operator's permission is checked here
+    principal = await require_operator(request, f"deactivating workload {namespace}/{name}")
     ctx = context(request)
     key = ctx.requeue.find_workload(namespace, name)
     if key is None:
@@ -401,11 +423,25 @@ async def deactivate_workload(
         )
     if (refused := _no_records(ctx)) is not None:
         return refused
-    await ctx.records.deactivate(key)
+    log.info("deactivate", workload=f"{namespace}/{name}", user=principal.user)
+    try:
+        await ctx.records.deactivate(key)
+    except RecordWriteFailed as exc:
+        return _unwritten(namespace, name, exc)
     found = workload_response(ctx, key)
     if found is None:
         return _not_found(f"workload {namespace}/{name} disappeared while being deactivated")
     return found
+
+
+def _unwritten(namespace: str, name: str, exc: RecordWriteFailed) -> JSONResponse:
+    """503: the person's change could not be written (nothing was changed)."""
+    return error_response(
+        503,
+        f"workload {namespace}/{name}: its WorkloadRecord could not be written ({exc.reason}: "
+        f"{exc}); nothing was changed, retry later",
+        {"Retry-After": "5"},
+    )
 
 
 def _reactivated(ctx: ApiContext, key: WorkloadKey, *, deactivated: bool) -> None:

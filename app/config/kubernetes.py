@@ -146,12 +146,21 @@ class KubernetesConfig(Section):
         "workload out of its backoff early. Keep it below the liveness probe's window.",
     )
     record_retention: Duration = Field(
-        86400.0,
+        600.0,
         ge=0,
-        description="A WorkloadRecord with no owner (a workload of bare pods) is deleted by the "
-        "leader once none of its pods has been seen for this long and nothing in it still "
-        "holds (no backoff pending, not deactivated, no preemption in flight); records owned by "
-        "a controller go with it (garbage collection). `0s` = keep them until deleted by hand.",
+        description="A WorkloadRecord is deleted by the leader once none of its workload's pods "
+        "has been seen for this long and nothing in it still holds (no backoff pending, not "
+        "deactivated, no preemption in flight), owned or not: records grow with a tenant's "
+        "churn, and an owner of a made-up API is never resolved by the garbage collector. "
+        "`0s` = keep them until their owner or a person deletes them.",
+    )
+    records_per_namespace: int = Field(
+        5000,
+        ge=0,
+        description="runway creates no WorkloadRecord in a namespace that holds this many "
+        "(`0` = no cap): the workload's state is kept in the leader's memory instead and the "
+        'refusal counted (`runway_record_write_failures_total{reason="capped"}`). A '
+        "ResourceQuota on `count/workloadrecords.runway.dev` caps a namespace the same way.",
     )
     cache_stale_after: Duration = Field(
         60.0,

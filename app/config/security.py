@@ -89,6 +89,18 @@ class SubjectAccessReviewConfig(Section):
     resource: str = Field("workloads", min_length=1, description="RBAC resource (plural).")
 
 
+class FailureLimitConfig(Section):
+    """How many failed token checks one source may cause (``kubernetes`` mode): each is a
+    TokenReview runway sends the API server on the caller's word, so made-up tokens must not
+    turn runway into an amplifier. Once a source's bucket is empty, a token runway does not
+    know is answered 429 (``Retry-After``) without a review; tokens it knows (cached) pass."""
+
+    burst: int = Field(20, ge=1, description="Failed checks a source may cause in a row.")
+    per_second: float = Field(
+        1.0, gt=0, description="Failed checks a source earns back per second."
+    )
+
+
 class AuthConfig(Section):
     """Bearer-token authentication of the REST API (``/v1/...``) and optionally ``/metrics``."""
 
@@ -126,8 +138,21 @@ class AuthConfig(Section):
         10.0,
         alias="cacheTTL",
         ge=0,
-        description="How long an accepted token/permission is remembered (`kubernetes` mode); "
-        "denials are never cached. `0s` = ask every time.",
+        description="How long an accepted token/permission is remembered (`kubernetes` mode). "
+        "`0s` = ask every time.",
+    )
+    negative_cache_ttl: Duration = Field(
+        5.0,
+        alias="negativeCacheTTL",
+        ge=0,
+        description="How long a rejected token or a denied permission is remembered "
+        "(`kubernetes` mode): a grant takes effect within it. `0s` = ask every time.",
+    )
+    failure_limit: FailureLimitConfig = Field(
+        default_factory=FailureLimitConfig,
+        description="Failed token checks (rejected, or the API server unavailable) per source "
+        "address (`kubernetes` mode); behind the API server's service proxy every caller "
+        "shares its address.",
     )
 
     @field_validator("static_tokens")

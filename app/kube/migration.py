@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import msgspec
 
-from app.clock import SystemClock
+from app.clock import Clock, SystemClock
 from app.kube.client import KubeClient
 from app.kube.discovery import Discovery
 from app.kube.errors import KubeError
@@ -23,7 +23,8 @@ from app.logs import get_logger
 from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.model.owner import OwnerRef, owner_of
-from app.model.record import OwnerTuple, RecordState, record_name
+from app.model.record import OwnerTuple, RecordState, identity_matches, record_name
+from app.model.timestamps import parse_time
 from app.policy.migration import less_privileged
 from app.policy.workload import WorkloadKey, workload_of
 
@@ -38,6 +39,8 @@ class Found:
     record: EvictionRecord
     where: str
     owners: tuple[OwnerTuple, ...]
+    created: float | None = None
+    """The earliest creation of the workload's pods (an imported time is never earlier)."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +76,13 @@ async def collect(client: KubeClient, page_size: int = 500) -> list[Found]:
     discovery = Discovery(client)
     copies: dict[WorkloadKey, list[tuple[EvictionRecord, str]]] = {}
     owners: dict[WorkloadKey, dict[str, OwnerTuple]] = {}
+    created: dict[WorkloadKey, float] = {}
     owner_records: dict[str, EvictionRecord | None] = {}
     for pod in pods:
         key = workload_of(pod)
+        born = parse_time(pod.metadata.creationTimestamp)
+        if born is not None:
+            created[key] = min(born, created.get(key, born))
         ref = owner_of(pod)
         if ref is not None:
             owners.setdefault(key, {})[ref.uid] = (ref.api_version, ref.kind, ref.name, ref.uid)
@@ -92,7 +99,15 @@ async def collect(client: KubeClient, page_size: int = 500) -> list[Found]:
     for key, found_copies in sorted(copies.items()):
         best = newest(found_copies)
         if best is not None:
-            out.append(Found(key, best[0], best[1], tuple(owners.get(key, {}).values())))
+            out.append(
+                Found(
+                    key,
+                    best[0],
+                    best[1],
+                    tuple(owners.get(key, {}).values()),
+                    created.get(key),
+                )
+            )
     return out
 
 
@@ -119,16 +134,27 @@ async def _owner_record(
     return EvictionRecord.from_annotations(obj.metadata.annotations)
 
 
-async def import_records(client: KubeClient, found: list[Found], *, apply: bool) -> list[Outcome]:
-    """Import each found record (``less_privileged``); writes only when ``apply``."""
-    store = KubeRecordStore(client, SystemClock())
+async def import_records(
+    client: KubeClient, found: list[Found], *, apply: bool, clock: Clock | None = None
+) -> list[Outcome]:
+    """Import each found record (``less_privileged``: never earlier than its pods' creation,
+    nor beyond now); writes only when ``apply``."""
+    clock = clock or SystemClock()
+    store = KubeRecordStore(client, clock)
     await store.reflector.list_once()
+    now = clock.now()
     outcomes: list[Outcome] = []
     for item in found:
         key = item.key
         name = record_name(key.name, key.source)
         current = store.get(key.namespace, name)
-        merged = less_privileged(current.record if current else None, item.record)
+        if current is not None and not identity_matches(current, (key.name, key.source)):
+            log.warning("a record of another workload holds the name: not imported", record=name)
+            outcomes.append(Outcome(item, "keep"))
+            continue
+        merged = less_privileged(
+            current.record if current else None, item.record, created=item.created, now=now
+        )
         if merged is None:
             outcomes.append(Outcome(item, "keep"))
             continue

@@ -30,7 +30,18 @@ import msgspec
 from app import metrics
 from app.clock import Clock
 from app.kube.client import KubeClient
-from app.kube.errors import AlreadyExists, ApiError, Conflict, Forbidden, KubeError, NotFound
+from app.kube.errors import (
+    AlreadyExists,
+    ApiError,
+    ApiUnavailable,
+    Conflict,
+    Forbidden,
+    Invalid,
+    KubeError,
+    NotFound,
+    ServerError,
+    TooManyRequests,
+)
 from app.kube.reflector import ObjectList, Reflector
 from app.kube.resources import Resource
 from app.kube.retry import RetryPolicy, retrying
@@ -45,7 +56,9 @@ from app.model.record import (
     Listener,
     OwnerTuple,
     RecordState,
+    RecordWriteFailed,
     WorkloadRecordObject,
+    identity_matches,
     new_object,
     next_state,
     state_of,
@@ -64,8 +77,12 @@ REFUSED_RETRY_S = 10.0
 """How often a refused WorkloadRecord list is asked again (quietly)."""
 
 
-class RecordsUnavailable(KubeError):
-    """The API server refuses WorkloadRecords (no CRD, no permission): nothing was written."""
+class RecordsUnavailable(KubeError, RecordWriteFailed):
+    """The API server refuses WorkloadRecords (no CRD, no permission): nothing was written
+    (``RecordWriteFailed`` ``unavailable``: the record book keeps the state in memory)."""
+
+    def __init__(self, message: str) -> None:
+        RecordWriteFailed.__init__(self, "unavailable", message)
 
 
 def refusal(exc: ApiError) -> str:
@@ -82,6 +99,31 @@ def refusal(exc: ApiError) -> str:
         f"get and update on {PLURAL}/status (the chart's ClusterRole does; the CRD itself: "
         f"{CRD_FIX})"
     )
+
+
+def _failure_reason(exc: KubeError) -> str:
+    """``RecordWriteFailed.reason`` of an API error (``model.record.WRITE_FAILURES``)."""
+    if isinstance(exc, Invalid):
+        return "invalid"
+    if isinstance(exc, Forbidden):  # RBAC, or the namespace's ResourceQuota is used up
+        return "forbidden"
+    if isinstance(exc, Conflict):
+        return "conflict"
+    if isinstance(exc, ApiUnavailable | ServerError | TooManyRequests):
+        return "unavailable"
+    return "error"
+
+
+def _check_identity(
+    current: RecordState, identity: tuple[str, str], namespace: str, name: str
+) -> None:
+    """A record of that name written for another workload is not this one's to change."""
+    if current.version and not identity_matches(current, identity):
+        raise RecordWriteFailed(
+            "foreign",
+            f"workload record {namespace}/{name} belongs to workload {current.workload[0]!r} "
+            f"({current.workload[1]}), not {identity[0]!r} ({identity[1]})",
+        )
 
 
 def _key(obj: WorkloadRecordObject) -> tuple[str, str]:
@@ -116,6 +158,8 @@ class RecordStore:
         self.objects: dict[tuple[str, str], WorkloadRecordObject] = {}
         self.states: dict[tuple[str, str], RecordState] = {}
         self.listeners: list[Listener] = []
+        self.per_namespace: dict[str, int] = {}
+        """Records held per namespace (``kubernetes.recordsPerNamespace``)."""
 
     @property
     def available(self) -> bool:
@@ -141,6 +185,8 @@ class RecordStore:
         held = self.objects.get(key)
         if held is not None and not _newer_or_same(obj, held):
             return  # our own write's answer arrived after the watch brought a newer version
+        if held is None:
+            self.per_namespace[key[0]] = self.per_namespace.get(key[0], 0) + 1
         self.objects[key] = obj
         old = self.states.get(key)
         new = state_of(obj)
@@ -151,8 +197,7 @@ class RecordStore:
         """Hold exactly ``items`` (after a LIST)."""
         seen = {_key(o) for o in items}
         for key in [k for k in self.objects if k not in seen]:
-            self.objects.pop(key)
-            self._tell(key[0], self.states.pop(key, None), None)
+            self._forget(key)
         for obj in items:
             self._put(obj)
 
@@ -166,7 +211,15 @@ class RecordStore:
         held = self.objects.get(key)
         if held is None or (obj.metadata.uid and held.metadata.uid != obj.metadata.uid):
             return
+        self._forget(key)
+
+    def _forget(self, key: tuple[str, str]) -> None:
         del self.objects[key]
+        left = self.per_namespace.get(key[0], 1) - 1
+        if left > 0:
+            self.per_namespace[key[0]] = left
+        else:
+            self.per_namespace.pop(key[0], None)
         self._tell(key[0], self.states.pop(key, None), None)
 
     def all(self) -> list[tuple[str, str, RecordState]]:
@@ -186,10 +239,13 @@ class KubeRecordStore(RecordStore):
         watch_timeout: int = 300,
         conflict_policy: RetryPolicy | None = None,
         refused_retry: float = REFUSED_RETRY_S,
+        records_per_namespace: int = 0,
     ) -> None:
         super().__init__()
         self.client = client
         self.clock = clock
+        self.records_per_namespace = records_per_namespace
+        """No record is created in a namespace holding this many (0: no cap)."""
         self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
         self.refused_retry = refused_retry
         self.reflector: Reflector[WorkloadRecordObject] = Reflector(
@@ -288,7 +344,8 @@ class KubeRecordStore(RecordStore):
         """Read-modify-write the record ``namespace/name`` (created for the workload
         ``identity`` = (name, source) when absent); returns the state written (None: nothing
         to write). Writes to one record from this process are serialised. While the API
-        server refuses the records (``available``) nothing is sent: ``RecordsUnavailable``."""
+        server refuses the records (``available``) nothing is sent: ``RecordsUnavailable``.
+        Raises ``RecordWriteFailed`` (with why) when the record cannot be written."""
         if self.error is not None:
             raise RecordsUnavailable(self.error)
         lock = self._locks.setdefault((namespace, name), asyncio.Lock())
@@ -310,6 +367,8 @@ class KubeRecordStore(RecordStore):
                     on_conflict=True,
                     what=f"workload record {namespace}/{name}",
                 )
+        except KubeError as exc:
+            raise RecordWriteFailed(_failure_reason(exc), str(exc)) from exc
         finally:
             if not lock.locked() and len(self._locks) > 10_000:
                 self._locks.pop((namespace, name), None)
@@ -324,12 +383,14 @@ class KubeRecordStore(RecordStore):
     ) -> RecordState | None:
         obj = self.object(namespace, name)
         current = state_of(obj) if obj is not None else RecordState()
+        _check_identity(current, identity, namespace, name)
         new = next_state(change, current)
         if new is None:
             return None
         if obj is None:
             obj = await self._create(namespace, identity, owners, active=new.active)
             current = state_of(obj)
+            _check_identity(current, identity, namespace, name)
             new = change(current)  # against what the API server holds now
             if new is None or new == current:
                 return None
@@ -366,6 +427,13 @@ class KubeRecordStore(RecordStore):
         *,
         active: bool,
     ) -> WorkloadRecordObject:
+        cap = self.records_per_namespace
+        if cap and self.per_namespace.get(namespace, 0) >= cap:
+            raise RecordWriteFailed(
+                "capped",
+                f"namespace {namespace} holds {cap} workload records "
+                "(kubernetes.recordsPerNamespace): no new one is created",
+            )
         body = new_object(namespace, identity[0], identity[1], owners, active=active)
         name = body["metadata"]["name"]
         try:

@@ -23,7 +23,14 @@ from typing import Any, TextIO
 
 from app.kubectl import render
 from app.kubectl.client import MAX_PAGE_SIZE, PAGE_SIZE, RunwayClient, workload_path
-from app.kubectl.errors import EXIT_CODES, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, PluginError
+from app.kubectl.errors import (
+    EXIT_CODES,
+    EXIT_FORBIDDEN,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    PluginError,
+)
 from app.kubectl.target import (
     DEFAULT_NAMESPACE,
     DEFAULT_PORT,
@@ -169,7 +176,19 @@ def explain_data(client: RunwayClient, ns: argparse.Namespace) -> dict[str, Any]
         )
     summary = found[0]
     detail = client.get(workload_path(summary["namespace"], summary["name"]))
-    decisions = client.items("/v1/preemptions/decisions", "decisions", {"limit": 500})
+    try:
+        decisions = client.items("/v1/preemptions/decisions", "decisions", {"limit": 500})
+    except PluginError as exc:
+        if exc.code != EXIT_FORBIDDEN:
+            raise
+        # A team's view of its own namespace (a RoleBinding): the decisions span namespaces
+        # and need the read permission cluster-wide; the rest of the answer is the team's.
+        decisions = []
+        if client.warn is not None:
+            client.warn(
+                "preempt decisions not shown: reading them needs runway's read permission in "
+                "every namespace (a ClusterRoleBinding)"
+            )
     as_victim, as_preemptor = [], []
     for d in decisions:
         if d["preemptor"]["pod"] == key:
@@ -530,14 +549,21 @@ def run(
     except PluginError as exc:
         print(f"error: {exc.message}", file=stderr)
         return exc.code
-    fetch, show = COMMANDS[ns.command]
+    fetch, shown = COMMANDS[ns.command]
+
+    def show(data: Any, ns: argparse.Namespace, now: float) -> str:
+        # JSON and YAML escape what a terminal would act on themselves; the human formats print
+        # from the answer with every string escaped (names come from tenants: issue #36).
+        human = ns.output not in ("json", "yaml")
+        return shown(render.escaped(data) if human else data, ns, now)
+
     try:
         if getattr(ns, "watch", False) and ns.command in WATCHABLE:
             return _watch(fetch, show, client, ns, stdout, clock, sleep, max_polls)
         stdout.write(show(fetch(client, ns), ns, clock()))
         return EXIT_OK
     except PluginError as exc:
-        print(f"error: {exc.message}", file=stderr)
+        print(f"error: {render.escape(exc.message)}", file=stderr)
         return exc.code
     finally:
         client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,42 @@ import yaml
 from app.model.timestamps import parse_time
 
 Row = Sequence[object]
+
+
+def escape(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (an ESC that sets the window
+    title, writes the clipboard (OSC 52) or clears the screen; a newline that forges a table
+    row), format characters (bidi overrides that reorder what is shown) and line separators
+    written as escapes (``\\x1b``, ``\\u202e``), as ``-o json`` does. Names and reasons come from
+    whoever may create pods and owners: none of them reaches the terminal raw."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if unicodedata.category(ch) == "Zs":  # a space of another width: shown, harmless
+        return ch
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
+
+
+def escaped(data: Any) -> Any:
+    """``data`` (a JSON answer) with every string ``escape``d, keys too: what the human
+    formats (tables, ``explain``) print from."""
+    if isinstance(data, str):
+        return escape(data)
+    if isinstance(data, list):
+        return [escaped(v) for v in data]
+    if isinstance(data, dict):
+        return {escape(k) if isinstance(k, str) else k: escaped(v) for k, v in data.items()}
+    return data
 
 
 def table(headers: Sequence[str], rows: Sequence[Row]) -> str:

@@ -29,14 +29,6 @@ def shown_to(kind: str, key: str, reader_namespace: str) -> str:
     return f"a {kind} in another namespace"
 
 
-def for_reader(message: str, pod_key: str, reader_namespace: str) -> str:
-    """``message`` (which names ``pod_key`` bare) as a tenant of ``reader_namespace`` may read
-    it."""
-    if pod_key.partition("/")[0] == reader_namespace:
-        return message
-    return message.replace(pod_key, "a pod in another namespace")
-
-
 @dataclass(frozen=True, order=True)
 class ObjectRef:
     """The object an Event is about (its ``involvedObject``)."""

@@ -7,13 +7,37 @@ of held preemptors ``app.state.gate``'s.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
 
 from app.model.pod import Pod
 
 GATE_ANNOTATION = "runway.dev/preemption-gate"
 """Where versions before the WorkloadRecord mirrored a gate: retired, never read (a tenant can
 write it on its own pods)."""
+
+
+SEALED: Final = "sha256:"
+"""The prefix of a sealed UID: what a record shows of a pod in another namespace."""
+
+
+@lru_cache(maxsize=1 << 16)
+def seal(uid: str) -> str:
+    """How a record a tenant reads names a pod of another namespace (a victim in its
+    preemptor's record, a preemptor in its victim's): a digest of its UID, never the UID.
+    runway finds the pod again by computing the digest of the pods it might be (the pods on the
+    gate's node; the preemptors it has seen); a tenant learns only that some pod was involved.
+    Memoised: an order or a gate check seals the same few UIDs again and again."""
+    if is_sealed(uid):
+        return uid
+    return SEALED + hashlib.sha256(uid.encode()).hexdigest()[:32]
+
+
+def is_sealed(uid: str | None) -> bool:
+    """Whether ``uid`` is a sealed UID (``seal``)."""
+    return bool(uid) and uid.startswith(SEALED)  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
@@ -61,7 +85,8 @@ class PreemptionPlan:
     node: str
     victims: tuple[PodRef, ...]
     message: str
-    """The DisruptionTarget message: names the preemptor and the queue rule."""
+    """The DisruptionTarget message for the preemptor's namespace: names the preemptor, its
+    queue and priority, and the victims' min-runtime rule."""
     rule: str = ""
     priority: int = 0
     """The preemptor's priority (from the cache)."""
@@ -80,3 +105,17 @@ class PreemptionPlan:
     counted: tuple[str, ...] = ()
     """UIDs of ``victims`` whose workload's eviction another preemption in flight has recorded
     already: deleted, not recorded again (an eviction counts once)."""
+    public_message: str = ""
+    """The DisruptionTarget message for a victim of another namespace: "a higher-priority
+    workload", no name, queue or priority of the preemptor ("" = ``PUBLIC_MESSAGE``)."""
+
+    def message_for(self, namespace: str) -> str:
+        """The DisruptionTarget message a victim in ``namespace`` carries."""
+        if namespace == self.preemptor.namespace:
+            return self.message
+        return self.public_message or f"{PREEMPTED_BY} to run on node {self.node}"
+
+
+PREEMPTED_BY: Final = "Preempted by a higher-priority workload"
+"""How a victim's message names a preemptor of another namespace (issue #36: no namespace,
+name, queue or priority of another tenant)."""

@@ -31,7 +31,7 @@ import msgspec
 
 from app.model.eviction import DEACTIVATED, EvictionRecord, is_reason
 from app.model.eviction import KEYS as EVICTION_KEYS
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, seal
 from app.model.lifecycle import EMPTY, Life
 from app.model.lifecycle import KEYS as LIFE_KEYS
 from app.model.pod import PodCondition
@@ -150,6 +150,9 @@ class RecordStatus(msgspec.Struct, frozen=True, omit_defaults=True):
     """``status``."""
 
     queue: str | None = None
+    deactivatedBy: str | None = None
+    """Who deactivated the workload (``spec.active: false``): ``runway`` (the requeue limit) or
+    ``operator`` (``:deactivate``, or ``spec.active`` written by someone else)."""
     protection: ProtectionStatus | None = None
     life: LifeStatus | None = None
     eviction: EvictionStatus | None = None
@@ -188,6 +191,21 @@ class RecordState:
     """Owned by the workload's controllers (garbage-collected with them)."""
     workload: tuple[str, str] = field(default=("", ""), compare=False)
     """``spec.workload``: (name, source) of the workload the record is for."""
+    deactivated_by: str = ""
+    """Who deactivated it (``RUNWAY``, ``OPERATOR``; "" when active or not said: ``authority``
+    then tells)."""
+
+    @property
+    def authority(self) -> str | None:
+        """Who may lift the deactivation (None: active): ``OPERATOR`` for an operator's (or a
+        ``spec.active: false`` runway did not write), ``RUNWAY`` for the requeue limit's —
+        lifted by whoever may activate workloads in the namespace (docs/state.md)."""
+        if self.active:
+            return None
+        if self.deactivated_by in (RUNWAY, OPERATOR):
+            return self.deactivated_by
+        deactivated = self.eviction is not None and self.eviction.deactivated
+        return RUNWAY if deactivated else OPERATOR
 
     @property
     def record(self) -> EvictionRecord | None:
@@ -203,7 +221,7 @@ class RecordState:
                     reason=DEACTIVATED,
                     time=self.life.created or 0.0,
                     deactivated=True,
-                    message="deactivated (spec.active: false)",
+                    message="deactivated by an operator (spec.active: false)",
                 )
             return record if record.deactivated else replace(record, deactivated=True)
         if record is not None and record.deactivated:
@@ -212,6 +230,11 @@ class RecordState:
             )
         return record
 
+
+RUNWAY: Final = "runway"
+"""``deactivatedBy``: the requeue limit (``backoffLimitCount``/``backoffLimitTimeout``)."""
+OPERATOR: Final = "operator"
+"""``deactivatedBy``: an operator (``:deactivate`` with the cluster-wide permission)."""
 
 EMPTY_STATE: Final = RecordState()
 
@@ -232,26 +255,89 @@ OwnerTuple = tuple[str, str, str, str]
 """``(apiVersion, kind, name, uid)`` of a workload's controller (a record's owner)."""
 
 
+WRITE_FAILURES: Final = ("invalid", "forbidden", "foreign", "capped", "conflict", "unavailable")
+"""Why a record write failed (``RecordWriteFailed.reason``; ``error`` for anything else)."""
+
+
+class RecordWriteFailed(Exception):
+    """A record could not be written: ``reason`` is one of ``WRITE_FAILURES`` — the API server
+    refused it (``invalid``: its schema; ``forbidden``: RBAC or the namespace's ResourceQuota),
+    a record of another workload holds its name (``foreign``), the namespace has as many records
+    as runway keeps for it (``capped``), conflicts outlasted the retries (``conflict``), or the
+    API server was not reachable (``unavailable``)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+MAX_RECORD_NAME: Final = 253
+"""A Kubernetes object name (a DNS subdomain) is at most this long."""
+_READABLE: Final = 200
+"""The readable part of a record name kept before its hash (the rest is cut)."""
+_PREFIXES: Final = {"label": "wl", "pod-group": "pg", "pod": "pod"}
+
+
 @lru_cache(maxsize=1 << 16)
 def record_name(name: str, source: str) -> str:
-    """The record's object name for a workload (namespace implied): a DNS subdomain derived from
-    the identity, unique per (name, source). A name that had to be changed to be valid (or cut)
-    carries a hash of the original, so two identities never share a record. Memoised: a preempt
-    call looks up the record of every offered victim's workload."""
+    """The record's object name for a workload (namespace implied): a DNS-1123 subdomain of at
+    most 211 characters derived from the identity, whatever the identity is. Deterministic: the
+    same (name, source) always gives the same name, so finding a record needs no index. A name
+    that had to be changed to be valid, or cut, carries a hash of the whole identity, so two
+    identities share a name only when their lowercased kinds coincide (``Job`` and ``JOB``, which
+    the record's ``spec.workload`` then tells apart: ``identity_matches``); an owner kind that
+    reads as another source's prefix (``Pod``, ``Wl``, ``Pg``) always carries the hash. Memoised:
+    a preempt call looks up the record of every offered victim's workload."""
     kind = source.split(":", 1)
-    prefix = {"label": "wl", "pod-group": "pg", "pod": "pod"}.get(source) or (
+    prefix = _PREFIXES.get(source) or (
         kind[1].lower() if kind[0] == "owner" and len(kind) == 2 else "wl"
     )
-    prefix = _SUBDOMAIN_BAD.sub("-", prefix.lower()).strip("-.")[:40] or "wl"
-    clean = _SUBDOMAIN_BAD.sub("-", name.lower()).strip("-.")
+    borrowed = source not in _PREFIXES and prefix in _PREFIXES.values()
+    prefix = _subdomain(prefix)[:40].rstrip("-.") or "wl"
+    clean = _subdomain(name)
     candidate = f"{prefix}.{clean}" if clean else prefix
-    if clean != name or len(candidate) > 200:
+    if clean != name or borrowed or len(candidate) > _READABLE:
         digest = hashlib.sha256(f"{source}\0{name}".encode()).hexdigest()[:10]
-        candidate = f"{candidate[:200].rstrip('-.')}-{digest}"
+        candidate = f"{candidate[:_READABLE].rstrip('-.')}-{digest}"
     return candidate
 
 
-_SUBDOMAIN_BAD = re.compile(r"[^a-z0-9.-]+")
+def _subdomain(value: str) -> str:
+    """``value`` made a DNS-1123 subdomain (lowercase alphanumerics and ``-``, dot-separated
+    labels that start and end alphanumeric); "" when nothing of it is left."""
+    labels = (_SUBDOMAIN_BAD.sub("-", part).strip("-") for part in value.lower().split("."))
+    return ".".join(label for label in labels if label)
+
+
+_SUBDOMAIN_BAD = re.compile(r"[^a-z0-9-]+")
+SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+"""What the API server accepts as an object name (``IsDNS1123Subdomain``), with the length."""
+
+
+def identity_matches(state: RecordState, identity: tuple[str, str]) -> bool:
+    """Whether the record ``state`` (its ``spec.workload``) is the workload ``identity``'s:
+    a record written for another identity of the same name (``record_name``) is not (a record
+    with no identity, written by hand, is taken as the workload's)."""
+    return state.workload in (bounded_identity(*identity), ("", ""))
+
+
+MAX_IDENTITY_NAME: Final = 253
+MAX_IDENTITY_SOURCE: Final = 316
+"""The record schema's ``spec.workload`` bounds (helm/runway/crds): a longer identity is stored
+cut, with a hash (``bounded_identity``), so the write never fails on it."""
+
+
+def bounded_identity(name: str, source: str) -> tuple[str, str]:
+    """``spec.workload`` for the identity (name, source), within the schema's bounds: as is when
+    it fits (every identity ``policy.workload`` derives does), else cut with a hash."""
+    return _bounded(name, MAX_IDENTITY_NAME), _bounded(source, MAX_IDENTITY_SOURCE)
+
+
+def _bounded(value: str, limit: int) -> str:
+    if len(value) <= limit:
+        return value
+    digest = hashlib.sha256(value.encode()).hexdigest()[:10]
+    return f"{value[: limit - 11]}-{digest}"
 
 
 def state_of(obj: WorkloadRecordObject) -> RecordState:
@@ -274,12 +360,15 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
         uid=obj.metadata.uid,
         owned=bool(obj.metadata.ownerReferences),
         workload=(obj.spec.workload.name, obj.spec.workload.source),
+        deactivated_by=status.deactivatedBy
+        if not obj.spec.active and status.deactivatedBy in (RUNWAY, OPERATOR)
+        else "",
     )
 
 
 def status_of(state: RecordState, now: float) -> dict[str, Any]:
     """The ``status`` to write for ``state`` (a full replacement of runway's fields)."""
-    out: dict[str, Any] = {"queue": state.queue or None}
+    out: dict[str, Any] = {"queue": state.queue or None, "deactivatedBy": state.authority}
     if state.protected_until is not None:
         out["protection"] = {"preemptUntil": _fmt(math.ceil(state.protected_until))}
     life = state.life
@@ -314,9 +403,7 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
             "preemptorUID": e.preemptor.uid,
             "preemptor": e.preemptor.name,
             "node": e.node,
-            "victims": [
-                {"uid": v.uid, "namespace": v.namespace, "name": v.name} for v in e.victims
-            ],
+            "victims": [_victim(v, e.preemptor.namespace) for v in e.victims],
             "since": _fmt_precise(e.since),
             "deadline": _fmt_precise(e.deadline),
             "priority": e.priority,
@@ -328,6 +415,15 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
     out["conditions"] = conditions(state, now)
     cleaned: dict[str, Any] = _drop_none(out)
     return cleaned
+
+
+def _victim(victim: PodRef, namespace: str) -> dict[str, str]:
+    """A victim as the preemptor's record (read by the preemptor's namespace) shows it: by name
+    in that namespace, else sealed (``model.gate.seal``: no namespace, name or UID of another
+    tenant; runway finds the pod again among those on the gate's node)."""
+    if victim.namespace == namespace:
+        return {"uid": victim.uid, "namespace": victim.namespace, "name": victim.name}
+    return {"uid": seal(victim.uid)}
 
 
 def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
@@ -382,11 +478,21 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
                 f"not admitted before {format_time(math.ceil(rec.requeue_at))}",
                 rec.time or None,
             )
+    by = state.authority
     add(
         "Deactivated",
         not state.active,
-        "Inactive" if not state.active else "Active",
-        (rec.message if rec is not None and rec.message else "spec.active is false")
+        ("ByOperator" if by == OPERATOR else "RequeuingLimitExceeded")
+        if not state.active
+        else "Active",
+        (
+            (rec.message if rec is not None and rec.message else "spec.active is false")
+            + (
+                "; only an operator may activate it"
+                if by == OPERATOR
+                else "; whoever may activate workloads in this namespace may activate it"
+            )
+        )
         if not state.active
         else "spec.active is true",
         None,
@@ -452,6 +558,7 @@ def new_object(
     """A new record (``POST``; its status is written after, through the subresource).
     ``owners``: ``(apiVersion, kind, name, uid)`` of the workload's controllers: the record is
     garbage-collected with them."""
+    bounded = bounded_identity(name, source)
     meta: dict[str, Any] = {
         "name": record_name(name, source),
         "namespace": namespace,
@@ -460,7 +567,7 @@ def new_object(
     refs = [
         {"apiVersion": a, "kind": k, "name": n, "uid": u}
         for a, k, n, u in owners
-        if a and k and n and u
+        if a and k and u and 0 < len(n) <= MAX_IDENTITY_NAME  # owner_of's refs already are
     ]
     if refs:
         meta["ownerReferences"] = refs
@@ -468,7 +575,10 @@ def new_object(
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": meta,
-        "spec": {"workload": {"name": name, "source": source}, "active": active},
+        "spec": {
+            "workload": {"name": bounded[0], "source": bounded[1]},
+            "active": active,
+        },
     }
 
 

@@ -100,7 +100,8 @@ class GateHold:
     until: float | None = None
     """The gate's bound: it opens at this time at the latest."""
     victims: tuple[str, ...] = ()
-    """``namespace/name`` of the victims still outstanding (named in the reason)."""
+    """``namespace/name`` of the victims still outstanding (those of the pod's own namespace are
+    named in the reason)."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,12 @@ def _backoff(
 
 def _gate(facts: FilterInput, gate: GateHold, now: float) -> Admission:
     until = f" at the latest until {_when(gate.until, now)}" if gate.until is not None else ""
-    named = ", ".join(gate.victims[:5]) + (" ..." if len(gate.victims) > 5 else "")
+    # Only the victims of the pod's own namespace are named: the reason lands in its events.
+    own = [v for v in gate.victims if _namespace(v) == _namespace(facts.workload)]
+    named = ", ".join(own[:5]) + (" ..." if len(own) > 5 else "")
+    others = gate.outstanding_victims - len(own)
+    if named and others > 0:
+        named += f" and {others} in other namespaces"
     waiting = f"{gate.outstanding_victims} victim(s) still terminating" + (
         f": {named}" if named else ""
     )
@@ -213,10 +219,11 @@ def _anti_flapping(
     until = record.time + policy.anti_flapping_seconds
     if now >= until:
         return None
-    who = (
-        shown_to("pod", facts.preemptor_name, _namespace(facts.workload))
-        if facts.preemptor_name
-        else "its preemptor"
+    name = facts.preemptor_name
+    who = (  # another namespace's preemptor is not named (issue #36)
+        f"pod {name}"
+        if name and _namespace(name) == _namespace(facts.workload)
+        else "a higher-priority workload"
     )
     return Admission(
         allowed=False,

@@ -64,6 +64,19 @@ def exponential_wait(
     return wait * (1.0 + JITTER_FACTOR * u)
 
 
+RECORD_RETRY_BASE_S = 1.0
+RECORD_RETRY_MAX_S = 300.0
+"""A workload whose WorkloadRecord cannot be written (refused by the API server, its namespace's
+quota used up, the API server away) is written again no sooner than 1 s, then 2 s, 4 s ... up to
+5 min after each consecutive failure: meanwhile its state is kept in memory only, and no write
+is attempted however often its pods change (no retry storm: issue #36)."""
+
+
+def record_retry_wait(failures: int) -> float:
+    """Seconds before a record is written again after its ``failures``-th consecutive failure."""
+    return exponential_wait(failures, RECORD_RETRY_BASE_S, RECORD_RETRY_MAX_S)
+
+
 def backoff_wait(count: int, base: float, cap: float, jitter: JitterSource = no_jitter) -> float:
     """The wait of the next requeue of a workload already requeued ``count`` times."""
     return exponential_wait(max(count, 0) + 1, base, cap, jitter)

@@ -27,8 +27,13 @@ moves them by these rules, and nothing else does:
   PodsReady whose pods show it was (``was_pods_ready``: it happened while no runway watched)
   gets ``ready`` = its start and a ``lost`` from the pods after it.
 - **size** is the most members the workload has had (never shrinks; a partial view does not
-  move it): PodsReady's target when neither a declared minAvailable nor the owner's parallelism
-  gives one (``app.policy.workload.workload_size``).
+  move it) — once admitted, only members admitted in turn (bound) count: a pending member
+  created after the admission is not one it has had. What an admission covers is that size, its
+  declared minAvailable or its Job's parallelism, the largest: a pending member beyond it
+  (``beyond_admission``: as many members bound) is a new admission and queues again (issue #36,
+  as Kueue's pod groups have a fixed count); a replacement of a failed or deleted member is not.
+  PodsReady's target when neither a declared minAvailable nor the owner's parallelism gives one
+  (``app.policy.workload.workload_size``).
 - **members** are pods neither ``Failed`` nor being deleted (``app.policy.workload.is_member``);
   a declared minAvailable holds even when fewer pods are seen (a *partial* view — the embedded
   default sees only the offered victims — then takes its latest seen bind as the start, so
@@ -136,13 +141,30 @@ def observe(previous: Life, seen: Observation) -> Life:
     if seen.owner_created is not None and (created is None or seen.owner_created < created):
         created = seen.owner_created  # the owner, read after its pods were first seen
     size = previous.size
-    if seen.complete and seen.members > (size or 0):
-        size = seen.members
+    if seen.complete:
+        # Admitted: only members admitted in turn (bound) grow it; before (or admitted before
+        # the size was kept), the members it has.
+        was_admitted = previous.admitted is not None and size is not None
+        grown = len(seen.binds) if was_admitted else seen.members
+        if grown > (size or 0):
+            size = grown
     if fully_evicted(previous, seen):
         return Life(created, None, None, size)
     admitted = previous.admitted if previous.admitted is not None else seen.binds[0]
     started = previous.started if previous.started is not None else derived_start(seen)
     return replace(previous, created=created, admitted=admitted, started=started, size=size)
+
+
+def beyond_admission(pods: Sequence[Pod], life: Life, *, parallelism: int | None = None) -> bool:
+    """Whether a pending member of an admitted workload of ``pods`` is beyond what its admission
+    covered: as many members are bound as it covers (its size, declared minAvailable or Job's
+    ``parallelism``, the largest). Such a member is a new admission (issue #36): StrictFIFO,
+    blockAdmission and the backoff apply to it as to a pending workload. A replacement of a
+    failed or deleted member is covered (fewer bound than that)."""
+    if life.admitted is None or life.size is None:
+        return False
+    covered = max(life.size, declared_min_available(pods) or 0, parallelism or 0)
+    return sum(1 for p in members(pods) if p.spec.nodeName) >= covered
 
 
 def ready_time(pods: Sequence[Pod], admitted: float) -> float:

@@ -30,6 +30,7 @@ from app.config.requeue import (
     pods_ready_timeout_timestamp,
 )
 from app.model.eviction import DEACTIVATED, PODS_READY_TIMEOUT, EvictionRecord
+from app.model.gate import seal
 from app.policy.backoff import held_by_record
 
 
@@ -80,7 +81,8 @@ class PendingWorkload:
     creation_time: float
     record: EvictionRecord | None = None
     pod_uids: frozenset[str] = field(default_factory=frozenset)
-    """UIDs of its pods: how a victim's record (``preemptor_uid``) names its preemptor."""
+    """UIDs of its pods: how a victim's record (``preemptor_uid``, sealed when the preemptor is
+    of another namespace: ``model.gate.seal``) names its preemptor."""
 
 
 OrderKey = tuple[int, float, int, str]
@@ -111,10 +113,13 @@ def queue_order_key(
     that is earlier than its own, and the 0 puts it before that workload."""
     ts = queue_order_timestamp(workload.creation_time, workload.record, strategy)
     preemptor = 1
-    for uid in workload.pod_uids:
-        anchor = anchors.get((uid, workload.priority))
-        if anchor is not None and anchor <= ts:
-            ts, preemptor = anchor, 0
+    if anchors:
+        for uid in workload.pod_uids:
+            # A victim's record names a preemptor of another namespace by its sealed UID.
+            for named in (uid, seal(uid)):
+                anchor = anchors.get((named, workload.priority))
+                if anchor is not None and anchor <= ts:
+                    ts, preemptor = anchor, 0
     return (-workload.priority, ts, preemptor, workload.name)
 
 

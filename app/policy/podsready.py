@@ -31,7 +31,7 @@ from app.model import Pod
 from app.model.eviction import EvictionRecord
 from app.model.timestamps import parse_time
 from app.policy.backoff import in_backoff
-from app.policy.workload import bind_time, is_ready
+from app.policy.workload import bind_time, is_ready, members
 
 Cause = Literal["", "WaitForStart", "WaitForRecovery"]
 WAIT_FOR_START: Cause = "WaitForStart"
@@ -52,6 +52,11 @@ class PodsReadyState:
     was_ready: bool = False
     """The workload as a whole has been PodsReady since its admission (implied by
     ``not_ready_since``)."""
+    straggler_since: float | None = None
+    """A workload that declares minAvailable: the earliest bind of a bound member never Ready
+    (``straggler_since``). Each bound member must be Ready within ``timeout`` of its bind, as
+    each pod of a Kueue partial admission must: pods bound after the floor was Ready do not
+    outlive the timeout on the recovery clock (unset: forever) — issue #36."""
 
 
 @dataclass(frozen=True)
@@ -77,9 +82,23 @@ def running_clock(
     """Which clock runs for the workload and when it runs out (Kueue's
     ``admittedNotReadyWorkload``): ``("", None)`` when none does — not enabled, not admitted,
     PodsReady, or recovering without a ``recoveryTimeout`` — and ``(WAIT_FOR_RECOVERY, None)``
-    when it lost PodsReady at a moment not known yet."""
+    when it lost PodsReady at a moment not known yet. A straggler (``straggler_since``) runs
+    ``timeout`` from its bind when that ends first (issue #36)."""
     if not config.enable or state.admitted_at is None or state.pods_ready:
         return "", None
+    cause, deadline = _workload_clock(state, config)
+    if state.straggler_since is not None:
+        straggler = state.straggler_since + config.timeout
+        if deadline is None or straggler < deadline:
+            return WAIT_FOR_START, straggler
+    return cause, deadline
+
+
+def _workload_clock(
+    state: PodsReadyState, config: WaitForPodsReadyConfig
+) -> tuple[Cause, float | None]:
+    """The workload's own clock: WaitForStart from its admission, or WaitForRecovery."""
+    assert state.admitted_at is not None
     if state.was_ready or state.not_ready_since is not None:
         if config.recovery_timeout is None:
             return "", None
@@ -157,6 +176,16 @@ def _has_been_ready(pod: Pod) -> bool:
     t = parse_time(cond.lastTransitionTime) if cond is not None else None
     started_at = parse_time(pod.status.startTime)
     return t is not None and started_at is not None and t - started_at >= FLIP_MARGIN_S
+
+
+def straggler_since(pods: Sequence[Pod]) -> float | None:
+    """The earliest bind of a bound member that has never been Ready (None: none)."""
+    binds = [
+        t
+        for p in members(pods)
+        if p.spec.nodeName and not _has_been_ready(p) and (t := bind_time(p)) is not None
+    ]
+    return min(binds, default=None)
 
 
 def _is_replacement(pod: Pod, started: float) -> bool:

@@ -7,7 +7,7 @@ together, identified (first match wins) by label ``runway.dev/workload``, label
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
@@ -15,6 +15,7 @@ from typing import Literal
 from app.model import Pod
 from app.model.eviction import parse_count
 from app.model.lifecycle import MAX_SIZE
+from app.model.owner import controller_of
 from app.model.timestamps import parse_time
 from app.policy.queues import DEFAULT_QUEUE as DEFAULT_QUEUE
 from app.policy.queues import QueueTree
@@ -98,25 +99,62 @@ def workload_of(pod: Pod) -> WorkloadKey:
     name = pod.label(POD_GROUP_LABEL)
     if name:
         return WorkloadKey(ns, name, "pod-group")
-    for ref in pod.metadata.ownerReferences or ():
-        if ref.controller and ref.name:
-            return WorkloadKey(ns, ref.name, f"owner:{ref.kind}")
+    ref = controller_of(pod)  # one that names no object (a 300-character name) is none
+    if ref is not None:
+        return WorkloadKey(ns, ref.name, f"owner:{ref.kind}")
     return WorkloadKey(ns, pod.metadata.name, "pod")
 
 
 UNQUEUED_OWNER_KINDS = frozenset({"DaemonSet", "Node"})
 """Pods of these controllers are not queued workloads: DaemonSet pods and static (mirror) pods
-are never evicted for PodsReady and carry no life facts."""
+are never evicted for PodsReady and carry no life facts — when runway has read the owner
+(``is_queued``)."""
 
 
-def is_queued(pods: Iterable[Pod]) -> bool:
-    """Whether a workload of ``pods`` is one runway queues (no pod owned by a DaemonSet or a
-    Node)."""
+def is_queued(
+    pods: Iterable[Pod],
+    daemonset_uid: Callable[[str, str], str | None] = lambda namespace, name: None,
+    node_uid: Callable[[str], str | None] = lambda name: None,
+) -> bool:
+    """Whether a workload of ``pods`` is one runway queues: not when every one of its pods is
+    controlled by an owner of ``UNQUEUED_OWNER_KINDS`` **that runway has read itself** (issue
+    #36: a tenant writes any ``kind`` on its own pods' owner references, and may name a real
+    DaemonSet's name to join its workload, which is named after the owner):
+
+    * a DaemonSet (``apps/v1``) of the pod's namespace with the UID in the reference
+      (``daemonset_uid``: the DaemonSets runway lists);
+    * a Node (``v1``) named as the pod's node, with the UID in the reference (``node_uid``: the
+      cache's nodes) — a mirror pod, which the kubelet creates bound to its node and owned by
+      it. Its ``kubernetes.io/config.mirror`` annotation is not evidence: anyone who may create
+      pods may write it. The Node's UID is: a tenant cannot read Nodes (view, edit and admin do
+      not grant it), and a pod naming a Node with a made-up UID is garbage-collected.
+    """
+    seen = False
     for pod in pods:
-        for ref in pod.metadata.ownerReferences or ():
-            if ref.controller and ref.kind in UNQUEUED_OWNER_KINDS:
-                return False
-    return True
+        seen = True
+        if not _read_unqueued_owner(pod, daemonset_uid, node_uid):
+            return True
+    return not seen
+
+
+def _read_unqueued_owner(
+    pod: Pod,
+    daemonset_uid: Callable[[str, str], str | None],
+    node_uid: Callable[[str], str | None],
+) -> bool:
+    for ref in pod.metadata.ownerReferences or ():
+        if not ref.controller or ref.kind not in UNQUEUED_OWNER_KINDS or not ref.uid:
+            continue
+        if ref.kind == "DaemonSet":
+            return ref.apiVersion == "apps/v1" and ref.uid == daemonset_uid(
+                pod.metadata.namespace, ref.name
+            )
+        return (
+            ref.apiVersion == "v1"
+            and ref.name == pod.spec.nodeName
+            and ref.uid == node_uid(ref.name)
+        )
+    return False
 
 
 def parse_min_available(raw: str | None) -> int | None:
@@ -245,10 +283,18 @@ def workload_size(
     workload's count, "we don't take failed pods into account"): the declared minAvailable,
     else the owner's ``parallelism`` (a Job), else the most members it has had (``most``, the
     persisted fact, or the members now if more). Never the pods alive now alone: a failed pod
-    not yet replaced must not shrink the target."""
+    not yet replaced must not shrink the target.
+
+    A declared minAvailable is the target only for the members not bound yet: every bound
+    member counts (issue #36), as Kueue's partial admission counts every admitted pod — the
+    PodSet's count becomes what was admitted (at least ``minCount``) and all of it must become
+    ready. So an elastic gang runs with its floor while its other pods wait for room, and pods
+    that got a node but never become Ready do not outlive the timeout on the floor's word: the
+    workload is evicted (its backoff and requeue limit apply) as any other that missed it."""
     declared = declared_min_available(pods)
     if declared is not None:
-        return declared, "declared"
+        bound = sum(1 for p in members(pods) if p.spec.nodeName)
+        return max(declared, bound), "declared"
     if parallelism is not None and parallelism > 0:
         return parallelism, "parallelism"
     return max(most or 0, len(members(pods))), "members"

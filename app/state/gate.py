@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from app import metrics
 from app.model import Pod
-from app.model.gate import GateEntry
+from app.model.gate import GateEntry, PodRef, is_sealed, seal
 from app.model.timestamps import format_time
 from app.policy.claims import Claim, room_after
 from app.policy.gate import GateCheck, VictimState, check_gate, failed_retry_wait
@@ -61,6 +61,7 @@ class GateBook:
         self._failures: OrderedDict[str, int] = OrderedDict()
         """Consecutive failed preemptions per preemptor (bounded; a success resets it)."""
         self._mirrored: dict[str, GateEntry] = {}
+        self._unsealed_memo: dict[str, tuple[GateEntry, int, GateEntry]] = {}
         self._released: OrderedDict[str, float] = OrderedDict()
         self._version = 0
         self.entries_version = 0
@@ -108,10 +109,32 @@ class GateBook:
             or pod.metadata.deletionTimestamp is not None
         ):
             return None
+        entry = self._unsealed(entry)
         deadline = min(entry.deadline, entry.since + self.gate_bound_s)
         if entry.priority == pod.priority and deadline == entry.deadline:
             return entry
         return replace(entry, priority=pod.priority, deadline=deadline)
+
+    def _unsealed(self, entry: GateEntry) -> GateEntry:
+        """``entry`` with its sealed victims (pods of another namespace than the preemptor's,
+        as its record names them: ``model.gate.seal``) found again among the pods on its node;
+        one not found there is gone (a victim is on the gate's node, or is a gang sibling whose
+        deletion does not hold the preemptor). Memoised per entry and cache version."""
+        if not any(is_sealed(v.uid) for v in entry.victims):
+            return entry
+        memo = self._unsealed_memo.get(entry.preemptor.uid)
+        if memo is not None and memo[0] == entry and memo[1] == self._version:
+            return memo[2]
+        on_node = {seal(p.metadata.uid): p for p in self.cache.pods_on_node(entry.node)}
+        victims = tuple(
+            PodRef.of(on_node[v.uid]) if is_sealed(v.uid) and v.uid in on_node else v
+            for v in entry.victims
+        )
+        found = replace(entry, victims=victims)
+        self._unsealed_memo[entry.preemptor.uid] = (entry, self._version, found)
+        while len(self._unsealed_memo) > MEMO_LIMIT:
+            self._unsealed_memo.pop(next(iter(self._unsealed_memo)))
+        return found
 
     # -- writes (the executor and the gate keeper) ----------------------------------------------
 

@@ -17,7 +17,7 @@ from app.clock import Clock
 from app.config.queues import MinRuntimeConfig
 from app.logs import get_logger
 from app.model import Pod
-from app.model.gate import GateEntry, PodRef, PreemptionPlan
+from app.model.gate import PREEMPTED_BY, GateEntry, PodRef, PreemptionPlan
 from app.policy import minruntime
 from app.policy.budget import BudgetResolution, default_budget, resolve_budget
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
@@ -276,7 +276,9 @@ class PreemptOutcome:
     refusal: Refusal | None = None
 
 
-def _message(decision: Decision) -> str:
+def _message(decision: Decision) -> tuple[str, str]:
+    """The DisruptionTarget messages: for the preemptor's namespace (its name, queue and
+    priority) and for a victim of another namespace (``PREEMPTED_BY``: none of them)."""
     p = decision.preemptor
     rules = sorted(
         {
@@ -288,9 +290,10 @@ def _message(decision: Decision) -> str:
         }
     )
     rule = rules[0] if len(rules) == 1 else f"{len(rules)} rules" if rules else "no rule"
+    tail = f"to run on node {decision.chosen}; victim's min-runtime: {rule}"
     return (
-        f"Preempted by {p.key} (queue {p.queue}, priority {p.priority}) to run on node "
-        f"{decision.chosen}; victim's min-runtime: {rule}"
+        f"Preempted by {p.key} (queue {p.queue}, priority {p.priority}) {tail}",
+        f"{PREEMPTED_BY} {tail}",
     )
 
 
@@ -458,11 +461,13 @@ class PreemptDecider:
         unnominate = {r.uid: r for r in self._lower_nominations(decision.chosen, preemptor)}
         for ref in displaced:
             unnominate.setdefault(ref.uid, ref)
+        message, public_message = _message(decision)
         return PreemptionPlan(
             preemptor=PodRef.of(preemptor),
             node=decision.chosen,
             victims=tuple(refs),
-            message=_message(decision),
+            message=message,
+            public_message=public_message,
             rule=decision.reason,
             priority=facts.preemptor.priority,
             off_node=tuple(off_node),

@@ -15,31 +15,37 @@ restart, holds the same preemptors.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from app import metrics
 from app.clock import Clock
 from app.config.requeue import RequeuingStrategyConfig
-from app.logs import get_logger
+from app.logs import RateLimitedWarnings, get_logger
 from app.model import Pod
 from app.model.eviction import PREEMPTED, EvictionRecord
-from app.model.gate import GateEntry, PodRef
+from app.model.gate import GateEntry, PodRef, is_sealed, seal
 from app.model.lifecycle import Life
 from app.model.owner import OwnerRef, owner_of
 from app.model.record import (
     EMPTY_STATE,
+    OPERATOR,
+    RUNWAY,
+    WRITE_FAILURES,
     Change,
     Listener,
     OwnerTuple,
     RecordState,
+    RecordWriteFailed,
+    identity_matches,
     next_state,
     record_name,
 )
-from app.policy.backoff import JitterSource, reactivate
+from app.policy.backoff import JitterSource, reactivate, record_retry_wait
 from app.policy.budget import PreemptionBudget, resolve_budget
 from app.policy.eviction import preempted
 from app.policy.lifecycle import LifeFacts, facts_of, life_to_write
@@ -48,8 +54,10 @@ from app.policy.retention import expired
 from app.policy.workload import WorkloadKey, owned_by, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.jobs import JobSize, JobSizes
+from app.state.owners import DaemonSets, ReadOwners
 
 log = get_logger("state.records")
+warn = RateLimitedWarnings(log, 10.0)
 
 Update = Callable[[EvictionRecord | None], EvictionRecord | None]
 """Computes the record to write from the current one; None = write nothing."""
@@ -138,6 +146,17 @@ class MemoryRecords:
 
 
 @dataclass(frozen=True)
+class Unwritten:
+    """A workload's state this process could not write to its record (kept in memory only)."""
+
+    state: RecordState
+    failures: int
+    """Consecutive failed writes."""
+    retry_at: float
+    """No write is attempted before then (``policy.backoff.record_retry_wait``)."""
+
+
+@dataclass(frozen=True)
 class Targets:
     """The workload's controllers (ownerReferences of its record; subjects of its Events)."""
 
@@ -159,6 +178,7 @@ class RecordBook:
         queue_of_pod: Callable[[Pod], str],
         protection: Callable[[WorkloadKey, float], float | None],
         jobs: JobSizes | None,
+        daemonsets: DaemonSets | None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         on_life_change: Callable[[], None] | None = None,
@@ -167,6 +187,9 @@ class RecordBook:
         self.jobs = jobs
         """The Jobs' sizes (PodsReady's target of a Job's workload); None: none known (the
         embedded default)."""
+        self.owners = ReadOwners(cache, daemonsets)
+        """The owners runway has read (DaemonSets, Nodes): ``is_queued``; no DaemonSet store
+        (None: the embedded default): no pod is a DaemonSet's."""
         self.queues = queues
         """The queue tree the victims' preemption budgets resolve through (``policy.budget``)."""
         self.default_budget = default_budget
@@ -190,6 +213,11 @@ class RecordBook:
         """Unowned records whose workload has no pod in the cache → since when (retention)."""
         self._preempted: OrderedDict[tuple[WorkloadKey, str], None] = OrderedDict()
         """(victim workload, preemptor) evictions counted: a gang's pods count once."""
+        self._sealed: OrderedDict[str, str] = OrderedDict()
+        """Sealed preemptor UIDs → the UIDs (``unseal``), bounded by ``MEMO_LIMIT``."""
+        self._unwritten: OrderedDict[tuple[str, str], Unwritten] = OrderedDict()
+        """Records that could not be written → the state kept in memory instead (bounded:
+        ``MEMO_LIMIT``, the least recently changed dropped first)."""
         self.store.listeners.append(self._observe)
 
     @property
@@ -223,9 +251,29 @@ class RecordBook:
     def _owners(self, key: WorkloadKey) -> tuple[OwnerTuple, ...]:
         return tuple((o.api_version, o.kind, o.name, o.uid) for o in self.targets(key).owners)
 
+    def _learn(self, uid: str) -> str:
+        """``uid`` sealed, remembered so that ``unseal`` finds it again (bounded)."""
+        sealed = seal(uid)
+        if sealed != uid:
+            self._sealed[sealed] = uid
+            self._sealed.move_to_end(sealed)
+            while len(self._sealed) > MEMO_LIMIT:
+                self._sealed.popitem(last=False)
+        return sealed
+
+    def unseal(self, uid: str | None) -> str | None:
+        """The UID a record names (a victim's record names a preemptor of another namespace
+        sealed): as is when not sealed, else the preemptor's UID when this process has seen
+        it (it preempted here, or its preemption in flight is on its own record), else None."""
+        if not is_sealed(uid):
+            return uid
+        return self._sealed.get(uid)  # type: ignore[arg-type]
+
     def _observe(self, namespace: str, old: RecordState | None, new: RecordState | None) -> None:
         before = {e.preemptor.uid: e for e in (old.preemptions if old else ())}
         after = {e.preemptor.uid: e for e in (new.preemptions if new else ())}
+        for uid in after.keys() - before.keys():
+            self._learn(uid)  # a preemptor's own record names it: its victims' may not
         del namespace  # the entries name their preemptor's namespace themselves
         for uid, entry in after.items():
             if before.get(uid) != entry:
@@ -240,14 +288,27 @@ class RecordBook:
 
     # -- read (sync) ----------------------------------------------------------------------------
 
+    def _get(self, key: WorkloadKey) -> RecordState | None:
+        """The workload's record: what this process could not write, else the store's — when
+        it is this workload's (a record of the same name written for another identity is not:
+        ``identity_matches``)."""
+        where = (key.namespace, self.name_of(key))
+        unwritten = self._unwritten.get(where)
+        if unwritten is not None:
+            return unwritten.state
+        found = self.store.get(*where)
+        if found is None or not identity_matches(found, (key.name, key.source)):
+            return None
+        return found
+
     def state(self, key: WorkloadKey) -> RecordState:
         """The workload's record (an empty state when it has none)."""
-        return self.store.get(key.namespace, self.name_of(key)) or EMPTY_STATE
+        return self._get(key) or EMPTY_STATE
 
     def read(self, key: WorkloadKey, pod: Pod | None = None) -> EvictionRecord | None:
         """The workload's eviction record (``spec.active`` applied); None when it has none."""
         del pod  # the record is found by the workload's identity alone
-        found = self.store.get(key.namespace, self.name_of(key))
+        found = self._get(key)
         return found.record if found is not None else None
 
     def may_have_record(self, key: WorkloadKey, pod: Pod | None = None) -> bool:
@@ -259,6 +320,11 @@ class RecordBook:
         return self.read(workload_of(pod), pod)
 
     # -- the workload's life facts (DESIGN §2) -------------------------------------------------
+
+    def is_queued(self, pods: Sequence[Pod]) -> bool:
+        """Whether a workload of ``pods`` is queued: not a DaemonSet's or a mirror pod's, as
+        runway has read those owners itself (``state.owners.ReadOwners``)."""
+        return self.owners.is_queued(pods)
 
     def persisted_life(self, key: WorkloadKey) -> Life:
         """The facts the record holds."""
@@ -327,15 +393,121 @@ class RecordBook:
 
     # -- write (async) --------------------------------------------------------------------------
 
-    async def change(self, key: WorkloadKey, change: Change) -> RecordState | None:
+    async def change(
+        self, key: WorkloadKey, change: Change, *, durable: bool = False
+    ) -> RecordState | None:
         """Read-modify-write the workload's record; returns what was written (None: nothing).
+        ``durable`` (a person's ``:activate``/``:deactivate``): a failed write raises
+        ``RecordWriteFailed`` and nothing is kept in memory — the person is told.
+
+        A record that cannot be written gains its workload nothing (issue #36): the new state is
+        kept in memory (``unwritten``), read back by this process as the record, and the caller
+        goes on as if written — the PodsReady evictor deletes the pods, a preemption its
+        victims, the backoff and deactivation hold. The failure is counted
+        (``runway_record_write_failures_total``) and the record is not written again before
+        ``policy.backoff.record_retry_wait`` (1 s doubling to 5 min): meanwhile changes stay
+        in memory, however often the workload's pods change. The next write after the backoff
+        writes the state kept in memory, and forgets it once written.
+
         A workload runway does not manage (``policy.scope``) is never given a record: every
         write path comes through here."""
         if self.cache.workload_unmanaged(key):
             return None
-        return await self.store.update(
-            key.namespace, self.name_of(key), (key.name, key.source), self._owners(key), change
+        where = (key.namespace, self.name_of(key))
+        now = self.clock.now()
+        unwritten = self._unwritten.get(where)
+        if unwritten is not None and now < unwritten.retry_at and not durable:
+            return self._keep(key, where, change, unwritten, None)
+        held = unwritten.state if unwritten is not None else None
+
+        def against(current: RecordState) -> RecordState | None:
+            # What this process holds in memory is the record it could not write: start from
+            # it (with the stored object's version), and write it even when nothing else changes.
+            if held is None:
+                return change(current)
+            base = replace(
+                held,
+                version=current.version,
+                uid=current.uid,
+                owned=current.owned,
+                workload=current.workload,
+            )
+            new = change(base)
+            return base if new is None else new
+
+        try:
+            written = await self.store.update(
+                key.namespace, where[1], (key.name, key.source), self._owners(key), against
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reason = exc.reason if isinstance(exc, RecordWriteFailed) else "error"
+            if durable:
+                metrics.RECORD_WRITE_FAILURES.labels(
+                    reason if reason in WRITE_FAILURES else "error"
+                ).inc()
+                raise
+            return self._keep(key, where, change, unwritten, (reason, exc))
+        if unwritten is not None:
+            self._forget_unwritten(key.namespace, where)
+        return written
+
+    def _keep(
+        self,
+        key: WorkloadKey,
+        where: tuple[str, str],
+        change: Change,
+        unwritten: Unwritten | None,
+        failed: tuple[str, Exception] | None,
+    ) -> RecordState | None:
+        """Apply ``change`` to the state kept in memory for ``where`` (after a failed write, or
+        while its backoff runs); the new state, None when ``change`` changes nothing."""
+        old = unwritten.state if unwritten is not None else self._get(key)
+        base = old or EMPTY_STATE
+        new = next_state(change, base)
+        failures = unwritten.failures if unwritten is not None else 0
+        retry_at = unwritten.retry_at if unwritten is not None else 0.0
+        if failed is not None:
+            reason, exc = failed
+            failures += 1
+            retry_at = self.clock.now() + record_retry_wait(failures)
+            metrics.RECORD_WRITE_FAILURES.labels(
+                reason if reason in WRITE_FAILURES else "error"
+            ).inc()
+            warn.warning(
+                f"record-write:{reason}",
+                "workload record not written: kept in memory, written again after a backoff",
+                workload=str(key),
+                record=f"{where[0]}/{where[1]}",
+                reason=reason,
+                failures=failures,
+                error=str(exc),
+            )
+        state = new if new is not None else base
+        if unwritten is None and new is None and failed is None:
+            return None
+        self._unwritten[where] = Unwritten(
+            replace(state, workload=(key.name, key.source)), failures, retry_at
         )
+        self._unwritten.move_to_end(where)
+        while len(self._unwritten) > MEMO_LIMIT:
+            self._unwritten.popitem(last=False)
+        metrics.RECORDS_UNWRITTEN.set(len(self._unwritten))
+        if new is not None:
+            self._observe(key.namespace, old, new)
+        return new
+
+    def _forget_unwritten(self, namespace: str, where: tuple[str, str]) -> None:
+        """The record was written: the store holds it, memory keeps nothing more."""
+        gone = self._unwritten.pop(where, None)
+        metrics.RECORDS_UNWRITTEN.set(len(self._unwritten))
+        if gone is not None:
+            self._observe(namespace, gone.state, self.store.get(*where))
+
+    def unwritten(self) -> list[tuple[str, str, RecordState]]:
+        """The records kept in memory only: ``(namespace, name, state)``."""
+        return [(ns, name, u.state) for (ns, name), u in self._unwritten.items()]
 
     async def write(self, key: WorkloadKey, record: EvictionRecord) -> EvictionRecord | None:
         """Persist ``record`` as the workload's record (whatever it held before)."""
@@ -351,10 +523,15 @@ class RecordBook:
             if new is None:
                 return None
             written[:] = [new]
+            active = not new.deactivated
+            # Who deactivated it: the requeue limit now, else whoever had (an operator's
+            # deactivation stays an operator's whatever the eviction record says).
+            by = "" if active else current.authority or RUNWAY
             return replace(
                 current,
                 eviction=new,
-                active=not new.deactivated,
+                active=active,
+                deactivated_by=by,
                 queue=self._queue(key) or current.queue,
             )
 
@@ -397,18 +574,21 @@ class RecordBook:
             kept = tuple(e for e in current.preemptions if e.preemptor.uid != preemptor.uid)
             return None if kept == current.preemptions else replace(current, preemptions=kept)
 
-        if self.store.get(key.namespace, self.name_of(key)) is not None:
+        if self._get(key) is not None:
             await self.change(key, change)
 
-    # -- retention of records nobody owns (``policy.retention``) --------------------------------
+    # -- retention of records whose workload is gone (``policy.retention``) ---------------------
 
-    async def sweep_unowned(self, now: float, retention: float) -> int:
-        """Delete the unowned records whose workload has been gone for ``retention`` and that
-        hold nothing any more; returns how many were deleted (leader only)."""
+    async def sweep_gone(self, now: float, retention: float) -> int:
+        """Delete the records whose workload has had no pod for ``retention`` and that hold
+        nothing any more (``policy.retention``), owned or not; returns how many were deleted
+        (leader only; nothing before the pods are listed: none would look present)."""
+        if not self.cache.pods_synced:
+            return 0
         deleted = 0
         present: set[tuple[str, str]] = set()
         for namespace, name, state in self.store.all():
-            if state.owned or not state.workload[0]:
+            if not state.workload[0]:
                 continue
             where = (namespace, name)
             present.add(where)
@@ -442,6 +622,11 @@ class RecordBook:
             log.info("victim not in the cache: no eviction record", victim_uid=victim_pod_uid)
             return None
         budget = resolve_budget(self.queues, self.queue_of_pod(victim), self.default_budget).budget
+        # The victim's namespace reads its record: a preemptor of another namespace is named
+        # by its sealed UID (``model.gate.seal``), which ``unseal`` maps back.
+        preemptor = self.cache.pod(preemptor_uid)
+        if preemptor is None or preemptor.metadata.namespace != victim.metadata.namespace:
+            preemptor_uid = self._learn(preemptor_uid)
 
         def change(current: EvictionRecord | None) -> EvictionRecord:
             return preempted(
@@ -472,19 +657,30 @@ class RecordBook:
         state = self.state(key)
         if state.eviction is None:
             if not state.active:
-                await self.change(key, lambda s: replace(s, active=True))
+                await self.change(
+                    key, lambda s: replace(s, active=True, deactivated_by=""), durable=True
+                )
             return None
-
-        def change(current: EvictionRecord | None) -> EvictionRecord | None:
-            return reactivate(current) if current is not None else None
-
-        return await self.update(key, change)
-
-    async def deactivate(self, key: WorkloadKey) -> bool:
-        """Deactivate the workload (``spec.active: false``): never admitted until activated.
-        False when it was inactive already."""
+        written: list[EvictionRecord] = []
 
         def change(current: RecordState) -> RecordState | None:
-            return replace(current, active=False) if current.active else None
+            if current.eviction is None:
+                return replace(current, active=True, deactivated_by="")
+            record = reactivate(current.eviction)
+            written[:] = [record]
+            return replace(current, eviction=record, active=True, deactivated_by="")
 
-        return await self.change(key, change) is not None
+        state_written = await self.change(key, change, durable=True)
+        return written[0] if state_written is not None and written else None
+
+    async def deactivate(self, key: WorkloadKey) -> bool:
+        """Deactivate the workload as an operator (``spec.active: false``, ``deactivatedBy:
+        operator``): never admitted until an operator activates it. False when an operator's
+        deactivation held it already (one by the requeue limit becomes an operator's)."""
+
+        def change(current: RecordState) -> RecordState | None:
+            if not current.active and current.deactivated_by == OPERATOR:
+                return None  # said so already (a spec.active runway did not write gets said)
+            return replace(current, active=False, deactivated_by=OPERATOR)
+
+        return await self.change(key, change, durable=True) is not None

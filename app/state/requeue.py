@@ -13,15 +13,16 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Generator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
 from app.model.eviction import PREEMPTED
+from app.model.timestamps import parse_time
 from app.policy import admission
 from app.policy.admission import Blocker, FilterInput, FilterPolicy, GateHold
 from app.policy.claims import Claim, blocks
-from app.policy.lifecycle import LifeFacts
+from app.policy.lifecycle import LifeFacts, beyond_admission
 from app.policy.ordering import (
     PendingWorkload,
     QueueOrderStrategy,
@@ -33,6 +34,7 @@ from app.policy.podsready import (
     PodsReadyState,
     block_until,
     evaluate_pods_ready,
+    straggler_since,
     workload_state,
 )
 from app.policy.quantity import QuantityError, pod_requests
@@ -217,6 +219,9 @@ class RequeueView:
             pods_ready=ready,
             not_ready_since=life.lost if was else None,
             was_ready=was,
+            straggler_since=straggler_since(view.pods)
+            if not ready and facts.size_source == "declared"
+            else None,
         )
 
     def blockers(self, now: float) -> tuple[Blocker, ...]:
@@ -303,15 +308,26 @@ class RequeueView:
             if view is None:
                 continue
             life = self.records.life(view).life
-            if life.admitted is not None:
-                continue  # admitted: a replacement pod is not a pending workload
             pods = live_pods(view.pods)
+            created = life.created if life.created is not None else 0.0
+            record = self.records.read(key)
+            if life.admitted is not None:
+                if not beyond_admission(view.pods, life, parallelism=self.records.job_size(view)):
+                    continue  # admitted: a replacement pod is not a pending workload
+                # New members beyond its admission queue again, in the order of their own
+                # creation (the workload's would put them ahead of everyone: issue #36).
+                pods = [p for p in pods if not p.spec.nodeName]
+                times = [t for t in (parse_time(p.metadata.creationTimestamp) for p in pods) if t]
+                created = max(min(times, default=created), life.admitted)
+                if record is not None and record.time < created:
+                    # its backoff still holds them; its time never orders them earlier
+                    record = replace(record, time=created)
             found.append(
                 PendingWorkload(
                     name=str(key),
                     priority=max((p.priority for p in pods), default=0),
-                    creation_time=life.created if life.created is not None else 0.0,
-                    record=self.records.read(key),
+                    creation_time=created,
+                    record=record,
                     pod_uids=frozenset(p.uid for p in pods),
                 )
             )
@@ -353,15 +369,27 @@ class RequeueView:
         view = cache.workload(key)
         queue = cache.queue_of_pod(pod)
         preemptor_pending, preemptor_name = False, None
-        if record is not None and record.reason == PREEMPTED and record.preemptor_uid:
-            preemptor = cache.pod(record.preemptor_uid)
+        preemptor_uid = self.records.unseal(record.preemptor_uid) if record is not None else None
+        if record is not None and record.reason == PREEMPTED and preemptor_uid:
+            preemptor = cache.pod(preemptor_uid)
             if (
                 preemptor is not None
                 and not preemptor.spec.nodeName
                 and preemptor.metadata.deletionTimestamp is None
             ):
                 preemptor_pending, preemptor_name = True, preemptor.key
-        admitted = view is not None and self.records.life(view).life.admitted is not None
+        life = self.records.life(view).life if view is not None else None
+        # Admitted, unless the pod is beyond what the admission covered: a new admission
+        # (issue #36), which StrictFIFO and blockAdmission hold as any pending workload.
+        admitted = (
+            view is not None
+            and life is not None
+            and life.admitted is not None
+            and (
+                bool(pod.spec.nodeName)
+                or not beyond_admission(view.pods, life, parallelism=self.records.job_size(view))
+            )
+        )
         strict = self.is_strict(queue)
         head = None
         if strict and not admitted and cache.pods_synced:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from app import metrics
 from app.logs import get_logger
 from app.model import Pod
+from app.model.owner import is_object_ref
 from app.model.record import RETIRED_ANNOTATIONS
 from app.policy.workload import MIN_AVAILABLE_ANNOTATION, parse_min_available
 
@@ -37,7 +38,7 @@ def invalid_pod_fields(pod: Pod) -> list[str]:
             bad.append("state-annotation")
     refs = pod.metadata.ownerReferences or ()
     controllers = [r for r in refs if r.controller]
-    if len(controllers) > 1 or any(not (r.apiVersion and r.kind and r.name) for r in controllers):
+    if len(controllers) > 1 or any(not is_object_ref(r) for r in controllers):
         bad.append("owner-reference")
     return bad
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from app.logs import get_logger
 from app.model import Pod
 from app.model.node import Node
-from app.policy.workload import WorkloadKey, is_queued, workload_of
+from app.policy.workload import WorkloadKey, workload_of
 from app.state.cache import CacheEvent, ClusterCache
 from app.state.records import RecordBook
 from app.supervise import Turns
@@ -107,7 +107,7 @@ class LifeRecorder(Ticker):
         view = self.cache.workload(key)
         if view is None:
             return False  # no pod: nothing to observe (the re-created pods will tell)
-        if not is_queued(view.pods):
+        if not self.records.is_queued(view.pods):
             return False  # DaemonSet and static pods: not queued, no facts to keep
         facts = self.records.life(view)
         if not facts.dirty:

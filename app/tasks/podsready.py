@@ -39,7 +39,7 @@ from app.model.timestamps import format_time
 from app.policy.backoff import JitterSource
 from app.policy.eviction import timed_out
 from app.policy.podsready import PodsReadyCheck, timeout_message
-from app.policy.workload import WorkloadKey, active_pods, is_queued, live_pods
+from app.policy.workload import WorkloadKey, active_pods, live_pods
 from app.state.cache import WorkloadView
 from app.state.records import RecordBook
 from app.state.requeue import WORKLOAD_STEP, QueueCounts, RequeueView
@@ -162,7 +162,7 @@ class PodsReadyEvictor(Ticker):
             if life.pods_ready:
                 now_settled[key] = view
                 continue
-            if not leader or not is_queued(view.pods):
+            if not leader or not self.records.is_queued(view.pods):
                 continue
             _, check = self.view.evaluate(view, now)
             if check.due and str(key) not in self._in_flight:

@@ -29,9 +29,9 @@ from typing import Any, Literal
 from app import metrics
 from app.clock import Clock
 from app.logs import get_logger
-from app.model.event import PREEMPTING, EventNote, ObjectRef, for_reader
+from app.model.event import PREEMPTING, EventNote, ObjectRef
 from app.model.eviction import PREEMPTED
-from app.model.gate import GateEntry, PodRef, PreemptionPlan
+from app.model.gate import PREEMPTED_BY, GateEntry, PodRef, PreemptionPlan
 from app.state.gate import GateBook
 from app.tasks.disruption import disrupt
 from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
@@ -265,11 +265,7 @@ class PreemptionExecutor:
             for victim in plan.off_node:
                 now = self._clock.now()
                 await disrupt(
-                    self.pods,
-                    victim,
-                    PREEMPTION_REASON,
-                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
-                    now,
+                    self.pods, victim, PREEMPTION_REASON, plan.message_for(victim.namespace), now
                 )
             record.steps.append(
                 f"{len(plan.victims)} eviction records written, "
@@ -295,7 +291,7 @@ class PreemptionExecutor:
                     self.pods,
                     victim,
                     PREEMPTION_REASON,
-                    for_reader(plan.message, plan.preemptor.key, victim.namespace),
+                    plan.message_for(victim.namespace),
                     now,
                     then=record_it,
                 ):
@@ -304,14 +300,11 @@ class PreemptionExecutor:
                     EventNote(
                         ObjectRef.of_pod(victim),
                         PREEMPTED,
-                        for_reader(victim_message, plan.preemptor.key, victim.namespace),
+                        preempted_text(plan, victim.namespace),
                         action="Preempt",
                     )
                 )
 
-        victim_message = f"Preempted by {plan.preemptor.key} on node {plan.node}"
-        if plan.rule:
-            victim_message += f": {plan.rule}"
         owners = {o: None for v in plan.victims for o in self._owners_of(v)}
         await _all_or_raise([evict(v) for v in plan.victims])
         record.steps.append(f"{len(plan.victims)} victims marked, recorded and deleted")
@@ -320,7 +313,7 @@ class PreemptionExecutor:
                 f"{len(plan.awaited)} victims already going awaited (not deleted again)"
             )
         if plan.victims:
-            self._emit_preemption(plan, victim_message, owners)
+            self._emit_preemption(plan, owners)
 
     async def _nominate(self, plan: PreemptionPlan, record: PreemptionRecord) -> None:
         """Nominate the preemptor to its node, unless a higher-priority preemption took the
@@ -336,14 +329,12 @@ class PreemptionExecutor:
             return
         record.steps.append(f"nominated to {plan.node}")
 
-    def _emit_preemption(
-        self, plan: PreemptionPlan, victim_message: str, owners: dict[ObjectRef, None]
-    ) -> None:
+    def _emit_preemption(self, plan: PreemptionPlan, owners: dict[ObjectRef, None]) -> None:
         """Events on the victims' owners and on the preemptor (and its owner)."""
         n = len(plan.victims)
         pods = "pod" if n == 1 else "pods"
         for owner in owners:
-            text = for_reader(victim_message, plan.preemptor.key, owner.namespace)
+            text = preempted_text(plan, owner.namespace)
             self._events.emit(EventNote(owner, PREEMPTED, text, action="Preempt"))
         preempting = f"Preempting {n} {pods} on node {plan.node}"
         if plan.rule:
@@ -382,6 +373,15 @@ class PreemptionExecutor:
             )
         except Exception as exc:  # the gate is open anyway; the annotation expires by deadline
             record.steps.append(f"revert failed: {type(exc).__name__}: {exc}")
+
+
+def preempted_text(plan: PreemptionPlan, namespace: str) -> str:
+    """The ``Preempted`` Event a victim (or its owner) in ``namespace`` gets: the preemptor named
+    in its own namespace, "a higher-priority workload" in any other (issue #36)."""
+    if namespace != plan.preemptor.namespace:
+        return f"{PREEMPTED_BY} on node {plan.node}"
+    text = f"Preempted by {plan.preemptor.key} on node {plan.node}"
+    return f"{text}: {plan.rule}" if plan.rule else text
 
 
 async def _all_or_raise(coros: Sequence[Coroutine[Any, Any, None]]) -> None:

@@ -1,6 +1,6 @@
-"""The record janitor (leader only): deletes the WorkloadRecords nobody owns once their workload
-is long gone (``kubernetes.recordRetention``, ``policy.retention``). Owned records need no
-janitor: Kubernetes' garbage collector deletes them with the workload's controllers."""
+"""The record janitor (leader only): deletes the WorkloadRecords of workloads gone for
+``kubernetes.recordRetention`` that hold nothing (``policy.retention``), owned or not: Kubernetes'
+garbage collector deletes owned records with their controllers only when it can resolve them."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ log = get_logger("tasks.retention")
 
 
 class RecordJanitor(Ticker):
-    """A slow periodic sweep of unowned records."""
+    """A slow periodic sweep of the records of gone workloads."""
 
     def __init__(
         self,
@@ -38,5 +38,5 @@ class RecordJanitor(Ticker):
     async def run_once(self) -> float:
         """One sweep (``Ticker``), on the leader only."""
         if self.retention > 0 and self.is_leader():
-            self.deleted += await self.records.sweep_unowned(self.clock.now(), self.retention)
+            self.deleted += await self.records.sweep_gone(self.clock.now(), self.retention)
         return self.tick

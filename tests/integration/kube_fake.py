@@ -149,9 +149,13 @@ class FakeApiServer:
         self.router.get(path="/api/v1/pods").mock(side_effect=self._handle("pods"))
         self.router.get(path="/api/v1/nodes").mock(side_effect=self._handle("nodes"))
         self.router.get(path="/apis/batch/v1/jobs").mock(side_effect=self._handle("jobs"))
+        self.router.get(path="/apis/apps/v1/daemonsets").mock(
+            side_effect=self._handle("daemonsets")
+        )
         self.router.get(path="/version").mock(return_value=httpx.Response(200, json=VERSION))
-        self.objects.setdefault("jobs", {})
-        self.history.setdefault("jobs", [])
+        for kind in ("jobs", "daemonsets"):
+            self.objects.setdefault(kind, {})
+            self.history.setdefault(kind, [])
 
     @property
     def transport(self) -> httpx.MockTransport:
@@ -162,7 +166,7 @@ class FakeApiServer:
 
     def _key(self, kind: str, obj: dict[str, Any]) -> str:
         meta = obj["metadata"]
-        namespaced = kind in ("pods", "jobs")
+        namespaced = kind in ("pods", "jobs", "daemonsets")
         return f"{meta.get('namespace', '')}/{meta['name']}" if namespaced else meta["name"]
 
     def _record(self, kind: str, type_: str, obj: dict[str, Any]) -> None:
@@ -317,6 +321,8 @@ class FakeApi:
     rv: int = 100
     conflicts: int = 0
     between_conflicts: Any = None
+    record_refusal: tuple[int, str] | None = None
+    """``(code, reason)`` every record write is answered with (a quota, an old schema)."""
     requests: list[tuple[str, str, Any]] = field(default_factory=list)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -343,6 +349,12 @@ class FakeApi:
         parts = path.strip("/").split("/")
         if "events" in parts:  # Events: accepted, kept only in ``requests``
             return httpx.Response(201 if request.method == "POST" else 200, json=body)
+        if path == "/apis/apps/v1/daemonsets":  # none, watched forever
+            if request.url.params.get("watch") == "true":
+                return httpx.Response(200, stream=_Hang(self.stop))
+            return httpx.Response(
+                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": []}
+            )
         if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
             if request.url.params.get("watch") == "true":
                 return httpx.Response(200, stream=_Hang(self.stop))
@@ -384,9 +396,11 @@ class FakeApi:
         patch.get("metadata", {}).pop("uid", None)
         patch.get("metadata", {}).pop("resourceVersion", None)
         if parts[-1] == "status":  # strategic: conditions merged by type
+            status = patch.get("status", {})
             conds = obj.setdefault("status", {}).setdefault("conditions", [])
-            for c in patch["status"]["conditions"]:
+            for c in status.pop("conditions", []):
                 conds[:] = [x for x in conds if x["type"] != c["type"]] + [c]
+            _merge(obj["status"], status)
         else:
             _merge(obj, patch)
         self.rv += 1
@@ -408,7 +422,14 @@ class FakeApi:
                 },
             )
         ns = parts[i - 1]
+        if request.method != "GET" and self.record_refusal is not None:
+            code, reason = self.record_refusal
+            return self._status(code, reason, f"workloadrecords refused: {reason}")
         if request.method == "POST":
+            workload = body["spec"]["workload"]
+            if len(workload["name"]) > 253 or len(workload["source"]) > 316:
+                # the chart's CRD schema (maxLength), as the API server applies it
+                return self._status(422, "Invalid", "spec.workload: Too long")
             key = f"{ns}/{body['metadata']['name']}"
             if key in self.records:
                 return self._status(409, "AlreadyExists", f"workloadrecords {key} exists")

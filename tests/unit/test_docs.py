@@ -118,7 +118,7 @@ ROOT_PATH = re.compile(
     r"|^(?:pyproject\.toml|Dockerfile|README\.md)$"
 )
 FILE_NAME = re.compile(r"^[\w.-]+\.(?:py|json|yaml|yml|md|txt|sh|crt|key|toml)$")
-RESOURCE = re.compile(r"^[a-z]+\.(?:batch|[a-z0-9.-]+\.(?:io|dev|ai))$")
+RESOURCE = re.compile(r"^[a-z]+\.(?:batch|apps|[a-z0-9.-]+\.(?:io|dev|ai))$")
 TEMPLATE = re.compile(r"\b[A-Z]{2,}\b|^v\d")  # RELEASE-runway.NAMESPACE.svc, v1.30.0
 NON_OPENAPI_PATHS = {"/ui/", "/docs", "/openapi.json"}
 SCOPE = {  # where each document's code names live (app/ unless said here)

@@ -253,6 +253,8 @@ def test_cluster_role_grants_exactly_what_runway_uses(
     expected |= {("", "nodes", v) for v in ("get", "list", "watch")}
     # a Job's parallelism (PodsReady's target): read only, never a patch
     expected |= {("batch", "jobs", v) for v in ("get", "list", "watch")}
+    # which DaemonSets exist (a pod's kind: DaemonSet counts only for one runway read)
+    expected |= {("apps", "daemonsets", v) for v in ("get", "list", "watch")}
     # a queue's namespaceSelector reads the namespaces' labels: read-only
     expected |= {("", "namespaces", v) for v in ("get", "list", "watch")}
     expected |= {("", "events", "create"), ("", "events", "patch")}

@@ -78,8 +78,8 @@ def test_people_roles_grant_reads_and_activation_on_the_rest_service_only() -> N
     assert all("rw-runway-rest" in n for n in names)
     labels = viewer["metadata"]["labels"]
     assert labels["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
-    assert admin["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
-    assert "rbac.authorization.k8s.io/aggregate-to-view" not in admin["metadata"]["labels"]
+    # Issue #36: activation is never aggregated into a namespace's `admin` (a tenant).
+    assert not any("aggregate" in k for k in admin["metadata"]["labels"])
     assert not find(objects, "ClusterRoleBinding", "rw-runway-viewer")
 
 
@@ -132,3 +132,23 @@ def test_reads_on_the_rest_port_need_a_token_unless_the_config_says_otherwise() 
     assert protect(render())
     assert not protect(render({"config": {"auth": {"protectReadOnly": False}}}))
     assert not protect(render({"rest": {"enabled": False}}))
+
+
+def test_teams_reach_the_proxy_in_the_release_namespace_only() -> None:
+    """Issue #35 item 4: a team's subjects are bound (RoleBinding) to the viewer or admin role in
+    the release namespace alone — the service proxy to runway there; runway authorises what they
+    read and activate per namespace itself."""
+    team_a = {"kind": "Group", "name": "team-a", "apiGroup": "rbac.authorization.k8s.io"}
+    team_b = {"kind": "Group", "name": "team-b", "apiGroup": "rbac.authorization.k8s.io"}
+    objects = render({"peopleRoles": {"teamViewers": [team_a], "teamAdmins": [team_b]}})
+    for role, team in (("viewer", team_a), ("admin", team_b)):
+        binding = one(objects, "RoleBinding", f"rw-runway-team-{role}")
+        assert binding["metadata"]["namespace"] == "runway-system"
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": f"rw-runway-{role}",
+        }
+        assert binding["subjects"] == [team]
+    assert not [o for o in objects if o["kind"] == "ClusterRoleBinding" and "team" in str(o)]
+    assert not [o for o in render({}) if o["kind"] == "RoleBinding" and "team" in str(o)]

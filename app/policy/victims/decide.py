@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from app.policy import minruntime, quantity
 from app.policy.claims import Claim
@@ -719,6 +719,10 @@ def _choose_one_node(
     return _chosen(ctx, winner, records, counts)
 
 
+TAKES_THE_CLAIM: Final = "; takes the claim of the lower-priority preemption of "
+"""How a chosen node's record names the claims it takes (never the decision's reason)."""
+
+
 def _won_or_lost(
     plan: _NodePlan, winner: _NodePlan | None, ranks: Mapping[str, Rank], planned: int
 ) -> tuple[NodeOutcome, str]:
@@ -731,7 +735,7 @@ def _won_or_lost(
         else "chosen: the only node left after the rules"
     )
     if plan.displaced:
-        why += "; takes the claim of the lower-priority preemption of " + ", ".join(
+        why += TAKES_THE_CLAIM + ", ".join(
             f"{c.preemptor} (priority {c.priority})" for c in plan.displaced
         )
     return "chosen", why
@@ -803,7 +807,9 @@ def _chosen(
         preemptor=ctx.preemptor,
         now=ctx.now,
         chosen=winner.node,
-        reason=record.reason,
+        # The node's record names the claims it takes, for operators; the decision's reason
+        # reaches the preemptor's and the victims' Events, which name no other tenant's pod.
+        reason=record.reason.partition(TAKES_THE_CLAIM)[0],
         victims=record.victims,
         off_node=record.off_node,
         pdb_violations=winner.offer.pdb_violations,

@@ -260,3 +260,33 @@ def test_a_follower_closes_the_connection_after_preempt(runway: Runway) -> None:
     assert closes_after(follower, "preempt")
     assert not closes_after(follower, "filter")
     assert not closes_after(runway.api_context(), "preempt")  # the leader keeps it
+
+
+async def test_a_preemption_whose_records_cannot_be_written_still_frees_the_node() -> None:
+    """Issue #36: a victim (or preemptor) whose WorkloadRecord the API server refuses is not
+    protected by the refusal: the victim is deleted, the preemption succeeds."""
+    api = FakeApi()
+    config = parse_config(
+        {
+            "kubernetes": {"leaderElection": {"enable": False}},
+            "scope": {"manageWithoutQueue": True},  # the victim is managed: it has a record
+        }
+    )
+    runway: Runway = create_app(config, ManualClock(NOW), kube=client(api.transport)).state.runway
+    runway.cache.replace_pods([PREEMPTOR, VICTIM])
+    runway.cache.replace_nodes([])
+    for p in (PREEMPTOR, VICTIM):
+        raw: dict[str, Any] = msgspec.to_builtins(p)
+        raw["metadata"]["resourceVersion"] = "1"
+        api.pods[p.key] = raw
+    api.record_refusal = (422, "Invalid")
+    _, outcome = plan_preempt(
+        runway.api_context(), body(as_payload(PREEMPTOR), {"n1": ["uid-batch-low"]})
+    )
+    assert outcome.plan is not None
+    done = await runway.executor.run(outcome.plan)
+    assert done.result == "success", done.error
+    assert VICTIM.key not in api.pods
+    assert not api.records  # nothing written; the eviction is kept in memory
+    victim_key = runway.records.cache.workload_keys()
+    assert any(runway.records.read(k) is not None for k in victim_key)

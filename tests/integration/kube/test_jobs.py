@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from app import metrics
-from app.kube import jobs as kube_jobs
+from app.kube import readonly as kube_readonly
 from app.server import create_app
 from app.wiring import Runway
 from tests.builders import bind, job_obj, raw_pod, runway_config
@@ -38,7 +38,7 @@ def job_pod(name: str, *, ready: bool, phase: str = "Running") -> dict[str, Any]
 
 
 class Logged:
-    """Stands in for ``app.kube.jobs``'s logger."""
+    """Stands in for ``app.kube.readonly``'s logger."""
 
     def __init__(self) -> None:
         self.warnings: list[str] = []
@@ -96,7 +96,7 @@ async def world(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[World, Logged]]:
     logged = Logged()
-    monkeypatch.setattr(kube_jobs, "log", logged)
+    monkeypatch.setattr(kube_readonly, "log", logged)
     w = World(refuse=getattr(request, "param", None))
     # A Job of 3: two pods Ready, the third Failed, its replacement not created yet.
     w.fake.add("jobs", job())
@@ -160,10 +160,39 @@ async def test_without_permission_runway_answers_with_the_members_and_says_so_on
         lambda: len([q for q in w.fake.lists if q["kind"] == "jobs"]) >= asked + 3,
         what="the quiet retries",
     )
-    assert len(logged.warnings) == 1 and "cannot read batch/v1 Jobs" in logged.warnings[0]
+    assert len(logged.warnings) == 1 and "cannot read jobs.batch" in logged.warnings[0]
     # the permission granted: the sizes come, and that is said once too
     del w.fake.refuse["jobs"]
     await until(lambda: w.size() == (3, "parallelism"), what="the Job listed at last")
     assert (await w.get("/v1/cache/summary"))["jobsReadable"] is True
     assert metrics.JOBS_READABLE._value.get() == 1
     assert len(logged.infos) == 1 and len(logged.warnings) == 1
+
+
+async def test_a_daemonset_counts_only_once_runway_has_read_it_with_that_uid(
+    world: tuple[World, Logged],
+) -> None:
+    """Issue #36: the DaemonSet reflector (``app.kube.daemonsets``, through the same read-only
+    source as the Jobs'): a pod naming ``kind: DaemonSet`` is queued until runway has read that
+    DaemonSet with the UID in the reference; a re-created one (new UID) does not count for it."""
+    w, _ = world
+    agent = raw_pod("agent-x", namespace="team", node="n1")
+    agent["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "name": "agent",
+            "uid": "ds-1",
+            "controller": True,
+        }
+    ]
+    w.fake.add("pods", agent)
+    await until(lambda: w.runway.cache.pod_by_key("team", "agent-x") is not None, what="pod")
+    pods = [w.runway.cache.pod_by_key("team", "agent-x")]
+    assert w.runway.records.is_queued(pods)  # type: ignore[arg-type]
+    daemonset = {"metadata": {"name": "agent", "namespace": "team", "uid": "ds-1"}}
+    w.fake.add("daemonsets", daemonset)
+    await until(lambda: not w.runway.records.is_queued(pods), what="the DaemonSet read")  # type: ignore[arg-type]
+    assert metrics.DAEMONSETS_READABLE._value.get() == 1
+    w.fake.add("daemonsets", {"metadata": {**daemonset["metadata"], "uid": "ds-2"}})
+    await until(lambda: w.runway.records.is_queued(pods), what="the re-created one")  # type: ignore[arg-type]

@@ -32,7 +32,8 @@ from app.model.timestamps import format_time
 from app.policy.workload import WorkloadKey
 from app.server import create_app
 from app.wiring import Runway
-from tests.builders import queued_pod
+from tests.builders import pod as build_pod
+from tests.builders import pod_obj, queued_pod
 from tests.served import serve_in_thread
 
 T0 = 1_800_000_000.0
@@ -356,3 +357,27 @@ def test_an_answer_a_follower_gave_itself_is_said_once_on_stderr() -> None:
         assert code == EXIT_OK and err.count("warning:") == 1, err
         code, _, err = kubectl("queues", "--url", url)  # every replica answers it alike
         assert code == EXIT_OK and err == ""
+
+
+def test_human_output_never_prints_a_tenants_escape_sequences(served: tuple[str, Runway]) -> None:
+    """Issue #36: an owner name with terminal escapes (window title, OSC 52, clear screen) and
+    a bidi override is printed escaped by the tables and ``explain``; ``-o json`` escapes it
+    its own way."""
+    url, runway = served
+    evil = "\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\u202eevil"
+    obj = pod_obj("evil-0", labels={"runway.dev/queue": "open"})
+    obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "x/v1", "kind": "Job", "name": evil, "uid": "u", "controller": True}
+    ]
+    runway.cache.upsert_pod(build_pod(obj))
+    for argv in (
+        ("workloads", "-A"),
+        ("workloads", "-A", "-o", "wide"),
+        ("explain", "team/evil-0"),
+    ):
+        code, out, err = kubectl(*argv, "--url", url)
+        assert code == EXIT_OK, err
+        assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+        assert "\\x1b]0;pwned\\x07" in out
+    code, out, _ = kubectl("workloads", "-A", "-o", "json", "--url", url)
+    assert "\x1b" not in out and evil in {w["name"] for w in json.loads(out)["items"]}

@@ -364,3 +364,31 @@ async def test_the_scrape_counts_in_a_pass_that_lets_the_verbs_run(world: World)
         assert sliced == whole == 1
     finally:
         await w.evictor.stop()
+
+
+async def test_a_workload_whose_record_cannot_be_written_is_evicted_and_held_all_the_same(
+    world: World,
+) -> None:
+    """Issue #36: the record write refused (422: an older CRD; 403: the namespace's quota) must
+    not exempt the workload from PodsReady — its pods are deleted, its backoff holds (from
+    memory), and the refused write is not retried on every pass."""
+    w = world
+    w.api.record_refusal = (422, "Invalid")
+    failed = metrics.RECORD_WRITE_FAILURES.labels("invalid")
+    before = failed._value.get()
+    w.create_pods()
+    w.bind()
+    w.clock.advance(31)
+    await w.evict_due()
+    assert w.api.pods == {}, "evicted although its record could not be written"
+    assert w.api.record("ml", "job.train") is None
+    assert failed._value.get() == before + 1
+    w.create_pods()
+    held = w.filter()
+    assert held["NodeNames"] == []
+    assert "requeue backoff" in held["FailedAndUnresolvableNodes"]["n1"]
+    writes = len(w.api.calls("POST", "/apis/runway.dev"))
+    for _ in range(5):  # passes and pod changes within the write's backoff: no new attempt
+        w.sync()
+        await w.evict_due()
+    assert len(w.api.calls("POST", "/apis/runway.dev")) == writes

@@ -18,6 +18,7 @@ from app.api.auth import (
     ReviewUnavailable,
     StaticTokens,
     bearer_token,
+    read_namespaces,
     resolve_mode,
     unguarded_mutating_routes,
 )
@@ -217,7 +218,8 @@ async def test_cache_is_keyed_by_token_hash_and_permission() -> None:
     assert all(GOOD not in repr(k) for k in keys)
 
 
-async def test_rejected_token_is_401_and_not_cached() -> None:
+async def test_rejected_token_is_401_and_remembered_briefly() -> None:
+    """Issue #36: a rejection is cached for ``negativeCacheTTL`` (5 s) too."""
     fake, now = FakeReviews(), [0.0]
     guard = kube_guard(fake, now)
     for _ in range(2):
@@ -225,7 +227,59 @@ async def test_rejected_token_is_401_and_not_cached() -> None:
             await guard.check(f"Bearer {OTHER}", "write")
         assert err.value.status == 401
         assert 'error="invalid_token"' in err.value.headers["WWW-Authenticate"]
+    assert len(fake.asked) == 1
+    now[0] = 5.0
+    with pytest.raises(AuthError):
+        await guard.check(f"Bearer {OTHER}", "write")
     assert len(fake.asked) == 2
+    fake.users[OTHER] = Identity("bob")  # becomes valid: seen once the rejection expired
+    now[0] = 10.0
+    fake.grants.add(("bob", "update"))
+    assert (await guard.check(f"Bearer {OTHER}", "write")).user == "bob"
+
+
+async def test_a_denial_is_remembered_briefly_and_a_grant_seen_after() -> None:
+    fake, now = FakeReviews(), [0.0]
+    fake.grants.clear()
+    guard = kube_guard(fake, now)
+    for _ in range(3):
+        with pytest.raises(AuthError) as err:
+            await guard.check(f"Bearer {GOOD}", "write")
+        assert err.value.status == 403 and "no binding" in err.value.message
+    assert [a for a, _ in fake.asked] == ["review", "allowed"]
+    fake.grants.add(("alice", "update"))
+    now[0] = 5.0
+    assert (await guard.check(f"Bearer {GOOD}", "write")).user == "alice"
+
+
+async def test_made_up_tokens_cost_a_bounded_number_of_reviews_per_source() -> None:
+    """Issue #36: 300 made-up tokens from one address were 300 TokenReviews; now the source's
+    budget (burst 20, 1/s back) answers 429 past it, without asking, while a known token and
+    another source still pass."""
+    fake, now = FakeReviews(), [0.0]
+    guard = kube_guard(fake, now)
+    await guard.check(f"Bearer {GOOD}", "write", source="10.0.0.9")  # cached before the storm
+    statuses = []
+    for i in range(300):
+        with pytest.raises(AuthError) as err:
+            await guard.check(f"Bearer made-up-{i:04d}", "write", source="10.0.0.7")
+        statuses.append(err.value.status)
+    assert statuses.count(401) == 20 and statuses.count(429) == 280
+    assert sum(1 for a, _ in fake.asked if a == "review") == 21
+    with pytest.raises(AuthError) as err:
+        await guard.check("Bearer made-up-x", "write", source="10.0.0.7")
+    assert err.value.headers["Retry-After"] == "1"
+    assert (await guard.check(f"Bearer {GOOD}", "write", source="10.0.0.7")).user == "alice"
+    with pytest.raises(AuthError) as err:
+        await guard.check("Bearer made-up-y", "write", source="10.0.0.8")
+    assert err.value.status == 401  # another source has its own budget
+    now[0] = 2.0  # two failures earned back
+    for expected in (401, 401, 429):
+        with pytest.raises(AuthError) as err:
+            await guard.check(
+                f"Bearer late-{expected}-{now[0]}-{len(fake.asked)}", "write", source="10.0.0.7"
+            )
+        assert err.value.status == expected
 
 
 async def test_denied_sar_is_403_naming_the_permission() -> None:
@@ -283,3 +337,30 @@ def test_permission_descriptions() -> None:
 def test_every_mutating_rest_route_requires_auth() -> None:
     # A POST/PUT/PATCH/DELETE under /v1 must add Depends(require_auth("write")).
     assert unguarded_mutating_routes(create_app()) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "namespaces"),
+    [
+        ("/v1/workloads/team-a/etl", "", ("team-a",)),
+        ("/v1/workloads", "namespace=team-a", ("team-a",)),
+        ("/v1/workloads", "namespace=team-a&pod=p-0", ("team-a",)),
+        ("/v1/workloads/", "namespace=team-a", ("team-a",)),
+        # every namespace, two of them, or an empty one: cluster-wide
+        ("/v1/workloads", "", ()),
+        ("/v1/workloads", "namespace=", ()),
+        ("/v1/workloads", "namespace=a&namespace=b", ()),
+        ("/v1/workloads/team-a", "", ()),
+        # a pair: both namespaces; half a pair: cluster-wide
+        ("/v1/explain", "preemptor=b/x&victim=a/y", ("a", "b")),
+        ("/v1/explain", "preemptor=a/x&victim=a/y", ("a",)),
+        ("/v1/explain", "preemptor=x&victim=a/y", ()),
+        # what spans namespaces
+        ("/v1/preemptions/decisions", "preemptor=a/x", ()),
+        ("/v1/queues", "namespace=a", ()),
+    ],
+)
+def test_read_namespaces(path: str, query: str, namespaces: tuple[str, ...]) -> None:
+    """Issue #35 item 4: which namespaces a protected read is authorised in (none: the
+    permission cluster-wide)."""
+    assert read_namespaces(path, query) == namespaces

@@ -39,3 +39,25 @@ def test_relative_times_say_in_or_ago() -> None:
 def test_clip_keeps_short_text_and_cuts_long_text() -> None:
     assert render.clip("a  b\nc", 10) == "a b c"
     assert render.clip("x" * 20, 5) == "xxxx…"
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain-name", "plain-name"),
+        ("Ünïcödé ok", "Ünïcödé ok"),
+        ("\x1b]0;pwned\x07", "\\x1b]0;pwned\\x07"),  # the window title
+        ("\x1b]52;c;ZXZpbA==\x07", "\\x1b]52;c;ZXZpbA==\\x07"),  # OSC 52: the clipboard
+        ("\x1b[2J\x1b[H", "\\x1b[2J\\x1b[H"),  # clear the screen
+        ("a\nforged   row", "a\\x0aforged   row"),  # a table row of its own
+        ("evil\u202egnp.exe", "evil\\u202egnp.exe"),  # bidi override
+        ("x\u2066y\u2069", "x\\u2066y\\u2069"),
+        ("\x9b31m", "\\x9b31m"),  # C1 CSI
+        ("a\u2028b", "a\\u2028b"),
+    ],
+)
+def test_human_output_escapes_control_and_bidi_characters(raw: str, shown: str) -> None:
+    """Issue #36: names come from tenants (an owner's name is anything the API server takes)."""
+    assert render.escape(raw) == shown
+    data = {"items": [{"name": raw, raw: [raw]}]}
+    assert render.escaped(data) == {"items": [{"name": shown, shown: [shown]}]}

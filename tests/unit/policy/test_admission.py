@@ -104,6 +104,42 @@ def test_gate_without_nomination_rejects_all() -> None:
     assert split_nodes(verdict, ["a"]).passed == []
 
 
+@pytest.mark.parametrize(
+    ("kw", "named", "hidden"),
+    [
+        (  # the gate names the preemptor's own victims, counts the others
+            {"gate": GateHold("n1", 3, NOW + 30, victims=("ns/mine", "tenant-c/x", "tenant-c/y"))},
+            ["ns/mine", "and 2 in other namespaces"],
+            ["tenant-c"],
+        ),
+        (
+            {"gate": GateHold(None, 1, NOW + 30, victims=("tenant-c/x",))},
+            ["1 victim(s) still terminating"],
+            ["tenant-c"],
+        ),
+        (  # a preemptor of another namespace is "a higher-priority workload"
+            {"record": PREEMPTED, "preemptor_pending": True, "preemptor_name": "tenant-c/p"},
+            ["a higher-priority workload"],
+            ["tenant-c", "another namespace"],
+        ),
+        (
+            {"record": PREEMPTED, "preemptor_pending": True, "preemptor_name": "ns/p"},
+            ["pod ns/p"],
+            [],
+        ),
+    ],
+)
+def test_a_reason_names_only_the_pods_own_namespace(
+    kw: dict[str, object], named: list[str], hidden: list[str]
+) -> None:
+    """Issue #36: a filter reason lands in the pod's events, which its namespace reads."""
+    reason = admit(facts(**kw), NOW).reason
+    for text in named:
+        assert text in reason, reason
+    for text in hidden:
+        assert text not in reason, reason
+
+
 def test_anti_flapping_is_bounded_and_needs_a_pending_preemptor() -> None:
     held = admit(facts(record=PREEMPTED, preemptor_pending=True, preemptor_name="ns/p"), NOW)
     assert held.rule == "anti-flapping" and held.until == NOW + 50

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from app.model.lifecycle import EMPTY, Life
 from app.model.pod import ObjectMeta, Pod, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
-from app.policy.lifecycle import facts_of, life_to_write, observation, observe
+from app.policy.lifecycle import beyond_admission, facts_of, life_to_write, observation, observe
 
 T0 = 1_700_000_000.0
 MIN_AVAILABLE = "runway.dev/min-available"
@@ -148,15 +148,25 @@ def ready(name: str, *, created: float = T0) -> Pod:
         # ... however the size is known: the owner's parallelism
         ([ready("a"), ready("b"), pod("c", phase="Failed")], EMPTY, 3, 3, "parallelism", False),
         ([ready("a"), ready("b")], EMPTY, None, 2, "members", True),
-        # a declared minAvailable is the target, whatever else is known
+        # a declared minAvailable is the target for the members not bound yet, whatever else
+        # is known; every bound member counts (issue #36: as Kueue's admitted count)
         (
             [ready("a"), ready("b"), pod("c", phase="Failed")],
             Life(size=3),
             3,
-            1,
+            2,
             "declared",
             True,
         ),
+        (
+            [ready("a"), pod("b", bound_at=T0), pod("c", bound_at=T0), pod("d", bound_at=T0)],
+            Life(size=4),
+            None,
+            4,
+            "declared",
+            False,
+        ),
+        ([ready("a"), pod("b"), pod("c")], Life(size=3), None, 1, "declared", True),
         # succeeded pods count as ready
         ([ready("a"), pod("b", phase="Succeeded")], Life(size=2), None, 2, "members", True),
     ],
@@ -665,3 +675,37 @@ def test_the_created_fact(
     case: str, persisted: Life, pods: list[Pod], owner_created: float | None, created: float
 ) -> None:
     assert facts_of(pods, persisted, owner_created=owner_created).life.created == created, case
+
+
+# --- issue #36 item 4: what an admission covers -------------------------------------------------
+
+
+def test_once_admitted_the_size_grows_only_by_members_admitted_in_turn() -> None:
+    admitted = observe(EMPTY, observation([pod("a", bound_at=T0 + 1), pod("b")]))
+    assert (admitted.admitted, admitted.size) == (T0 + 1, 2)  # the gang it was admitted with
+    extra = [pod("a", bound_at=T0 + 1), pod("b"), pod("c", created=T0 + 50)]
+    assert observe(admitted, observation(extra)).size == 2  # a pending newcomer: not had
+    bound = [pod("a", bound_at=T0 + 1), pod("b", bound_at=T0 + 2), pod("c", bound_at=T0 + 60)]
+    assert observe(admitted, observation(bound)).size == 3  # admitted in turn
+
+
+@pytest.mark.parametrize(
+    ("pods", "size", "parallelism", "beyond"),
+    [
+        # 1 of 1 bound: a new pending member is a new admission
+        ([pod("a", bound_at=T0), pod("b")], 1, None, True),
+        # 1 of 2 bound (the other failed): the pending one replaces it
+        ([pod("a", bound_at=T0), pod("b", phase="Failed"), pod("c")], 2, None, False),
+        # a Job of 3 filling its parallelism: covered
+        ([pod("a", bound_at=T0), pod("b")], 1, 3, False),
+        # a declared floor above what is bound: covered
+        ([pod("a", bound_at=T0, min_available=3), pod("b", min_available=3)], 1, None, False),
+        # not admitted: not a question
+        ([pod("a"), pod("b")], 1, None, False),
+    ],
+)
+def test_beyond_admission(
+    pods: list[Pod], size: int, parallelism: int | None, beyond: bool
+) -> None:
+    life = facts_of(pods, Life(T0, T0 if any(p.spec.nodeName for p in pods) else None, None, size))
+    assert beyond_admission(pods, life.life, parallelism=parallelism) is beyond

@@ -17,6 +17,7 @@ import pytest
 from app.config import parse_config
 from app.config.requeue import RequeuingStrategyConfig
 from app.model.eviction import EvictionRecord
+from app.model.gate import seal
 from app.model.record import RecordState
 from app.policy import admission
 from app.policy.backoff import next_eviction_state, reactivate
@@ -197,6 +198,18 @@ def test_pending_preemptor_goes_before_the_workload_it_evicted() -> None:
     # Priority still comes first.
     high = PendingWorkload("ns/high", 9, 99.0)
     assert pending_order([victim, preemptor, high], s)[0].name == "ns/high"
+
+
+def test_a_preemptor_named_sealed_still_goes_before_the_workload_it_evicted() -> None:
+    """Issue #36: a victim's record names a preemptor of another namespace by its sealed UID."""
+    s = QueueOrderStrategy()
+    victim = PendingWorkload(
+        "ns/victim", 5, 1.0, EvictionRecord("Preempted", 100.0, preemptor_uid=seal("p-uid"))
+    )
+    preemptor = PendingWorkload("other/preemptor", 5, 50.0, pod_uids=frozenset({"p-uid"}))
+    bystander = PendingWorkload("ns/bystander", 5, 2.0)
+    order = [w.name for w in pending_order([victim, bystander, preemptor], s)]
+    assert order == ["other/preemptor", "ns/victim", "ns/bystander"]
 
 
 def test_name_breaks_ties() -> None:

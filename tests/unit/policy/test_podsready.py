@@ -20,12 +20,14 @@ from app.config.requeue import WaitForPodsReadyConfig
 from app.model import Pod
 from app.model.timestamps import format_time
 from app.policy.podsready import (
+    NOTHING,
     WAIT_FOR_RECOVERY,
     WAIT_FOR_START,
     PodsReadyState,
     block_until,
     blocks_admission,
     evaluate_pods_ready,
+    straggler_since,
     timeout_message,
     was_pods_ready,
 )
@@ -220,3 +222,36 @@ def test_only_pods_the_workload_has_had_are_presumed_ready_when_gone(
     pods: list[Pod], size: int, most: int | None, was: bool
 ) -> None:
     assert was_pods_ready(pods, NOW, size, most=most) is was
+
+
+def test_a_declared_floors_straggler_times_out_even_after_the_workload_was_ready() -> None:
+    """Issue #36: ``min-available: 1`` on a gang whose first pod became Ready before the others
+    bound: the 3 later never-ready pods were on the recovery clock (unset: forever). Each bound
+    member must now be Ready within ``timeout`` of its bind."""
+    no_recovery = WaitForPodsReadyConfig(enable=True, timeout=300, recovery_timeout=None)
+    was_ready = PodsReadyState(admitted_at=0.0, pods_ready=False, was_ready=True)
+    assert evaluate_pods_ready(was_ready, 10_000.0, no_recovery) == NOTHING
+    stragglers = PodsReadyState(
+        admitted_at=0.0, pods_ready=False, was_ready=True, straggler_since=1000.0
+    )
+    check = evaluate_pods_ready(stragglers, 1299.0, no_recovery)
+    assert check.cause == "WaitForStart" and check.deadline == 1300.0 and not check.due
+    assert evaluate_pods_ready(stragglers, 1300.0, no_recovery).due
+    # the earlier clock wins: the start timeout of a workload never ready
+    start = PodsReadyState(admitted_at=0.0, pods_ready=False, straggler_since=100.0)
+    assert evaluate_pods_ready(start, 10.0, no_recovery).deadline == 300.0
+
+
+def test_straggler_since_is_the_earliest_bind_of_a_member_never_ready() -> None:
+    def bound(name: str, at: float, ready: bool | None = None, phase: str = "Running") -> Pod:
+        conditions = [condition("PodScheduled", True, format_time(at))]
+        if ready is not None:
+            conditions.append(condition("Ready", ready, format_time(at)))
+        return pod(raw_pod(name, node="n1", conditions=conditions, phase=phase))
+
+    assert straggler_since([bound("a", 10.0, ready=True)]) is None
+    assert (
+        straggler_since([bound("a", 10.0, ready=True), bound("b", 20.0), bound("c", 15.0)]) == 15.0
+    )
+    assert straggler_since([bound("b", 20.0, phase="Failed")]) is None  # not a member
+    assert straggler_since([pod(raw_pod("pending"))]) is None

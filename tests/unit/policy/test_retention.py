@@ -1,5 +1,6 @@
-"""policy/retention: an unowned WorkloadRecord goes only when its workload has been gone for the
-retention and nothing in it still holds the workload."""
+"""policy/retention: a WorkloadRecord goes only when its workload has been gone for the
+retention and nothing in it still holds the workload — owned or not (an owner of a made-up API
+is never resolved by the garbage collector)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ GATE = GateEntry(PodRef("u", "ns", "p"), "n1", (), since=NOW - 5, deadline=NOW +
         (STATE, None, DAY, False),  # pods are there
         (STATE, NOW - 10, DAY, False),  # not gone long enough
         (STATE, GONE, 0.0, False),  # retention off
-        (replace(STATE, owned=True), GONE, DAY, False),  # the garbage collector's business
+        (replace(STATE, owned=True), GONE, DAY, True),  # owned: by anything, maybe made up
         (replace(STATE, active=False), GONE, DAY, False),  # deactivated: kept
         (  # a backoff still pending: kept
             replace(STATE, eviction=replace(STATE.eviction, requeue_at=NOW + 60)),  # type: ignore[type-var]

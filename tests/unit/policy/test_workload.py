@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from app.model import Pod
@@ -20,6 +21,7 @@ from app.policy.workload import (
     bind_time,
     declared_min_available,
     is_active,
+    is_queued,
     is_ready,
     job_size,
     min_available,
@@ -156,6 +158,14 @@ def test_queue_of_applies_a_namespace_selector(
 JOB = OwnerReference(apiVersion="batch/v1", kind="Job", name="job", uid="j", controller=True)
 RS = OwnerReference(kind="ReplicaSet", name="rs", uid="r", controller=False)
 NAMELESS = OwnerReference(kind="Job", name="", uid="n", controller=True)
+# Owner references the API server accepts on a pod but no object can be named by (issue #36):
+# not owners, so not a workload identity (the pod is its own) and never written on a record.
+LONG = OwnerReference(
+    apiVersion="rt.example/v1", kind="Job", name="x" * 300, uid="l", controller=True
+)
+SLASH = OwnerReference(apiVersion="batch/v1", kind="Job", name="a/b", uid="s", controller=True)
+BADKIND = OwnerReference(apiVersion="batch/v1", kind="Job.v1", name="j", uid="k", controller=True)
+NOUID = OwnerReference(apiVersion="batch/v1", kind="Job", name="j", uid="", controller=True)
 
 
 @pytest.mark.parametrize(
@@ -165,6 +175,10 @@ NAMELESS = OwnerReference(kind="Job", name="", uid="n", controller=True)
         (None, [JOB], WorkloadKey("ns", "job", "owner:Job")),
         (None, [RS], WorkloadKey("ns", "p", "pod")),  # not the controller
         (None, [NAMELESS], WorkloadKey("ns", "p", "pod")),  # a controller without a name
+        (None, [LONG], WorkloadKey("ns", "p", "pod")),  # a name no object can have
+        (None, [SLASH], WorkloadKey("ns", "p", "pod")),
+        (None, [BADKIND], WorkloadKey("ns", "p", "pod")),
+        (None, [NOUID], WorkloadKey("ns", "p", "pod")),
         (None, [RS, JOB], WorkloadKey("ns", "job", "owner:Job")),
         ({"scheduling.x-k8s.io/pod-group": "pg"}, [JOB], WorkloadKey("ns", "pg", "pod-group")),
         (
@@ -368,6 +382,27 @@ DECLARED = {"runway.dev/min-available": "2"}
         ([make("a"), make("b")], None, None, (2, "members")),
         # a declared minAvailable wins over the Job
         ([make("a", annotations=DECLARED), make("b")], 3, 3, (2, "declared")),
+        # ...for the members not bound yet: every bound member counts (issue #36, Kueue's
+        # partial admission: all admitted pods must be ready), pending ones beyond do not
+        (
+            [make("a", annotations=DECLARED, node="n1")] + [make(n, node="n1") for n in "bcd"],
+            None,
+            4,
+            (4, "declared"),
+        ),
+        (
+            [make("a", annotations=DECLARED, node="n1"), make("b", node="n1"), make("c")],
+            None,
+            3,
+            (2, "declared"),
+        ),
+        (  # a failed bound pod is not a member
+            [make("a", annotations=DECLARED, node="n1")]
+            + [make(n, node="n1", phase="Failed") for n in "bc"],
+            None,
+            3,
+            (2, "declared"),
+        ),
         # a Job scaled up before its pods exist: the Job says
         ([make("a")], 4, 1, (4, "parallelism")),
         # a Job scaled down: the Job says (the pods above it are being deleted)
@@ -380,3 +415,71 @@ def test_workload_size_declared_then_the_jobs_then_the_most_members(
     pods: list[Pod], parallelism: int | None, most: int | None, expected: tuple[int, str]
 ) -> None:
     assert workload_size(pods, parallelism=parallelism, most=most) == expected
+
+
+# --- is_queued: an owner's kind counts only when runway has read the owner (issue #36) ---------
+
+Ref = OwnerReference
+
+
+def ds_ref(
+    api_version: str = "apps/v1", uid: str = "ds-uid", name: str = "agent"
+) -> OwnerReference:
+    return OwnerReference(
+        apiVersion=api_version, kind="DaemonSet", name=name, uid=uid, controller=True
+    )
+
+
+def node_ref(name: str = "n1", uid: str = "node-uid", api_version: str = "v1") -> Ref:
+    return Ref(apiVersion=api_version, kind="Node", name=name, uid=uid, controller=True)
+
+
+def read_ds(namespace: str, name: str) -> str | None:
+    return {("ns", "agent"): "ds-uid"}.get((namespace, name))
+
+
+def read_node(name: str) -> str | None:
+    return {"n1": "node-uid"}.get(name)
+
+
+@pytest.mark.parametrize(
+    ("pod", "queued"),
+    [
+        (make(), True),
+        (make(owners=[JOB]), True),
+        # a DaemonSet runway has read, with its UID: not queued
+        (make(owners=[ds_ref()]), False),
+        # the issue's forgery: kind DaemonSet of a made-up API
+        (make(owners=[ds_ref(api_version="rt.example/v1")]), True),
+        (make(owners=[ds_ref(uid="forged")]), True),  # not that DaemonSet's UID
+        (make(owners=[ds_ref(name="unknown")]), True),  # one runway has not read
+        (make(namespace="other", owners=[ds_ref()]), True),  # another namespace's
+        (
+            make(owners=[msgspec.structs.replace(ds_ref(), controller=False)]),
+            True,
+        ),  # not the controller
+        # a mirror pod: owned by its own node, with that node's UID
+        (make(node="n1", owners=[node_ref()]), False),
+        (make(node="n2", owners=[node_ref()]), True),  # another node's name
+        (make(node=None, owners=[node_ref()]), True),  # the kubelet creates them bound
+        (make(node="n1", owners=[node_ref(uid="forged")]), True),
+        (make(node="n1", owners=[node_ref(api_version="rt.example/v1")]), True),
+        # the kubelet's annotation is anyone's to write: no evidence
+        (make(node="n1", annotations={"kubernetes.io/config.mirror": "x"}), True),
+    ],
+)
+def test_is_queued_counts_an_owner_kind_only_for_an_owner_runway_has_read(
+    pod: Pod, queued: bool
+) -> None:
+    assert is_queued([pod], read_ds, read_node) is queued
+    assert is_queued([pod]) is True  # nothing read: nothing is exempt
+
+
+def test_a_forged_pod_joining_a_real_daemonsets_workload_makes_it_queued() -> None:
+    """The workload is named after the owner's name: a tenant's pod naming the real DaemonSet's
+    name (another API, another UID) joins its workload; it is then queued as a whole."""
+    real = make("real", owners=[ds_ref()])
+    forged = make("forged", owners=[ds_ref(api_version="rt.example/v1", uid="x")])
+    assert not is_queued([real], read_ds, read_node)
+    assert is_queued([real, forged], read_ds, read_node)
+    assert is_queued([], read_ds, read_node)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from app.model import Pod
-from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
+from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef, seal
 from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from tests.builders import cluster_cache, raw_pod
@@ -142,3 +142,21 @@ def test_a_displaced_gate_opens_and_its_claim_ends() -> None:
     book.hold(entry(NOW + 5))  # a preemption of its own later
     assert book.displaced(P.uid) is None
     assert not book.displace("uid-nobody", why)
+
+
+def test_a_sealed_victim_is_found_again_among_the_pods_on_the_gates_node() -> None:
+    """Issue #36: the preemptor's record names a victim of another namespace only sealed; a
+    replica reading the mirror finds it on the gate's node (held while it is there, gone when
+    it is not), and its claim's room leaves it out."""
+    cache = cluster_cache()
+    other = build_pod(raw_pod("precious", namespace="tenant-b", uid="uid-b", node="n1"))
+    cache.replace_pods([other, preemptor()])
+    book = GateBook(cache, gate_bound_s=60)
+    mirrored = entry(NOW, victims=(PodRef(seal("uid-b"), "", ""),))
+    book.set_mirrored(P.uid, mirrored)
+    found = book.lookup(preemptor())
+    assert found is not None and found.victims == (PodRef("uid-b", "tenant-b", "precious"),)
+    assert book.held(preemptor(), NOW + 1) is not None  # its victim is still there
+    assert book.reserved(NOW + 1) == {"uid-b": "ns/high"}
+    cache.delete_pod(other)
+    assert book.held(preemptor(), NOW + 1) is None  # gone: the gate opens

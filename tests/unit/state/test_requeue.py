@@ -695,3 +695,92 @@ def test_a_relabelled_namespace_moves_its_pods_and_the_strict_fifo_head_follows(
     holds = rt.requeue.pending_holds(T0)
     assert holds[older.uid] is None and holds[newer.uid] is not None
     assert rt.requeue.admit(newer, T0) != admission.ADMIT
+
+
+# --- issue #36 item 4: an admission covers what was admitted ------------------------------------
+
+
+def queued(
+    name: str,
+    queue: str,
+    *,
+    created: float,
+    bound_at: float | None = None,
+    workload: str | None = None,
+    namespace: str = "ns",
+    phase: str | None = None,
+) -> Pod:
+    obj = raw_pod(
+        name,
+        namespace=namespace,
+        labels={"runway.dev/queue": queue, "runway.dev/workload": workload or name},
+        node="n1" if bound_at is not None else None,
+        conditions=[condition("PodScheduled", True, format_time(bound_at))] if bound_at else [],
+        phase=phase,
+    )
+    obj["metadata"]["creationTimestamp"] = format_time(created)
+    return build_pod(obj)
+
+
+STRICT = {"queues": [{"name": "strict", "queueingStrategy": "StrictFIFO"}]}
+
+
+async def persist_life(rt: Runway, member: Pod) -> None:
+    """What the leader's life recorder writes at the first bind."""
+    view = rt.cache.workload_of_pod(member)
+    assert view is not None
+    assert await rt.records.write_life(view.key, rt.records.life(view).life)
+
+
+async def test_new_members_of_an_admitted_workload_queue_again() -> None:
+    """The issue's anchor: a workload bound long ago; new pods with its label bound past the
+    StrictFIFO head. Now they are a new admission: in the pending order at their own creation
+    time, held while an older workload heads the queue; a replacement of a failed member is
+    covered by the admission and not held."""
+    rt = runtime(STRICT)
+    rt.cache.pods_synced = True
+    anchor = [
+        queued(f"anchor-{i}", "strict", created=T0 - 3600, bound_at=T0 - 3500, workload="anchor")
+        for i in range(2)
+    ]
+    for member in anchor:
+        rt.cache.upsert_pod(member)
+    await persist_life(rt, anchor[0])  # the leader's life recorder, at the first bind: size 2
+    first = queued("first", "strict", created=T0 - 60, namespace="other")
+    rt.cache.upsert_pod(first)
+    extra = queued("anchor-2", "strict", created=T0, workload="anchor")
+    rt.cache.upsert_pod(extra)
+    order = rt.requeue.pending_workloads("strict")
+    assert [w.name for w in order] == ["other/first", "ns/anchor"]
+    assert order[1].creation_time == T0  # its own creation, not the workload's (T0 - 3600)
+    verdict = rt.requeue.admit(extra, T0 + 1)
+    assert not verdict.allowed and verdict.rule == "strict-fifo", verdict
+    # once the head is gone, the new members are the head
+    rt.cache.delete_pod(first)
+    assert rt.requeue.admit(extra, T0 + 2).allowed
+    # a replacement is covered: a bound member failed, the pending one replaces it
+    rt.cache.upsert_pod(first)
+    failed = queued(
+        "anchor-1",
+        "strict",
+        created=T0 - 3600,
+        bound_at=T0 - 3500,
+        workload="anchor",
+        phase="Failed",
+    )
+    rt.cache.upsert_pod(failed)
+    assert rt.requeue.admit(extra, T0 + 3).allowed
+    assert [w.name for w in rt.requeue.pending_workloads("strict")] == ["other/first"]
+
+
+async def test_new_members_wait_for_block_admission_too() -> None:
+    rt = runtime({"waitForPodsReady": {"enable": True, "timeout": "60s", "blockAdmission": True}})
+    rt.cache.pods_synced = True
+    a0 = pod("a0", bound_at=T0 - 600, ready=True, ready_at=T0 - 590, workload="a")
+    rt.cache.upsert_pod(a0)
+    await persist_life(rt, a0)
+    rt.cache.upsert_pod(pod("b0", bound_at=T0, ready=False, workload="b"))  # admitted, not ready
+    extra = pod("a1", workload="a")
+    rt.cache.upsert_pod(extra)
+    verdict = rt.requeue.admit(extra, T0 + 1)
+    assert not verdict.allowed and verdict.rule == "block-admission", verdict

@@ -52,7 +52,7 @@ async def test_events_on_victims_owner_and_preemptor() -> None:
     assert record.result == "success", record.error
     got = sorted((str(n.regarding), n.reason, n.message) for n in sink.notes)
     # The victims are in another namespace than the preemptor: its name is not theirs to read.
-    victim_msg = "Preempted by a pod in another namespace on node node-0: reclaim: team-a 0s"
+    victim_msg = "Preempted by a higher-priority workload on node node-0"
     preempting = "Preempting 2 pods on node node-0: reclaim: team-a 0s"
     assert got == [
         ("Job team-a/low", "Preempted", victim_msg),  # once for the gang's owner
@@ -63,6 +63,33 @@ async def test_events_on_victims_owner_and_preemptor() -> None:
     ]
     assert {n.type for n in sink.notes} == {"Normal"}
     assert not any("team-b" in n.message for n in sink.notes if n.regarding.namespace == "team-a")
+
+
+async def test_a_victim_of_another_namespace_reads_no_name_queue_or_priority() -> None:
+    """Issue #36: the DisruptionTarget message and the Events of a victim in another namespace
+    say "a higher-priority workload"; one in the preemptor's own namespace is told who."""
+    own = PodRef("uid-own", "team-b", "low-b")
+    plan = PreemptionPlan(
+        preemptor=P,
+        node="node-0",
+        victims=(*VICTIMS, own),
+        message="Preempted by team-b/high-0 (queue qb, priority 1000) to run on node node-0",
+        public_message="Preempted by a higher-priority workload to run on node node-0",
+        rule="chosen: the only node left after the rules",
+    )
+    api, sink = FakeApi(), ListSink()
+    record = await executor(api, sink).run(plan)
+    assert record.result == "success", record.error
+    marks = {pod: text for op, pod, text in api.calls if op == "condition"}
+    assert marks["team-a/low-0"] == plan.public_message
+    assert marks["team-b/low-b"] == plan.message
+    for note in sink.notes:
+        if note.regarding.namespace == "team-a":
+            assert "team-b" not in note.message and "1000" not in note.message
+            assert "higher-priority workload" in note.message
+    assert PreemptionPlan(P, "n", (), "m").message_for("team-a") == (
+        "Preempted by a higher-priority workload to run on node n"
+    )
 
 
 async def test_no_events_for_a_preemption_that_failed_before_deleting() -> None:
