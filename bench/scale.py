@@ -90,6 +90,7 @@ from bench import payloads
 from bench.extender import OUT, machine, percentile, print_table
 from bench.ingest import LIST_RV, FakeApi, _rss_mb, realistic_pod
 from tests.asgi import asgi_client
+from tests.builders import write_record
 
 FILTER_BAR_S = 0.005
 PREEMPT_BAR_S = 0.005
@@ -951,7 +952,7 @@ async def _eviction_records(runway: Runway, cluster: Cluster, count: int) -> dic
             record = EvictionRecord(
                 reason="PodsReadyTimeout", time=now - 60, count=6, deactivated=True
             )
-        await runway.records.write(key, record)
+        await write_record(runway.records, key, record)
         kinds[kind] += 1
     return kinds
 

@@ -22,7 +22,9 @@ from app.config import RunwayConfig, parse_config
 from app.config.preemption import PreemptionConfig
 from app.config.requeue import RequeuingStrategyConfig
 from app.model import Pod
+from app.model.eviction import EvictionRecord
 from app.model.job import Job
+from app.model.lifecycle import Life
 from app.model.node import Node
 from app.model.timestamps import format_time
 from app.policy.budget import NO_BUDGET, PreemptionBudget
@@ -361,3 +363,31 @@ def preemption_executor(
         "owners_of": lambda _pod: (),
     }
     return PreemptionExecutor(pods, gate, clock or ManualClock(), **{**defaults, **options})
+
+
+# --- writing a workload's record the one way (``RecordBook.change``) -------------------------
+
+
+async def update_record(
+    book: RecordBook, key: WorkloadKey, update: Callable[[EvictionRecord | None], Any]
+) -> EvictionRecord | None:
+    """Read-modify-write ``key``'s eviction record with ``update``; the record it made."""
+    applied: list[EvictionRecord] = []
+    state = await book.change(key, book.eviction_change(key, update, applied))
+    return applied[0] if state is not None and applied else None
+
+
+async def write_record(
+    book: RecordBook, key: WorkloadKey, record: EvictionRecord
+) -> EvictionRecord | None:
+    """``record`` as ``key``'s eviction record, whatever it held."""
+    return await update_record(book, key, lambda _: record)
+
+
+async def write_life(
+    book: RecordBook, key: WorkloadKey, life: Life, owner_created: float | None = None
+) -> bool:
+    """Persist ``life`` as the leader does; whether anything was written."""
+    return (
+        await book.change(key, book.life_change(key, life, owner_created=owner_created)) is not None
+    )

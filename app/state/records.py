@@ -374,13 +374,14 @@ class RecordBook:
         self._life_memo[key] = (view, persisted, evicted, job, facts)
         return facts
 
-    async def write_life(
+    def life_change(
         self, key: WorkloadKey, life: Life, *, owner_created: float | None = None
-    ) -> bool:
-        """Persist ``life`` in the workload's record, as ``policy.lifecycle.life_to_write``
-        merges it with what the record holds. Returns True when something was written."""
+    ) -> Change:
+        """The change that persists ``life`` in the workload's record, as
+        ``policy.lifecycle.life_to_write`` merges it with what the record holds (and the
+        same-queue protection its start gives); for ``change``."""
 
-        def change(current: RecordState) -> RecordState | None:
+        def on_state(current: RecordState) -> RecordState | None:
             new = life_to_write(current.life, life, owner_created)
             until = self.protection(key, new.started) if new.started is not None else None
             if new == current.life and until == current.protected_until:
@@ -389,14 +390,44 @@ class RecordBook:
                 current, life=new, queue=self._queue(key) or current.queue, protected_until=until
             )
 
-        return await self.change(key, change) is not None
+        return on_state
+
+    def eviction_change(
+        self, key: WorkloadKey, update: Update, applied: list[EvictionRecord] | None = None
+    ) -> Change:
+        """The change that read-modify-writes the workload's eviction record with ``update``;
+        for ``change``. A record that says deactivated makes ``spec.active`` false; one that
+        does not, true. ``applied`` receives the record ``update`` made (a write of what memory
+        held may go out without it: ``change``'s return alone does not say it was applied)."""
+
+        def on_state(current: RecordState) -> RecordState | None:
+            new = update(current.record)
+            if new is None:
+                return None
+            if applied is not None:
+                applied[:] = [new]
+            active = not new.deactivated
+            # Who deactivated it: the requeue limit now, else whoever had (an operator's
+            # deactivation stays an operator's whatever the eviction record says).
+            by = "" if active else current.authority or RUNWAY
+            return replace(
+                current,
+                eviction=new,
+                active=active,
+                deactivated_by=by,
+                queue=self._queue(key) or current.queue,
+            )
+
+        return on_state
 
     # -- write (async) --------------------------------------------------------------------------
 
     async def change(
         self, key: WorkloadKey, change: Change, *, durable: bool = False
     ) -> RecordState | None:
-        """Read-modify-write the workload's record; returns what was written (None: nothing).
+        """Read-modify-write the workload's record — the one way a record is written (the
+        changes: ``eviction_change``, ``life_change``, the gate's mirror, activation); returns
+        what was written (None: nothing).
         ``durable`` (a person's ``:activate``/``:deactivate``): a failed write raises
         ``RecordWriteFailed`` and nothing is kept in memory — the person is told.
 
@@ -509,35 +540,6 @@ class RecordBook:
         """The records kept in memory only: ``(namespace, name, state)``."""
         return [(ns, name, u.state) for (ns, name), u in self._unwritten.items()]
 
-    async def write(self, key: WorkloadKey, record: EvictionRecord) -> EvictionRecord | None:
-        """Persist ``record`` as the workload's record (whatever it held before)."""
-        return await self.update(key, lambda _: record)
-
-    async def update(self, key: WorkloadKey, change: Update) -> EvictionRecord | None:
-        """Read-modify-write the workload's eviction record; returns what was written. A record
-        that says deactivated makes ``spec.active`` false; one that does not, true."""
-        written: list[EvictionRecord] = []
-
-        def on_state(current: RecordState) -> RecordState | None:
-            new = change(current.record)
-            if new is None:
-                return None
-            written[:] = [new]
-            active = not new.deactivated
-            # Who deactivated it: the requeue limit now, else whoever had (an operator's
-            # deactivation stays an operator's whatever the eviction record says).
-            by = "" if active else current.authority or RUNWAY
-            return replace(
-                current,
-                eviction=new,
-                active=active,
-                deactivated_by=by,
-                queue=self._queue(key) or current.queue,
-            )
-
-        state = await self.change(key, on_state)
-        return written[0] if state is not None and written else None
-
     def _queue(self, key: WorkloadKey) -> str:
         pods = self.cache.workload_pods(key)
         return self.queue_of_pod(pods[0]) if pods else ""
@@ -642,7 +644,9 @@ class RecordBook:
         key = workload_of(victim)
         if not self.cache.is_managed(victim):
             return None  # a victim kube-scheduler offered that runway does not manage
-        written = await self.update(key, change)
+        applied: list[EvictionRecord] = []
+        state = await self.change(key, self.eviction_change(key, change, applied))
+        written = applied[0] if state is not None and applied else None
         if (key, preemptor_uid) not in self._preempted:
             self._preempted[(key, preemptor_uid)] = None
             while len(self._preempted) > MEMO_LIMIT:

@@ -115,9 +115,8 @@ class LifeRecorder(Ticker):
         # Written at first sight, admitted or not: a pending workload's pod deleted and
         # re-created (its controller's choice) must not move it to the back of its queue.
         try:
-            written = await self.records.write_life(
-                key, facts.life, owner_created=facts.owner_created
-            )
+            change = self.records.life_change(key, facts.life, owner_created=facts.owner_created)
+            written = await self.records.change(key, change) is not None
         except Exception as exc:  # e.g. the API server refused or timed out the record's write
             # Retried when its pods change again or on the next leader's sweep, not in a loop.
             log.warning("workload facts not written", workload=str(key), error=str(exc))

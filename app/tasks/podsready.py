@@ -223,7 +223,9 @@ class PodsReadyEvictor(Ticker):
                 failed_pools=pools,
             )
 
-        record = await self.records.update(key, change)
+        applied: list[EvictionRecord] = []
+        state = await self.records.change(key, self.records.eviction_change(key, change, applied))
+        record = applied[0] if state is not None and applied else None
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT

@@ -23,7 +23,7 @@ from app.policy.workload import workload_of
 from app.server import create_app
 from app.wiring import build
 from tests.builders import pod as lean_pod
-from tests.builders import pool_node
+from tests.builders import pool_node, write_record
 from tests.reference import wire_cases
 
 CASES = wire_cases()
@@ -158,7 +158,7 @@ async def test_prioritize_with_a_preference_lists_every_accepted_host(case: dict
         runtime.cache.upsert_node(pool_node(name, pool))  # nodeCacheCapable: labels from here
     request = case["request"]
     record = EvictionRecord(PODS_READY_TIMEOUT, 1_800_000_000.0, count=1, failed_pools=("b",))
-    await runtime.records.write(workload_of(lean_pod(request["Pod"])), record)
+    await write_record(runtime.records, workload_of(lean_pod(request["Pod"])), record)
     reply = json.loads(handle_prioritize(runtime.api_context(), json.dumps(request).encode()))
     check_prioritize(request, reply)
     assert [e["Host"] for e in reply] == [e["Host"] for e in case["accepted_response"]]

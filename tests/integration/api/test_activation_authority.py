@@ -22,7 +22,7 @@ from app.policy.workload import WorkloadKey
 from app.server import create_app
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import pod, pod_obj
+from tests.builders import pod, pod_obj, write_record
 
 T0 = 1_800_000_000.0
 NS = "team-a"
@@ -75,7 +75,7 @@ async def test_the_namespace_lifts_the_requeue_limits_deactivation(
     world: tuple[httpx.AsyncClient, Runway],
 ) -> None:
     http, runway = world
-    await runway.records.write(KEY, LIMIT)
+    await write_record(runway.records, KEY, LIMIT)
     assert runway.records.state(KEY).authority == RUNWAY
     resp = await call(http, "activate", "ns-admin")
     assert resp.status_code == 200, resp.text
@@ -105,12 +105,12 @@ async def test_an_operator_deactivating_a_limited_workload_makes_it_an_operators
     world: tuple[httpx.AsyncClient, Runway],
 ) -> None:
     http, runway = world
-    await runway.records.write(KEY, LIMIT)
+    await write_record(runway.records, KEY, LIMIT)
     assert (await call(http, "deactivate", "operator")).status_code == 200
     assert runway.records.state(KEY).authority == OPERATOR
     assert (await call(http, "activate", "ns-admin")).status_code == 403
     # ...and the requeue limit reached again later does not make it the namespace's.
-    await runway.records.write(KEY, replace(LIMIT, count=6))
+    await write_record(runway.records, KEY, replace(LIMIT, count=6))
     assert runway.records.state(KEY).authority == OPERATOR
 
 

@@ -19,6 +19,7 @@ from app.policy.workload import workload_of
 from app.server import create_app
 from app.wiring import Runway
 from tests.asgi import asgi_client, started
+from tests.builders import write_record
 from tests.integration.api.test_extender import NOW, OLD, PREEMPTOR, YOUNG
 
 CONFIG = {
@@ -61,7 +62,8 @@ async def app() -> AsyncIterator[FastAPI]:
     runtime.cache.replace_pods([PREEMPTOR, YOUNG, OLD])
     async with started(application):
         # the embedded default keeps records in memory, as the API server would hold them
-        await runtime.records.write(
+        await write_record(
+            runtime.records,
             workload_of(YOUNG),
             EvictionRecord(PREEMPTED, EXHAUSTED[-1], "uid-x", preemption_history=EXHAUSTED),
         )

@@ -28,7 +28,7 @@ from app.server import create_app
 from app.tasks.preemption import PreemptionRecord
 from app.wiring import Runway
 from tests.browser import cells, chromium, loaded, require_chromium, shot, sign_in
-from tests.builders import bind, pod, pod_obj, raw_pod
+from tests.builders import bind, pod, pod_obj, raw_pod, write_record
 from tests.served import serve_in_thread
 
 TOKEN = "0123456789abcdef0123456789abcdef"
@@ -69,11 +69,13 @@ def populate(runway: Runway, now: float) -> None:
     backoff = EvictionRecord(
         PODS_READY_TIMEOUT, now - 100, count=2, requeue_at=now + 420, message="not ready in 5m"
     )
-    asyncio.run(runway.records.write(WorkloadKey("team", "bert-backoff", "label"), backoff))
+    asyncio.run(write_record(runway.records, WorkloadKey("team", "bert-backoff", "label"), backoff))
     stopped = EvictionRecord(
         PODS_READY_TIMEOUT, now - 200, count=6, deactivated=True, message="backoffLimitCount"
     )
-    asyncio.run(runway.records.write(WorkloadKey("team", "gpt-deactivated", "label"), stopped))
+    asyncio.run(
+        write_record(runway.records, WorkloadKey("team", "gpt-deactivated", "label"), stopped)
+    )
     add(runway, bind(workload("llama-young", "nlp", now, created=now - 700), now - 300))
     add(runway, bind(workload("t5-old", "nlp", now, created=now - 9000), now - 7200, node="n2"))
     runway.requeue.index.bump()

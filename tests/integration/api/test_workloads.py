@@ -20,7 +20,7 @@ from app.policy.workload import workload_of
 from app.server import create_app
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import bind, pod, pod_obj, pool_node
+from tests.builders import bind, pod, pod_obj, pool_node, write_record
 from tests.feed import ArrivingFeed
 
 T0 = 1_800_000_000.0
@@ -118,11 +118,15 @@ async def test_pending_order_and_queue_counts(
     store = runtime.records
     # "old" is in backoff (keeps its place, not admissible); "victim" was evicted at T0-5 by a
     # PodsReadyTimeout: ordered by its eviction time (Eviction strategy), i.e. behind "new"
-    await store.write(workload_of(victim), EvictionRecord(PODS_READY_TIMEOUT, T0 - 5, count=1))
+    await write_record(
+        store, workload_of(victim), EvictionRecord(PODS_READY_TIMEOUT, T0 - 5, count=1)
+    )
     old = runtime.cache.pod_by_key("team", "old")
     assert old is not None
-    await store.write(
-        workload_of(old), EvictionRecord(PODS_READY_TIMEOUT, T0 - 400, count=1, requeue_at=T0 + 60)
+    await write_record(
+        store,
+        workload_of(old),
+        EvictionRecord(PODS_READY_TIMEOUT, T0 - 400, count=1, requeue_at=T0 + 60),
     )
     resp = await http.get("/v1/queues/strict/pending")
     assert resp.status_code == 200, resp.text
@@ -203,8 +207,8 @@ async def test_prioritize_scores_failed_pools_low_from_the_record() -> None:
         runtime.cache.upsert_node(pool_node(name, pool))
     solo = pod_obj("solo")
     key = workload_of(pod(solo))
-    await runtime.records.write(
-        key, EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, failed_pools=("a",))
+    await write_record(
+        runtime.records, key, EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, failed_pools=("a",))
     )
     async with asgi_client(app) as http:
         body = {"Pod": solo, "Nodes": None, "NodeNames": ["n1", "n2"]}
@@ -223,8 +227,8 @@ async def test_embedded_default_filter_works_from_the_payload_alone() -> None:
         assert resp.json()["NodeNames"] == ["n1"]
         # a record written in memory (dry-run) is honoured by the next filter
         key = workload_of(pod(lonely))
-        await runtime.records.write(
-            key, EvictionRecord(PREEMPTED, T0, deactivated=True, message="stop")
+        await write_record(
+            runtime.records, key, EvictionRecord(PREEMPTED, T0, deactivated=True, message="stop")
         )
         resp = await http.post(
             "/scheduler/filter", content=body, headers={"Content-Type": "application/json"}

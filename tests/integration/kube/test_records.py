@@ -23,7 +23,7 @@ from app.model.record import RecordWriteFailed
 from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import MemoryRecords, RecordBook
-from tests.builders import job_obj, pod_obj, record_book
+from tests.builders import job_obj, pod_obj, record_book, update_record, write_life, write_record
 from tests.integration.kube_fake import RECORD, FakeApi, cache_with, close_store, make_store
 
 T0 = 1_800_000_000.0
@@ -46,7 +46,7 @@ async def test_record_created_owned_by_the_job_and_read_back_without_io(api: Fak
     book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        assert await book.write(key, RECORD) == RECORD
+        assert await write_record(book, key, RECORD) == RECORD
         (create,) = api.calls("POST", RECORDS)
         meta = create[2]["metadata"]
         assert meta["name"] == "job.train"
@@ -72,7 +72,7 @@ async def test_record_created_owned_by_the_job_and_read_back_without_io(api: Fak
         assert not api.calls("PATCH") and not api.calls("GET", "/apis/batch")
         # API writes for this eviction: the create and one status update (the record's first
         # write); the next eviction is one status update alone.
-        await book.write(key, replace(RECORD, count=2))
+        await write_record(book, key, replace(RECORD, count=2))
         assert len(api.calls("PUT")) == 2 and len(api.calls("POST", RECORDS)) == 1
     finally:
         await close_store(book, api)
@@ -83,14 +83,16 @@ async def test_a_conflict_rereads_the_record_and_computes_again(api: FakeApi) ->
     book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await book.write(key, RECORD)
+        await write_record(book, key, RECORD)
 
         def someone_else_wrote(obj: dict[str, Any]) -> None:
             obj["status"]["eviction"]["count"] = 5
             obj["metadata"]["resourceVersion"] = "999"
 
         api.conflicts, api.between_conflicts = 1, someone_else_wrote
-        written = await book.update(key, lambda r: replace(r, count=r.count + 1) if r else None)
+        written = await update_record(
+            book, key, lambda r: replace(r, count=r.count + 1) if r else None
+        )
         assert written is not None and written.count == 6  # computed on what was re-read
         assert api.calls("GET", f"{RECORDS}/job.train")  # the re-read
     finally:
@@ -102,8 +104,8 @@ async def test_records_are_listed_back_after_a_restart(api: FakeApi) -> None:
     book = make_store(api, cache)
     job = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     solo = workload_of(cache.pod_by_key("team", "solo"))  # type: ignore[arg-type]
-    await book.write(job, RECORD)
-    await book.write(solo, replace(RECORD, count=2))
+    await write_record(book, job, RECORD)
+    await write_record(book, solo, replace(RECORD, count=2))
     await close_store(book, api)
     assert "ownerReferences" not in api.records["team/pod.solo"]["metadata"]  # a bare pod
     api.stop.clear()
@@ -122,7 +124,7 @@ async def test_deactivation_is_spec_active_and_activation_resets_the_count(api: 
     book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await book.write(key, replace(RECORD, count=4, deactivated=True, message="limit"))
+        await write_record(book, key, replace(RECORD, count=4, deactivated=True, message="limit"))
         assert api.records["team/job.train"]["spec"]["active"] is False
         record = book.read(key)
         assert record is not None and record.deactivated
@@ -173,7 +175,7 @@ async def test_without_a_cluster_records_stay_in_memory() -> None:
     assert isinstance(book.store, MemoryRecords) and book.writer is None
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     record = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1)
-    assert await book.write(key, record) == record
+    assert await write_record(book, key, record) == record
     assert book.read(key) == record
 
 
@@ -200,8 +202,8 @@ async def test_records_of_long_gone_workloads_are_deleted_owned_or_not(api: Fake
     done = replace(RECORD, requeue_at=None)
     try:
         for key in (solo, job, ghost):
-            await book.write(key, done)
-        await book.write(held, replace(RECORD, requeue_at=T0 + 7200))
+            await write_record(book, key, done)
+        await write_record(book, held, replace(RECORD, requeue_at=T0 + 7200))
         assert api.records["team/job.ghost"]["metadata"]["ownerReferences"][0]["uid"] == "g"
         assert await book.sweep_gone(T0, 3600) == 0  # pods still there
         cache.replace_pods([])
@@ -221,7 +223,7 @@ async def test_deactivating_by_hand_then_activating_makes_up_no_eviction(api: Fa
     book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await book.write_life(key, Life(created=T0 - 100))
+        await write_life(book, key, Life(created=T0 - 100))
         assert await book.deactivate(key)
         held = book.read(key)
         assert held is not None and held.deactivated and held.time == T0 - 100  # no 1970
@@ -238,7 +240,7 @@ async def test_the_record_says_until_when_min_runtime_protects_the_workload(api:
     book.protection = lambda key, started: started + 600
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await book.write_life(key, Life(created=T0 - 100, admitted=T0, started=T0 + 5))
+        await write_life(book, key, Life(created=T0 - 100, admitted=T0, started=T0 + 5))
         status = api.records["team/job.train"]["status"]
         assert status["protection"] == {"preemptUntil": "2027-01-15T08:10:05Z"}
         assert book.state(key).protected_until == T0 + 605
@@ -269,7 +271,7 @@ async def test_an_owner_no_object_can_have_is_no_owner_and_every_write_fits_the_
     key = workload_of(cache.pod_by_key("team", "long-0"))  # type: ignore[arg-type]
     assert (key.name, key.source) == ("long-0", "pod")
     try:
-        assert await book.write(key, RECORD) == RECORD
+        assert await write_record(book, key, RECORD) == RECORD
         (create,) = api.calls("POST", RECORDS)
         assert "ownerReferences" not in create[2]["metadata"]
         assert api.records["team/pod.long-0"]["status"]["eviction"]["count"] == 1
@@ -297,30 +299,30 @@ async def test_a_record_that_cannot_be_written_is_kept_in_memory_and_backed_off(
     before = failures(counted)
     try:
         # The eviction holds all the same (read back from memory): the workload gains nothing.
-        assert await book.write(key, RECORD) == RECORD
+        assert await write_record(book, key, RECORD) == RECORD
         assert book.read(key) == RECORD
         assert failures(counted) == before + 1
         assert book.unwritten() == [("team", "job.train", book.state(key))]
         tried = len(api.requests)
         # Within the backoff (1 s) no write is attempted, however often the state changes.
         for count in (2, 3, 4):
-            await book.write(key, replace(RECORD, count=count))
+            await write_record(book, key, replace(RECORD, count=count))
         assert len(api.requests) == tried
         assert book.read(key) == replace(RECORD, count=4)
         assert failures(counted) == before + 1
         # After it, one attempt; failing again doubles the wait (2 s).
         clock.advance(1.0)
-        await book.write_life(key, Life(created=T0 - 100))
+        await write_life(book, key, Life(created=T0 - 100))
         assert len(api.requests) > tried
         assert failures(counted) == before + 2
         tried = len(api.requests)
         clock.advance(1.5)
-        await book.write_life(key, Life(created=T0 - 90))
+        await write_life(book, key, Life(created=T0 - 90))
         assert len(api.requests) == tried
         # The API server takes it again: the state kept in memory is what gets written.
         api.record_refusal = None
         clock.advance(1.0)
-        await book.write_life(key, Life(created=T0 - 100))
+        await write_life(book, key, Life(created=T0 - 100))
         status = api.records["team/job.train"]["status"]
         assert status["eviction"]["count"] == 4
         assert book.unwritten() == []
@@ -348,7 +350,7 @@ async def test_a_record_of_another_identity_is_never_read_or_written_as_this_one
     try:
         await kube_store(book).reflector.list_once()
         assert book.state(key).life.created is None and book.read(key) is None
-        assert await book.write(key, RECORD) == RECORD  # kept in memory: not written there
+        assert await write_record(book, key, RECORD) == RECORD  # kept in memory: not written there
         assert failures("foreign") == before + 1
         assert api.records["team/job.train"]["spec"]["workload"]["source"] == "owner:JOB"
         assert "eviction" not in api.records["team/job.train"]["status"]
@@ -363,7 +365,7 @@ async def test_a_persons_activation_is_told_when_the_record_cannot_be_written(
     book = make_store(api, cache)
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     try:
-        await book.write(key, replace(RECORD, deactivated=True))
+        await write_record(book, key, replace(RECORD, deactivated=True))
         api.record_refusal = (403, "Forbidden")
         with pytest.raises(RecordWriteFailed) as failed:
             await book.change(key, lambda s: replace(s, active=True), durable=True)
@@ -414,7 +416,7 @@ async def test_no_record_is_created_in_a_namespace_holding_the_cap(api: FakeApi)
     before = failures("capped")
     try:
         for key in keys:
-            assert await book.write(key, RECORD) == RECORD
+            assert await write_record(book, key, RECORD) == RECORD
             assert book.read(key) == RECORD
         assert sorted(api.records) == ["other/pod.x", "team/pod.w0", "team/pod.w1"]
         assert failures("capped") == before + 1
@@ -424,7 +426,7 @@ async def test_no_record_is_created_in_a_namespace_holding_the_cap(api: FakeApi)
         )
         book.clock.advance(1.0)  # type: ignore[attr-defined]
         w2 = next(k for k in keys if k.name == "w2")
-        await book.write(w2, replace(RECORD, count=2))
+        await write_record(book, w2, replace(RECORD, count=2))
         assert api.records["team/pod.w2"]["status"]["eviction"]["count"] == 2
     finally:
         await close_store(book, api)

@@ -33,7 +33,7 @@ from app.policy.workload import WorkloadKey
 from app.server import create_app
 from app.wiring import Runway
 from tests.builders import pod as build_pod
-from tests.builders import pod_obj, queued_pod
+from tests.builders import pod_obj, queued_pod, write_record
 from tests.served import serve_in_thread
 
 T0 = 1_800_000_000.0
@@ -143,7 +143,7 @@ def test_activate_needs_a_token_and_resets_the_backoff(served: tuple[str, Runway
     record = EvictionRecord(
         PODS_READY_TIMEOUT, T0 - 5, count=3, requeue_at=T0 + 300, deactivated=True
     )
-    asyncio.run(runway.records.write(key, record))
+    asyncio.run(write_record(runway.records, key, record))
     runway.requeue.index.bump()
     code, _, err = kubectl("activate", "--url", url, "team/second")
     assert code == EXIT_FORBIDDEN and "runway refused" in err

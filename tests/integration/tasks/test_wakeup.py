@@ -25,7 +25,7 @@ from app.tasks.wakeup import WAKE_ANNOTATION, RequeueWaker, wake_stamp
 from app.wire import decode_preemption_args
 from app.wiring import Runway
 from tests.asgi import asgi_client
-from tests.builders import bind, job_obj, pod, pod_obj, pool_node, runway_config
+from tests.builders import bind, job_obj, pod, pod_obj, pool_node, runway_config, write_record
 from tests.integration.kube_fake import FakeApi
 from tests.integration.kube_helpers import client, until
 
@@ -81,7 +81,7 @@ class World:
         return workload_of(pod(self.api.pods[f"ml/{name}"]))
 
     async def write(self, record: EvictionRecord, name: str = "train-0") -> None:
-        await self.runtime.records.write(self.key(name), record)
+        await write_record(self.runtime.records, self.key(name), record)
 
     def wakes(self) -> list[tuple[str, str]]:
         """(pod name, UID precondition) of every wake patch sent so far."""

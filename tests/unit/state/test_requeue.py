@@ -24,7 +24,7 @@ from app.policy.wakeup import hold_of
 from app.policy.workload import WorkloadKey, is_member
 from app.state import records
 from app.wiring import Runway, build
-from tests.builders import condition, job, raw_pod, runway_config
+from tests.builders import condition, job, raw_pod, runway_config, write_life, write_record
 from tests.builders import pod as build_pod
 
 T0 = 1_800_000_000.0
@@ -161,7 +161,7 @@ async def test_a_pending_replacement_runs_the_recovery_clock_not_the_start_clock
     assert (life.admitted, life.started) == (T0, None)  # derived now: only a is bound
     state = rt.requeue.pods_ready_state(view)
     assert state.not_ready_since is None  # nothing persisted: no started, so no recovery clock
-    assert await rt.records.write_life(view.key, Life(None, T0, T0 + 1))  # as the leader had
+    assert await write_life(rt.records, view.key, Life(None, T0, T0 + 1))  # as the leader had
     state = rt.requeue.pods_ready_state(view)
     assert state.admitted_at == T0 and state.not_ready_since == T0 + 500
     _, check = rt.requeue.evaluate(view, T0 + 510)
@@ -192,7 +192,7 @@ async def test_a_gang_never_pods_ready_stays_on_the_start_clock(
     rt.cache.upsert_pod(a if crashed == "not-ready" else failed(a))
     rt.cache.upsert_pod(pod("b", bound_at=T0, ready=False, ready_at=T0))
     # The leader persisted the gang's facts at its binds, its size (2 members) with them.
-    assert await rt.records.write_life(WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 2))
+    assert await write_life(rt.records, WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 2))
     view = rt.cache.workload_of_pod(a)
     assert view is not None
     state, check = rt.requeue.evaluate(view, T0 + 61)
@@ -235,7 +235,7 @@ async def test_a_failed_pod_does_not_shrink_the_target(c_was_ready: bool, cause:
     facts = rt.records.life(view)
     assert (facts.size, facts.pods_ready) == (2, True)  # size unknown: the members now
     # The size it has had (persisted by the leader when it saw 3 members)
-    assert await rt.records.write_life(view.key, Life(None, T0, T0, 3))
+    assert await write_life(rt.records, view.key, Life(None, T0, T0, 3))
     view = rt.cache.workload_of_pod(c)
     assert view is not None
     facts = rt.records.life(view)
@@ -319,7 +319,7 @@ async def test_the_persisted_ready_fact_keeps_the_recovery_clock_across_a_restar
     rt.cache.upsert_pod(a)
     rt.cache.upsert_pod(pod("b", bound_at=T0, ready=True, ready_at=T0 + 5))
     key = WorkloadKey("ns", "w", "label")
-    assert await rt.records.write_life(key, Life(None, T0, T0, 2, persisted_ready))
+    assert await write_life(rt.records, key, Life(None, T0, T0, 2, persisted_ready))
     view = rt.cache.workload_of_pod(a)
     assert view is not None
     state, check = rt.requeue.evaluate(view, T0 + 40)
@@ -333,7 +333,7 @@ async def test_lost_pods_ready_with_no_trace_counts_from_when_it_is_first_seen()
     rt = runtime({"waitForPodsReady": {**POD_READY_CONFIG, "recoveryTimeout": "30s"}})
     for name in ("a", "b"):
         rt.cache.upsert_pod(pod(name, bound_at=T0, ready=True, ready_at=T0 + 5))
-    assert await rt.records.write_life(WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 3))
+    assert await write_life(rt.records, WorkloadKey("ns", "w", "label"), Life(None, T0, T0, 3))
     view = rt.cache.workload_of_pod(pod("a"))
     assert view is not None
     assert isinstance(rt.clock, ManualClock)
@@ -366,8 +366,8 @@ async def test_the_recovery_clock_needs_the_whole_gang_to_have_been_ready(
             ready_at=T0 + 5 if state == "ready" else flip,
         )
         rt.cache.upsert_pod(failed(p) if state.startswith("failed") else p)
-    assert await rt.records.write_life(
-        WorkloadKey("ns", "w", "label"), Life(None, T0, T0, len(states))
+    assert await write_life(
+        rt.records, WorkloadKey("ns", "w", "label"), Life(None, T0, T0, len(states))
     )
     view = rt.cache.workload_of_pod(pod("p0"))
     assert view is not None
@@ -481,10 +481,12 @@ def _memo_agrees(ops: list[tuple[str, int]], strict: bool, pauses: list[int]) ->
             rt.cache.upsert_pod(the_pod(i, bound=bool(there.spec.nodeName)))
         elif op == "record":
             record = EvictionRecord(PODS_READY_TIMEOUT, now, count=1, requeue_at=now + 7)
-            asyncio.run(rt.records.write(key, record))
+            asyncio.run(write_record(rt.records, key, record))
         elif op == "deactivate":
             asyncio.run(
-                rt.records.write(key, EvictionRecord(PODS_READY_TIMEOUT, now, deactivated=True))
+                write_record(
+                    rt.records, key, EvictionRecord(PODS_READY_TIMEOUT, now, deactivated=True)
+                )
             )
         elif op == "clear":
             asyncio.run(rt.records.activate(key))
@@ -593,9 +595,9 @@ def test_blockers_kept_up_to_date_agree_with_a_pass_over_every_workload(
         elif op == "record":
             now = clock.now()
             record = EvictionRecord(PODS_READY_TIMEOUT, now, count=1, requeue_at=now + 7)
-            asyncio.run(rt.records.write(key, record))
+            asyncio.run(write_record(rt.records, key, record))
         elif op == "life":
-            asyncio.run(rt.records.write_life(key, Life(created=T0, admitted=T0 - 30)))
+            asyncio.run(write_life(rt.records, key, Life(created=T0, admitted=T0 - 30)))
         elif op == "tick":
             clock.advance(20)
         if i in pods and op not in ("record", "life", "tick", "delete"):
@@ -627,7 +629,7 @@ def test_pending_holds_asks_the_rule_chain_only_about_pods_something_could_hold(
     for i in range(3):
         rt.cache.upsert_pod(pod(f"p{i}", workload=f"w{i}"))
     in_backoff = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1, requeue_at=T0 + 30)
-    asyncio.run(rt.records.write(WorkloadKey("ns", "w1", "label"), in_backoff))
+    asyncio.run(write_record(rt.records, WorkloadKey("ns", "w1", "label"), in_backoff))
     asked: list[str] = []
     admit = rt.requeue._admit_by_rules
 
@@ -729,7 +731,7 @@ async def persist_life(rt: Runway, member: Pod) -> None:
     """What the leader's life recorder writes at the first bind."""
     view = rt.cache.workload_of_pod(member)
     assert view is not None
-    assert await rt.records.write_life(view.key, rt.records.life(view).life)
+    assert await write_life(rt.records, view.key, rt.records.life(view).life)
 
 
 async def test_new_members_of_an_admitted_workload_queue_again() -> None:
