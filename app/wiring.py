@@ -255,8 +255,11 @@ class Runway:
             preemption="takeover" if self.executor.takeover else "scheduler-executes",
             chosen_by="release" if mode == "auto" else "preemption.async",
             config_api=release.config_api,
+            holds="schedulingGate"
+            if release.gates(self.config.admission.scheduling_gates)
+            else "filter",
         )
-        for note in release.notes():
+        for note in release.notes(self.config.admission.scheduling_gates):
             log.warning(note, release=release.text)
         return release
 
