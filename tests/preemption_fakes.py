@@ -15,8 +15,8 @@ class FakeApi:
 
     Calls are recorded as ``(op, namespace/name, arg)``: ``mirror`` (the gate mirrored on the
     preemptor's record, arg True, or removed, False), ``annotate`` (other annotations),
-    ``condition``, ``ungate`` (arg: the JSONPatch), ``record`` (arg: the preemptor's UID), ``delete`` and ``nominate`` (arg: the
-    node or None).
+    ``condition``, ``ungate`` (arg: the JSONPatch), ``record`` (arg: the preemptor's UID),
+    ``delete`` and ``nominate`` (arg: the node or None).
     """
 
     def __init__(self, latency: float = 0.0) -> None:

@@ -3,9 +3,8 @@ webhook gates, the patches, the ungate order, whole gangs, and the release's dec
 
 from __future__ import annotations
 
-from typing import Any
-
 import copy
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -29,6 +28,7 @@ from app.policy.schedgate import (
 from app.policy.scope import Scope
 from app.policy.wakeup import Hold
 from tests.builders import pod, raw_pod
+
 
 class PatchFailed(Exception):
     """A JSONPatch op could not apply (a failed test, a missing path)."""
