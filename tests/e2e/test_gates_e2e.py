@@ -233,20 +233,20 @@ def test_a_gang_is_ungated_together(
 def test_with_the_webhook_down_pods_are_created_and_held_by_the_filter(
     plane_ns: ControlPlane, tmp_path: Path, gated: list[GatedCluster]
 ) -> None:
-    c = cluster(plane_ns, tmp_path, gated, "gt-down", config=BACKOFF, jobs={"train": 1})
-    requeue_at = in_backoff(c)
+    c = cluster(plane_ns, tmp_path, gated, "gt-down", config=BACKOFF, jobs={"down": 1})
+    requeue_at = in_backoff(c, "down")
     c.hook.target = None  # runway's webhook does not answer (failurePolicy Ignore)
     evicted = c.bound_uids()
-    c.until("the re-created pod exists", lambda: "train-0" in c.pods())
-    pod = c.pods()["train-0"]
+    c.until("the re-created pod exists", lambda: "down-0" in c.pods())
+    pod = c.pods()["down-0"]
     if GATE in gates_of(pod):  # re-created before the webhook went down: make another
-        c.plane.delete_pod("train-0", NS)
-        c.until("re-created again", lambda: "train-0" in c.pods())
-        pod = c.pods()["train-0"]
+        c.plane.delete_pod("down-0", NS)
+        c.until("re-created again", lambda: "down-0" in c.pods())
+        pod = c.pods()["down-0"]
     assert gates_of(pod) == [], "created without the gate"
     c.until(
         "the filter holds it (Unschedulable, runway's reason)",
-        lambda: unschedulable(c.pods()["train-0"]),
+        lambda: unschedulable(c.pods()["down-0"]),
         within=30,
     )
     assert time.time() < requeue_at, "held before its requeueAt"
@@ -283,18 +283,18 @@ def test_a_tenant_removing_its_gate_gains_nothing(
             "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": NS}],
         },
     )
-    c = cluster(plane, tmp_path, gated, "gt-tenant", config=BACKOFF, jobs={"train": 1})
-    requeue_at = in_backoff(c)
+    c = cluster(plane, tmp_path, gated, "gt-tenant", config=BACKOFF, jobs={"tenant": 1})
+    requeue_at = in_backoff(c, "tenant")
     evicted = c.bound_uids()
     c.until(
         "the re-created pod is gated",
-        lambda: GATE in gates_of(c.pods().get("train-0", {})),
+        lambda: GATE in gates_of(c.pods().get("tenant-0", {})),
     )
-    pod = c.pods()["train-0"]
+    pod = c.pods()["tenant-0"]
     patch = ungate_patch(as_pod(pod))
     assert patch is not None
     r = plane.api.patch(
-        f"/api/v1/namespaces/{NS}/pods/train-0",
+        f"/api/v1/namespaces/{NS}/pods/tenant-0",
         json=patch,
         headers={**JSON_PATCH, "Authorization": f"Bearer {token}"},
     )
@@ -302,11 +302,11 @@ def test_a_tenant_removing_its_gate_gains_nothing(
     assert gates_of(r.json()) == []
     c.until(
         "the filter holds it all the same",
-        lambda: unschedulable(c.pods()["train-0"]),
+        lambda: unschedulable(c.pods()["tenant-0"]),
         within=30,
     )
     assert not c.bound_uids() - evicted and time.time() < requeue_at
-    status = c.runway.get(f"/v1/workloads/{NS}/train")
+    status = c.runway.get(f"/v1/workloads/{NS}/tenant")
     assert status["hold"]["by"] == "filter" and status["hold"]["rule"] == "backoff", status
     c.until("it binds after requeueAt", lambda: c.bound_pods(evicted) == 1, within=60)
     assert time.time() >= requeue_at - 1.0
@@ -315,17 +315,17 @@ def test_a_tenant_removing_its_gate_gains_nothing(
 def test_a_held_workload_says_its_gate_holds_it(
     plane_ns: ControlPlane, tmp_path: Path, gated: list[GatedCluster]
 ) -> None:
-    c = cluster(plane_ns, tmp_path, gated, "gt-rest", config=BACKOFF, jobs={"train": 1})
-    in_backoff(c)
+    c = cluster(plane_ns, tmp_path, gated, "gt-rest", config=BACKOFF, jobs={"held": 1})
+    in_backoff(c, "held")
     c.until(
         "the re-created pod is gated",
-        lambda: GATE in gates_of(c.pods().get("train-0", {})),
+        lambda: GATE in gates_of(c.pods().get("held-0", {})),
     )
-    status = c.runway.get(f"/v1/workloads/{NS}/train")
+    status = c.runway.get(f"/v1/workloads/{NS}/held")
     assert status["hold"]["by"] == "schedulingGate" and status["hold"]["rule"] == "backoff"
     assert any(p["schedulingGated"] for p in status["pods"])
     listed = c.runway.get(f"/v1/workloads?namespace={NS}")["items"]
-    assert [w["holdBy"] for w in listed if w["name"] == "train"] == ["schedulingGate"]
+    assert [w["holdBy"] for w in listed if w["name"] == "held"] == ["schedulingGate"]
     release = c.runway.get("/v1/release")
     assert release["holdsAsGates"] is True
     poll(
