@@ -306,7 +306,11 @@ def test_a_tenant_removing_its_gate_gains_nothing(
         within=30,
     )
     assert not c.bound_uids() - evicted and time.time() < requeue_at
-    status = c.runway.get(f"/v1/workloads/{NS}/tenant")
+    status = poll(
+        lambda: (s := c.runway.get(f"/v1/workloads/{NS}/tenant"))["hold"] and s,
+        within=10,
+        what="runway's watch has the ungated pod",
+    )
     assert status["hold"]["by"] == "filter" and status["hold"]["rule"] == "backoff", status
     c.until("it binds after requeueAt", lambda: c.bound_pods(evicted) == 1, within=60)
     assert time.time() >= requeue_at - 1.0
@@ -321,7 +325,11 @@ def test_a_held_workload_says_its_gate_holds_it(
         "the re-created pod is gated",
         lambda: GATE in gates_of(c.pods().get("held-0", {})),
     )
-    status = c.runway.get(f"/v1/workloads/{NS}/held")
+    status = poll(
+        lambda: (s := c.runway.get(f"/v1/workloads/{NS}/held"))["hold"] and s,
+        within=10,
+        what="runway's watch has the re-created pod",
+    )
     assert status["hold"]["by"] == "schedulingGate" and status["hold"]["rule"] == "backoff"
     assert any(p["schedulingGated"] for p in status["pods"])
     listed = c.runway.get(f"/v1/workloads?namespace={NS}")["items"]
