@@ -323,9 +323,23 @@ class GateWebhook:
         threading.Thread(target=server.serve_forever, daemon=True, name=self.name).start()
         return self
 
-    def register(self, plane: ControlPlane, namespaces: list[str]) -> None:
-        """The MutatingWebhookConfiguration for pods of ``namespaces``; returns once a dry-run
-        pod CREATE comes back gated (the API server calls the webhook)."""
+    def register(
+        self,
+        plane: ControlPlane,
+        namespaces: list[str],
+        *,
+        every_namespace: bool = False,
+        scheduler: str = "default-scheduler",
+    ) -> None:
+        """The MutatingWebhookConfiguration for pods of ``namespaces`` (``every_namespace``: of
+        every namespace but kube-system and default, as the chart leaves out its own); returns
+        once a dry-run pod CREATE in ``namespaces[0]`` comes back gated (the API server calls
+        the webhook; the probe names ``scheduler``, one runway serves)."""
+        expression = {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn" if every_namespace else "In",
+            "values": ["kube-system", "default"] if every_namespace else namespaces,
+        }
         body = {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
@@ -346,15 +360,7 @@ class GateWebhook:
                             "scope": "Namespaced",
                         }
                     ],
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {
-                                "key": "kubernetes.io/metadata.name",
-                                "operator": "In",
-                                "values": namespaces,
-                            }
-                        ]
-                    },
+                    "namespaceSelector": {"matchExpressions": [expression]},
                     "failurePolicy": "Ignore",
                     "sideEffects": "None",
                     "admissionReviewVersions": ["v1"],
@@ -371,7 +377,10 @@ class GateWebhook:
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": "gate-probe", "labels": {"runway.dev/queue": "probe"}},
-            "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}]},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
+            },
         }
 
         def gated() -> bool:
