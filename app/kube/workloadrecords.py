@@ -190,6 +190,9 @@ class KubeRecordStore(RecordStore):
         super().__init__()
         self.client = client
         self.clock = clock
+        self.hold_by = ""
+        """What holds a held workload's pods, said in its ``Held`` condition: ``schedulingGate``
+        or ``filter`` (set at start from the release; empty: no such condition)."""
         self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
         self.refused_retry = refused_retry
         self.reflector: Reflector[WorkloadRecordObject] = Reflector(
@@ -344,7 +347,7 @@ class KubeRecordStore(RecordStore):
                 "resourceVersion": obj.metadata.resourceVersion,
             },
             "spec": msgspec.to_builtins(obj.spec),
-            "status": status_of(new, self.clock.now()),
+            "status": status_of(new, self.clock.now(), self.hold_by),
         }
         written = await self.client.replace(
             WORKLOAD_RECORDS,

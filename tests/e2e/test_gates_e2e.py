@@ -336,6 +336,8 @@ def test_a_held_workload_says_its_gate_holds_it(
     assert [w["holdBy"] for w in listed if w["name"] == "held"] == ["schedulingGate"]
     release = c.runway.get("/v1/release")
     assert release["holdsAsGates"] is True
+    held = [x for x in c.record("held")["status"]["conditions"] if x["type"] == "Held"]
+    assert [x["reason"] for x in held] == ["SchedulingGate"], "the WorkloadRecord says so too"
     poll(
         lambda: (
             'runway_held_pods{hold="schedulingGate"} 1.0' in c.runway.client.get("/metrics").text

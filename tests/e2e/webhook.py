@@ -270,6 +270,9 @@ class GateWebhook:
         self._server: ThreadingHTTPServer | None = None
         self._plane: ControlPlane | None = None
         self.reviews = 0
+        self.latencies: list[float] = []
+        """Seconds runway took to answer each review relayed (over loopback HTTP)."""
+        self._client = httpx.Client(timeout=2)  # kept-alive connections to runway
 
     @property
     def url(self) -> str:
@@ -296,12 +299,13 @@ class GateWebhook:
                     self.close_connection = True
                     return
                 hook.reviews += 1
-                r = httpx.post(
+                start = time.perf_counter()
+                r = hook._client.post(
                     target + "/webhooks/gate",
                     content=body,
                     headers={"Content-Type": "application/json"},
-                    timeout=2,
                 )
+                hook.latencies.append(time.perf_counter() - start)
                 self.send_response(r.status_code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(r.content)))
@@ -403,6 +407,7 @@ class GateWebhook:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        self._client.close()
 
     def __enter__(self) -> GateWebhook:
         return self.start()

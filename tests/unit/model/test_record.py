@@ -208,3 +208,39 @@ def test_names_changed_to_be_valid_never_collide() -> None:
     a, b = record_name("Train", "owner:Job"), record_name("train", "owner:Job")
     assert a != b and a.startswith("job.train-")
     assert len(record_name("x" * 400, "owner:Job")) <= 253
+
+
+@pytest.mark.parametrize(
+    ("state", "hold_by", "held"),
+    [
+        (
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 99)
+            ),
+            "schedulingGate",
+            ("True", "SchedulingGate"),
+        ),
+        (
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 99)
+            ),
+            "filter",
+            ("True", "Filter"),
+        ),
+        (RecordState(active=False), "schedulingGate", ("True", "SchedulingGate")),
+        (  # backoff over: nothing holds it
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 1)
+            ),
+            "schedulingGate",
+            None,
+        ),
+        (RecordState(active=False), "", None),  # a store that does not say (in memory)
+    ],
+)
+def test_the_held_condition_says_whether_a_gate_or_the_filter_holds(
+    state: RecordState, hold_by: str, held: tuple[str, str] | None
+) -> None:
+    """DESIGN §5.8: the WorkloadRecord says which hold applies to a held workload's pods."""
+    found = [c for c in conditions(state, T0 + 60, hold_by) if c["type"] == "Held"]
+    assert [(c["status"], c["reason"]) for c in found] == ([held] if held else [])
