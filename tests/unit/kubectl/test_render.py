@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.kubectl import render
+from app.kubectl.cli import _held_by
 from app.model.timestamps import format_time
 
 
@@ -39,3 +42,16 @@ def test_relative_times_say_in_or_ago() -> None:
 def test_clip_keeps_short_text_and_cuts_long_text() -> None:
     assert render.clip("a  b\nc", 10) == "a b c"
     assert render.clip("x" * 20, 5) == "xxxx…"
+
+
+@pytest.mark.parametrize(
+    ("workload", "shown"),
+    [
+        ({"rule": "backoff", "holdBy": "schedulingGate"}, "backoff (gate)"),
+        ({"rule": "backoff", "holdBy": "filter"}, "backoff"),
+        ({"rule": "", "holdBy": "schedulingGate"}, "(gate)"),  # admitted: its gate goes next
+        ({"rule": ""}, "-"),  # an older runway says nothing of gates
+    ],
+)
+def test_held_by_says_when_a_scheduling_gate_holds(workload: dict[str, Any], shown: str) -> None:
+    assert _held_by(workload) == shown
