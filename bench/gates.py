@@ -173,7 +173,10 @@ def one_mode(
     create_many(plane, ns, [pod_body(f"fit-{i}", f"fit-{i}") for i in range(fit)])
 
     def all_bound() -> float | None:
-        pods = pods_of(plane, ns)
+        r = plane.api.get(
+            f"/api/v1/namespaces/{ns}/pods", params={"fieldSelector": "spec.nodeName!="}
+        )
+        pods = r.raise_for_status().json()["items"]
         bound = sum(
             1
             for p in pods
@@ -276,7 +279,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "queues": [{"name": "team"}],
                     "kubernetes": {"leaderElection": {"enable": False}},
                     "preemption": {"schedulerNames": [SCHEDULER]},
-                    "waitForPodsReady": {"enable": True, "timeout": "30m"},
+                    # blockAdmission off: one workload at a time is not what this measures
+                    "waitForPodsReady": {
+                        "enable": True,
+                        "timeout": "30m",
+                        "blockAdmission": False,
+                    },
                     "logging": {"level": "warning"},
                 }
             )
