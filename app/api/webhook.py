@@ -22,7 +22,7 @@ from fastapi.responses import Response
 from app import metrics
 from app.api.body import BodyTooLarge, ClientGone, read_body
 from app.api.context import ApiContext, context
-from app.api.errors import error_response
+from app.api.errors import error_body, error_response
 from app.logs import RateLimitedWarnings, debug_enabled, get_logger
 from app.policy.schedgate import gate_patch, why_not_gate
 from app.wire import WireError
@@ -33,6 +33,8 @@ rejected = RateLimitedWarnings(log)
 
 PATH = "/webhooks/gate"
 """Where kube-apiserver calls the webhook (the chart's MutatingWebhookConfiguration)."""
+DIRECT = "gate-webhook"
+"""The webhook's name among the paths the connection answers itself (``DirectVerbs``)."""
 
 router = APIRouter(tags=["webhook"])
 
@@ -67,25 +69,43 @@ def review(ctx: ApiContext, body: bytes) -> tuple[bytes, str]:
     return encode_response(request.uid, gate_patch(pod)), "gated"
 
 
-async def serve_review(request: Request) -> Response:
-    """Read the body (capped), answer the review, count and time it."""
-    ctx = context(request)
+def answer_review(ctx: ApiContext, body: bytes | None) -> tuple[int, list[bytes]]:
+    """The HTTP status and body of one review on its whole request body (None: past
+    ``server.maxBodyBytes``); counted and timed. The one handler of both ways in: the ASGI route
+    and the connection's direct path (``app.connections.DirectVerbs``: under a burst of pod
+    creations the answer does not wait behind the loop's other work once per ASGI await)."""
     start = time.perf_counter()
     result = "error"
     try:
-        body = await read_body(request, ctx.config.server.max_body_bytes)
+        if body is None:
+            raise BodyTooLarge(ctx.config.server.max_body_bytes)
         reply, result = review(ctx, body)
-        return Response(reply, media_type="application/json")
-    except (BodyTooLarge, ClientGone, WireError) as exc:
+        return 200, [reply]
+    except (BodyTooLarge, WireError) as exc:
         result = "bad_request"
         rejected.warning("webhook:400", "gate webhook request refused", error=str(exc)[:500])
-        return error_response(400, f"webhook: {exc}")
+        return 400, [error_body(f"webhook: {exc}")]
     except Exception:
         log.exception("gate webhook failed")
-        return error_response(500, "webhook: internal error (see runway's log)")
+        return 500, [error_body("webhook: internal error (see runway's log)")]
     finally:
         metrics.WEBHOOK_REVIEWS.labels(result).inc()
         metrics.WEBHOOK_DURATION.observe(time.perf_counter() - start)
+
+
+async def serve_review(request: Request) -> Response:
+    """Read the body (capped), then ``answer_review``."""
+    ctx = context(request)
+    body: bytes | None
+    try:
+        body = await read_body(request, ctx.config.server.max_body_bytes)
+    except BodyTooLarge:
+        body = None
+    except ClientGone as exc:
+        metrics.WEBHOOK_REVIEWS.labels("bad_request").inc()
+        return error_response(400, f"webhook: {exc}")
+    status, parts = answer_review(ctx, body)
+    return Response(b"".join(parts), status_code=status, media_type="application/json")
 
 
 @router.post(

@@ -15,7 +15,9 @@ import httpx
 import pytest
 
 from app import metrics
+from app.api import webhook
 from app.api.listeners import side_of
+from app.connections import bounded_protocol
 from app.policy.schedgate import GATE
 from app.server import create_app
 from tests.builders import raw_pod, runway_config
@@ -169,3 +171,29 @@ def test_with_a_rest_port_the_webhook_is_served_there() -> None:
     """kube-apiserver presents no client certificate: the REST port (no client certificate
     required) serves the webhook, the verbs' port (mutual TLS in the chart) does not."""
     assert side_of("/webhooks/gate", "/scheduler") == "rest"
+
+
+def test_the_connection_answers_the_webhook_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under runway's own HTTP protocol the review never enters ASGI (its route is made to fail
+    here), with kube-apiserver's ``?timeout=2s`` query and all; a verb with a query still takes
+    the ASGI path."""
+    app = create_app(runway_config(BASE))
+    asyncio.run(app.state.runway.detect_release())
+
+    async def not_here(request: Any) -> Any:
+        raise AssertionError("the ASGI route answered")
+
+    monkeypatch.setattr(webhook, "serve_review", not_here)
+    server = app.state.runway.config.server
+    protocol = bounded_protocol(server, direct=app.direct_verbs())
+    with serve_in_thread(app, http=protocol) as url:
+        body = review()
+        for path in ("/webhooks/gate", "/webhooks/gate?timeout=2s"):
+            resp = httpx.post(f"{url}{path}", json=body, timeout=5)
+            assert resp.status_code == 200, resp.text
+            assert patched(body, resp.json()["response"])["spec"]["schedulingGates"]
+        resp = httpx.post(f"{url}/webhooks/gate", content=b"{", timeout=5)
+        assert resp.status_code == 400 and "webhook" in resp.json()["error"]
+    rest_only = app.direct_verbs(verbs=False)
+    assert set(rest_only.paths) == {b"/webhooks/gate"}
+    assert b"/webhooks/gate" not in app.direct_verbs(webhook=False).paths
