@@ -325,6 +325,15 @@ def test_a_held_workload_says_its_gate_holds_it(
         "the re-created pod is gated",
         lambda: GATE in gates_of(c.pods().get("held-0", {})),
     )
+    # what `kubectl get pods` shows as STATUS SchedulingGated
+    poll(
+        lambda: any(
+            x.get("type") == "PodScheduled" and x.get("reason") == "SchedulingGated"
+            for x in (c.pods()["held-0"].get("status") or {}).get("conditions") or []
+        ),
+        within=10,
+        what="PodScheduled=False, reason SchedulingGated",
+    )
     status = poll(
         lambda: (s := c.runway.get(f"/v1/workloads/{NS}/held"))["hold"] and s,
         within=10,
