@@ -53,7 +53,7 @@ from app.state.gate import GateBook
 from app.state.jobs import JobSizes
 from app.state.preemption import PreemptDecider
 from app.state.records import MemoryRecords, RecordBook, RecordStore
-from app.state.requeue import RequeueIndex, RequeueView
+from app.state.requeue import RequeueMemos, RequeueView
 from app.state.validation import InvalidObjects
 from app.tasks.gatekeeper import GateKeeper
 from app.tasks.lifecycle import LifeRecorder
@@ -350,14 +350,14 @@ def same_queue_protection(
     key: WorkloadKey,
     started: float,
 ) -> float | None:
-    """When min-runtime stops protecting workload ``key`` (started at ``started``) from a
-    preemption within its own leaf queue: its queue's resolved preemptMinRuntime, with the pool
-    defaults of the node its first bound pod runs on (``policy.minruntime``)."""
+    """``minruntime.same_queue_protected_until`` for workload ``key``, with its facts from the
+    cache: its queue (``ClusterCache.queue_of_pod``) and the labels of the node its first bound
+    pod runs on."""
     pods = cache.workload_pods(key)
     queue = cache.queue_of_pod(pods[0]) if pods else DEFAULT_QUEUE
     node = next((p.spec.nodeName for p in pods if p.spec.nodeName), None)
-    defaults = minruntime.defaults_for_pool(min_runtime, cache.node_labels(node) if node else None)
-    return minruntime.protected_until(started, minruntime.resolve_preempt(queues, defaults, queue))
+    labels = cache.node_labels(node) if node else None
+    return minruntime.same_queue_protected_until(queues, min_runtime, queue, labels, started)
 
 
 def advertise_url(config: RunwayConfig, environ: Mapping[str, str]) -> str | None:
@@ -404,32 +404,110 @@ def build(
     *,
     kube: KubeClient | None = None,
 ) -> Runway:
-    """Every part of runway for ``config`` (the embedded default when None)."""
+    """Every part of runway for ``config`` (the embedded default when None), in four steps
+    that read top to bottom: the cluster's state, the Kubernetes edge (everything that talks to
+    the API server; the in-memory and dry-run stand-ins without ``kube``), the decisions and
+    tasks over both, then one explicit ``_connect`` of the callbacks that point back up."""
     config = config or RunwayConfig()
     clock = clock or SystemClock()
-    k8s, pre = config.kubernetes, config.preemption
-    invalid = InvalidObjects()
     home = own_namespace(kube.access.namespace) if kube is not None else None
+    state = _cluster_state(config, home)
+    edge = _kube_edge(config, clock, kube, state)
+    runway = _decisions_and_tasks(config, clock, kube, home, state, edge)
+    _connect(runway, state, edge)
+    return runway
+
+
+@dataclass
+class _State:
+    """The cluster's state before any decision: the cache and what indexes it."""
+
+    cache: ClusterCache
+    queues: QueueTree
+    index: RequeueMemos
+    gate: GateBook
+    jobs: JobSizes
+
+
+def _cluster_state(config: RunwayConfig, home: str | None) -> _State:
+    pre = config.preemption
     scope = Scope.from_config(config.scope, pre.scheduler_names, pre.protected_namespaces, home)
-    # the shield reads the release's labels (preemption.protectedPodLabels): keep them
-    cache = ClusterCache(invalid=invalid, keep_labels=pre.protected_pod_labels, scope=scope)
-    index = RequeueIndex()
-    cache.subscribe(index.bump)
     queues = QueueTree.from_config(config.queues)
-    cache.queue_tree = queues  # namespace permissions decide each pod's queue
-    # a namespace relabelled moves pods between queues: every requeue memo is stale
-    cache.queue_listeners.append(index.bump_facts)
     metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
-    queue_source: KaiQueueSource | None = None
-    if kube is not None and config.queue_source != "file":
+    # the tree's namespace permissions decide each pod's queue; the shield reads the release's
+    # labels (preemption.protectedPodLabels): keep them
+    cache = ClusterCache(
+        queues, invalid=InvalidObjects(), scope=scope, keep_labels=pre.protected_pod_labels
+    )
+    gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
+    return _State(cache, queues, RequeueMemos(), gate, JobSizes())
+
+
+@dataclass
+class _Edge:
+    """What talks to the API server (or stands in for it on the embedded default)."""
+
+    sync: ClusterSync | None
+    leader: LeaderElector | None
+    store: RecordStore
+    record_store: KubeRecordStore | None
+    pods: PodApi
+    events: EventSink
+    queue_source: KaiQueueSource | None
+    job_source: JobSource | None
+    reviewer: Reviewer | None
+    forwarder: LeaderForwarder | None
+    reader: LeaderReader | None
+
+    def is_leader(self) -> bool:
+        """Whether this replica acts as the leader (always, without an election)."""
+        return self.leader.is_leader if self.leader is not None else True
+
+    @property
+    def identity(self) -> str:
+        """This replica's identity in the election ("" without one)."""
+        return self.leader.identity if self.leader is not None else ""
+
+
+def _kube_edge(config: RunwayConfig, clock: Clock, kube: KubeClient | None, state: _State) -> _Edge:
+    if kube is None:
+        return _Edge(
+            sync=None,
+            leader=None,
+            store=MemoryRecords(),
+            record_store=None,
+            pods=DryRunPodWriter(),
+            events=DryRunEventSink(),
+            queue_source=None,
+            job_source=None,
+            reviewer=None,
+            forwarder=None,
+            reader=None,
+        )
+    k8s, cache = config.kubernetes, state.cache
+    sync = ClusterSync(
+        kube,
+        cache.pod_store,
+        cache.node_store,
+        k8s,
+        namespaces=cache.namespace_store,
+        advertise=advertise_url(config, os.environ),
+        advertise_rest=advertise_rest_url(config, os.environ),
+    )
+    leader = sync.leader
+    record_store = KubeRecordStore(
+        kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
+    )
+    queue_source = None
+    if config.queue_source != "file":
 
         def adopt(tree: QueueTree) -> None:
-            queues.adopt(tree)
-            if sync is not None and tree.uses_selectors():
+            state.queues.adopt(tree)
+            if tree.uses_selectors():
                 sync.watch_namespaces()  # a Queue object's selector: labels matter from now on
             cache.reindex_queues()
-            metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in queues)])
-            index.bump_facts()
+            metrics.set_queue_names([DEFAULT_QUEUE, *(q.name for q in state.queues)])
+            state.index.bump_facts()
 
         queue_source = KaiQueueSource(
             kube,
@@ -438,47 +516,71 @@ def build(
             page_size=k8s.page_size,
             watch_timeout=int(k8s.watch_timeout),
         )
-    gate = GateBook(cache, gate_bound_s=pre.gate_timeout)
-
-    def job_changed(namespace: str, name: str) -> None:
-        # A Job's size appeared, changed or went: PodsReady of its workload may have moved
-        # (the record book's memo compares the size itself), and its created fact (the Job's
-        # creation, read after its pods); nothing to do without its pods.
-        key = WorkloadKey(namespace, name, JOB_SOURCE)
-        if cache.has_workload(key):
-            index.bump_facts()
-            requeue.workload_changed(key)  # built below; a Job event comes after start
-            recorder.workload_changed(key)
-
-    jobs = JobSizes(on_change=job_changed)
-    pods: PodApi
-    record_store: KubeRecordStore | None = None
-    store: RecordStore
-    if kube is not None:
-        record_store = KubeRecordStore(
-            kube, clock, page_size=k8s.page_size, watch_timeout=int(k8s.watch_timeout)
+    election = k8s.leader_election
+    return _Edge(
+        sync=sync,
+        leader=leader,
+        store=record_store,
+        record_store=record_store,
+        pods=KubePodWriter(kube),
+        events=KubeEventRecorder(kube, clock, instance=leader.identity if leader else ""),
+        queue_source=queue_source,
+        job_source=JobSource(
+            kube,
+            state.jobs,
+            page_size=k8s.page_size,
+            watch_timeout=int(k8s.watch_timeout),
+            batch_window=k8s.watch_batch_window,
+        ),
+        reviewer=KubeReviewer(kube, config.auth.audiences),
+        forwarder=LeaderForwarder(
+            lambda: leader.leader_url,
+            config.server.tls,
+            ca_file=election.forward_ca_file,
+            identity=leader.identity,
+            timeout=election.forward_timeout,
         )
-        store = record_store
-        pods = KubePodWriter(kube)
-    else:
-        store = MemoryRecords()
-        pods = DryRunPodWriter()
+        if leader is not None
+        else None,
+        reader=LeaderReader(
+            leader.leader_known,
+            lambda: leader.leader_rest_url,
+            config.server.tls,
+            ca_file=election.forward_ca_file,
+            identity=leader.identity,
+            timeout=election.read_forward_timeout,
+            # The REST API on the verbs' port may ask for a certificate to connect at all.
+            present_certificate=config.server.rest_port is None,
+        )
+        if leader is not None
+        else None,
+    )
+
+
+def _decisions_and_tasks(
+    config: RunwayConfig,
+    clock: Clock,
+    kube: KubeClient | None,
+    home: str | None,
+    state: _State,
+    edge: _Edge,
+) -> Runway:
+    pre, cache, queues, gate = config.preemption, state.cache, state.queues, state.gate
     records = RecordBook(
         cache,
         config.wait_for_pods_ready.requeuing_strategy,
         clock,
-        store=store,
-        on_change=index.bump_facts,
-        on_life_change=index.bump,
         queues=queues,
+        store=edge.store,
         default_budget=default_budget(config.min_runtime),
         queue_of_pod=cache.queue_of_pod,
         protection=lambda key, started: same_queue_protection(
             cache, queues, config.min_runtime, key, started
         ),
-        jobs=jobs,
+        jobs=state.jobs,
+        on_change=state.index.bump_facts,
+        on_life_change=state.index.bump,
     )
-    records.on_gates = gate.set_mirrored
     requeue = RequeueView(
         cache,
         records,
@@ -488,7 +590,7 @@ def build(
         order=QueueOrderStrategy.from_sections(config.wait_for_pods_ready, config.requeue_strategy),
         policy=FilterPolicy(anti_flapping_seconds=config.requeue_strategy.anti_flapping_timeout),
         pool_label=config.min_runtime.pool_label,
-        index=index,
+        index=state.index,
         pool_preference=config.prioritize.pool_preference_on(config.wait_for_pods_ready.enable),
         locality=config.prioritize.locality,
     )
@@ -509,43 +611,6 @@ def build(
         records=records,
         shield=Shield.from_config(pre, home),
     )
-    runway_ref: list[Runway] = []
-
-    def synced() -> None:
-        runway_ref[0].synced = True
-
-    sync = (
-        ClusterSync(
-            kube,
-            cache.pod_store,
-            cache.node_store,
-            k8s,
-            namespaces=cache.namespace_store,
-            on_synced=synced,
-            advertise=advertise_url(config, os.environ),
-            advertise_rest=advertise_rest_url(config, os.environ),
-        )
-        if kube is not None
-        else None
-    )
-    if sync is not None:
-        # Verbs drive the pod watch: one about a pod not cached yet, preempt and a filter
-        # rejection have it apply what has arrived on its socket first.
-        cache.feed = sync.pods
-    leader = sync.leader if sync is not None else None
-
-    def is_leader() -> bool:
-        return leader.is_leader if leader is not None else True
-
-    recorder = LifeRecorder(cache, records, is_leader=is_leader)
-
-    events: EventSink
-    if kube is not None:
-        events = KubeEventRecorder(
-            kube, clock, instance=leader.identity if leader is not None else ""
-        )
-    else:
-        events = DryRunEventSink()
 
     def owners_of(pod: PodRef) -> tuple[ObjectRef, ...]:
         cached = cache.pod(pod.uid)
@@ -553,20 +618,21 @@ def build(
         return (ObjectRef.of_owner(ref),) if ref is not None else ()
 
     executor = PreemptionExecutor(
-        pods,
+        edge.pods,
         gate,
         clock,
         concurrency=pre.max_concurrent_tasks,
         victim_parallelism=pre.victim_parallelism,
         gate_bound_s=pre.gate_timeout,
         history=pre.history,
-        identity=leader.identity if leader is not None else "",
+        identity=edge.identity,
         recorder=records,
         takeover=UNKNOWN_RELEASE.takeover(pre.async_),  # the release's, once detected
-        events=events,
+        events=edge.events,
         owners_of=owners_of,
     )
-    runway = Runway(
+    is_leader = edge.is_leader
+    return Runway(
         config=config,
         clock=clock,
         cache=cache,
@@ -576,13 +642,13 @@ def build(
         requeue=requeue,
         decisions=decisions,
         decider=decider,
-        pods=pods,
+        pods=edge.pods,
         executor=executor,
         gatekeeper=GateKeeper(
             gate,
             cache,
             executor,
-            pods,
+            edge.pods,
             clock,
             is_leader=is_leader,
             mirror=records,
@@ -591,63 +657,66 @@ def build(
         evictor=PodsReadyEvictor(
             requeue,
             records,
-            pods,
+            edge.pods,
             clock,
             config.wait_for_pods_ready,
             pool_label=config.min_runtime.pool_label,
             is_leader=is_leader,
-            events=events,
+            events=edge.events,
         ),
         waker=RequeueWaker(
             requeue,
-            pods,
+            edge.pods,
             clock,
             is_leader=is_leader,
             dry_run=kube is None,
             awaited=decider.awaited,
         ),
-        recorder=recorder,
-        janitor=RecordJanitor(records, clock, k8s.record_retention, is_leader=is_leader),
+        recorder=LifeRecorder(cache, records, is_leader=is_leader),
+        janitor=RecordJanitor(
+            records, clock, config.kubernetes.record_retention, is_leader=is_leader
+        ),
         bypass=BindWatch(cache, clock) if kube is not None else None,
-        events=events,
-        jobs=jobs,
+        events=edge.events,
+        jobs=state.jobs,
         kube=kube,
-        sync=sync,
-        record_store=record_store,
-        queue_source=queue_source,
-        job_source=JobSource(
-            kube,
-            jobs,
-            page_size=k8s.page_size,
-            watch_timeout=int(k8s.watch_timeout),
-            batch_window=k8s.watch_batch_window,
-        )
-        if kube is not None
-        else None,
-        reviewer=KubeReviewer(kube, config.auth.audiences) if kube is not None else None,
-        forwarder=LeaderForwarder(
-            lambda: leader.leader_url,
-            config.server.tls,
-            ca_file=k8s.leader_election.forward_ca_file,
-            identity=leader.identity,
-            timeout=k8s.leader_election.forward_timeout,
-        )
-        if leader is not None
-        else None,
-        reader=LeaderReader(
-            leader.leader_known,
-            lambda: leader.leader_rest_url,
-            config.server.tls,
-            ca_file=k8s.leader_election.forward_ca_file,
-            identity=leader.identity,
-            timeout=k8s.leader_election.read_forward_timeout,
-            # The REST API on the verbs' port may ask for a certificate to connect at all.
-            present_certificate=config.server.rest_port is None,
-        )
-        if leader is not None
-        else None,
+        sync=edge.sync,
+        record_store=edge.record_store,
+        queue_source=edge.queue_source,
+        job_source=edge.job_source,
+        reviewer=edge.reviewer,
+        forwarder=edge.forwarder,
+        reader=edge.reader,
     )
-    runway_ref.append(runway)
+
+
+def _connect(runway: Runway, state: _State, edge: _Edge) -> None:
+    """The callbacks that point from a part back to one built after it, all here."""
+    cache, index = state.cache, state.index
+    cache.subscribe(index.bump)
+    # a namespace relabelled moves pods between queues: every requeue memo is stale
+    cache.queue_listeners.append(index.bump_facts)
+
+    def job_changed(namespace: str, name: str) -> None:
+        # A Job's size appeared, changed or went: PodsReady of its workload may have moved
+        # (the record book's memo compares the size itself), and its created fact (the Job's
+        # creation, read after its pods); nothing to do without its pods.
+        key = WorkloadKey(namespace, name, JOB_SOURCE)
+        if cache.has_workload(key):
+            index.bump_facts()
+            runway.requeue.workload_changed(key)
+            runway.recorder.workload_changed(key)
+
+    state.jobs.on_change = job_changed
+    runway.records.on_gates = state.gate.set_mirrored
     # A failed preemption's back-off ends in the gate keeper; the waker touches the preemptor.
     runway.gatekeeper.on_retry = runway.waker.wake_retry
-    return runway
+    if edge.sync is not None:
+
+        def synced() -> None:
+            runway.synced = True
+
+        edge.sync.on_synced = synced
+        # Verbs drive the pod watch: one about a pod not cached yet, preempt and a filter
+        # rejection have it apply what has arrived on its socket first.
+        cache.feed = edge.sync.pods

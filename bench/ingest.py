@@ -31,6 +31,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from tests.builders import cluster_cache
+
 BAR_MB = 300.0
 OUT = Path(__file__).resolve().parent / "out" / "ingest.json"
 
@@ -304,7 +306,6 @@ async def run_scenario(directory: Path, page_size: int) -> dict[str, Any]:
     from app.kube.resources import PODS
     from app.model import Pod
     from app.server import GC_THRESHOLDS
-    from app.state.cache import ClusterCache
 
     class Config:
         host = "https://bench.invalid"
@@ -320,7 +321,7 @@ async def run_scenario(directory: Path, page_size: int) -> dict[str, Any]:
     client = KubeClient(
         ClusterAccess(Config(), "bench"), transport=httpx.MockTransport(fake.handler)
     )
-    cache = ClusterCache()
+    cache = cluster_cache()
     reflector: Reflector[Pod] = Reflector(client, PODS, Pod, cache.pod_store, page_size=page_size)
     t0 = time.perf_counter()
     await reflector.list_once()

@@ -1,5 +1,7 @@
 """Builders for the objects tests make again and again: pods and nodes (raw API dicts and the
-msgspec ``app.model`` types), Jobs, the bound/Ready status a kubelet would write, queue trees.
+msgspec ``app.model`` types), Jobs, the bound/Ready status a kubelet would write, queue trees,
+and runway's parts with test defaults (``cluster_cache``, ``record_book``,
+``preemption_executor``: production passes every argument, app/wiring.py).
 
 ``raw_pod``/``raw_node`` emit only the fields they are given; ``pod_obj``/``job_obj`` are the
 objects "as the API server returns them" (resourceVersion, creationTimestamp, empty maps).
@@ -9,17 +11,31 @@ to the ``Job`` runway reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 from hypothesis import strategies as st
 
+from app.clock import Clock, ManualClock
 from app.config import RunwayConfig, parse_config
+from app.config.preemption import PreemptionConfig
+from app.config.requeue import RequeuingStrategyConfig
 from app.model import Pod
 from app.model.job import Job
 from app.model.node import Node
 from app.model.timestamps import format_time
+from app.policy.budget import NO_BUDGET, PreemptionBudget
 from app.policy.queues import QueueNode, QueueTree
+from app.policy.scope import EVERY_POD, Scope
+from app.policy.workload import WorkloadKey
+from app.state.cache import ClusterCache
+from app.state.gate import GateBook
+from app.state.jobs import JobSizes
+from app.state.records import MemoryRecords, RecordBook, RecordStore
+from app.state.validation import InvalidObjects
+from app.tasks.ports import PodApi
+from app.tasks.preemption import PreemptionExecutor
 
 CREATED = "2027-01-15T08:00:00Z"
 
@@ -278,3 +294,67 @@ def runway_config(raw: dict[str, Any] | None = None) -> RunwayConfig:
     """runway's config ``raw`` for a test whose pods name no queue: ``scope`` manages them
     (``UNQUEUED_MANAGED``) unless ``raw`` sets its own."""
     return parse_config({"scope": UNQUEUED_MANAGED, **(raw or {})})
+
+
+# --- runway's parts with test defaults (production wires every argument: app/wiring.py) ------
+
+
+def cluster_cache(
+    queues: QueueTree | None = None,
+    *,
+    scope: Scope = EVERY_POD,
+    invalid: InvalidObjects | None = None,
+    **options: Any,
+) -> ClusterCache:
+    """A cache for a test: no queue tree (a pod's label alone names its queue), every pod
+    managed, its own invalid-object counter."""
+    return ClusterCache(queues, invalid=invalid or InvalidObjects(), scope=scope, **options)
+
+
+def record_book(
+    cache: ClusterCache,
+    config: RequeuingStrategyConfig | None = None,
+    clock: Clock | None = None,
+    *,
+    queues: QueueTree | None = None,
+    store: RecordStore | None = None,
+    default_budget: PreemptionBudget = NO_BUDGET,
+    queue_of_pod: Callable[[Pod], str] | None = None,
+    protection: Callable[[WorkloadKey, float], float | None] = lambda key, started: None,
+    jobs: JobSizes | None = None,
+    **options: Any,
+) -> RecordBook:
+    """A record book for a test: records in memory, no preemption budget, the cache's queue
+    of a pod, no min-runtime shown, no Jobs."""
+    return RecordBook(
+        cache,
+        config or RequeuingStrategyConfig(),
+        clock or ManualClock(),
+        queues=queues or QueueTree(),
+        store=store or MemoryRecords(),
+        default_budget=default_budget,
+        queue_of_pod=queue_of_pod or cache.queue_of_pod,
+        protection=protection,
+        jobs=jobs,
+        **options,
+    )
+
+
+def preemption_executor(
+    pods: PodApi, gate: GateBook, clock: Clock | None = None, **options: Any
+) -> PreemptionExecutor:
+    """An executor for a test with the config's defaults (``preemption.*``), takeover on, no
+    recorder, no events, no owners."""
+    pre = PreemptionConfig()
+    defaults: dict[str, Any] = {
+        "concurrency": pre.max_concurrent_tasks,
+        "victim_parallelism": pre.victim_parallelism,
+        "gate_bound_s": pre.gate_timeout,
+        "history": pre.history,
+        "identity": "",
+        "recorder": None,
+        "takeover": True,
+        "events": None,
+        "owners_of": lambda _pod: (),
+    }
+    return PreemptionExecutor(pods, gate, clock or ManualClock(), **{**defaults, **options})

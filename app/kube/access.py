@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import yaml
+
 from app.logs import get_logger
 
 log = get_logger("kube.access")
@@ -112,23 +114,43 @@ class ClusterAccess:
 
 
 def _from_kubeconfig(path: str, context: str | None) -> ClusterAccess:
+    from kubernetes import config as kube_config
     from kubernetes.client import Configuration
-    from kubernetes.config import kube_config
 
     cfg: Any = Configuration()
-    make_loader: Any = kube_config._get_kube_config_loader
+    load: Any = kube_config.load_kube_config  # the package is untyped
+    list_contexts: Any = kube_config.list_kube_config_contexts
     try:
-        loader = make_loader(filename=path, active_context=context, persist_config=False)
-        loader.load_and_set(cfg)
+        load(config_file=path, context=context, client_configuration=cfg, persist_config=False)
+        contexts, active = list_contexts(config_file=path)
     except Exception as exc:  # the package raises ConfigException, OSError, YAML and key errors
         raise KubeConfigError(f"cannot use kubeconfig {path!r}: {exc}") from None
-    user = getattr(loader, "_user", None)
-    token_file = user.safe_get("tokenFile") if user is not None else None
+    chosen = next((c for c in contexts if c.get("name") == context), active) if context else active
+    user = ((chosen or {}).get("context") or {}).get("user")
+    token_file = _token_file(path, user) if isinstance(user, str) else None
     if token_file:
-        base = os.path.dirname(getattr(user, "path", "") or path.split(os.pathsep)[0])
-        full = os.path.join(base, token_file)
-        cfg.refresh_api_key_hook = _TokenFile(full, cfg.refresh_api_key_hook)
+        cfg.refresh_api_key_hook = _TokenFile(token_file, cfg.refresh_api_key_hook)
     return ClusterAccess(cfg, f"kubeconfig {path}")
+
+
+def _token_file(path: str, user: str) -> str | None:
+    """The ``tokenFile`` of kubeconfig user ``user`` (which kubectl reads and the ``kubernetes``
+    package ignores), relative to the file that names it; the first file of a ``KUBECONFIG``
+    list that has the user wins, as kubectl merges them."""
+    for part in path.split(os.pathsep):
+        try:
+            with open(part, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            continue
+        users = doc.get("users") if isinstance(doc, dict) else None
+        for entry in users if isinstance(users, list) else ():
+            if isinstance(entry, dict) and entry.get("name") == user:
+                token = (entry.get("user") or {}).get("tokenFile")
+                if not isinstance(token, str) or not token:
+                    return None
+                return os.path.join(os.path.dirname(part), token)
+    return None
 
 
 def _in_cluster(environ: Mapping[str, str], sa_dir: str) -> ClusterAccess | None:

@@ -35,8 +35,7 @@ annotation                                meaning
 
 ``from_annotations`` never raises: a record needs a known reason and a parsable time, else there
 is no record (a garbled record must not hold a workload back forever); any other field that does
-not parse takes its default. ``to_annotations`` is its inverse (every key, ``None`` for an unset
-field); nothing in app/ writes annotations with it any more.
+not parse takes its default. Nothing in app/ writes these annotations any more.
 """
 
 from __future__ import annotations
@@ -115,26 +114,6 @@ class EvictionRecord:
     """Node-pool label values where it last failed readiness (prioritize scores them 0)."""
     preemption_history: tuple[float, ...] = ()
     """When it was last preempted, oldest first (bounded by its preemption budget)."""
-
-    def to_annotations(self) -> dict[str, str | None]:
-        """Every ``runway.dev/eviction-*`` key; None removes the annotation (merge patch)."""
-        return {
-            REASON_KEY: self.reason,
-            TIME_KEY: format_time(self.time),
-            PREEMPTOR_UID_KEY: self.preemptor_uid or None,
-            COUNT_KEY: str(self.count),
-            # Rounded up: persisting must never move requeueAt earlier.
-            REQUEUE_AT_KEY: None
-            if self.requeue_at is None
-            else format_time(_ceil(self.requeue_at)),
-            FIRST_TIME_KEY: None
-            if self.first_eviction_time is None
-            else format_time(self.first_eviction_time),
-            DEACTIVATED_KEY: "true" if self.deactivated else None,
-            MESSAGE_KEY: self.message or None,
-            FAILED_POOLS_KEY: ",".join(self.failed_pools) or None,
-            HISTORY_KEY: format_history(self.preemption_history),
-        }
 
     @classmethod
     def from_annotations(cls, annotations: Mapping[str, str] | None) -> EvictionRecord | None:
@@ -220,24 +199,3 @@ def parse_history(value: object) -> tuple[float, ...] | None:
             return None
         times.append(t)
     return tuple(sorted(times))
-
-
-def invalid_record_fields(annotations: Mapping[str, str] | None) -> list[str]:
-    """The ``eviction-*`` fields present in ``annotations`` whose value runway cannot use
-    (ignored by ``from_annotations``): ``runway_invalid_objects_total{field}``."""
-    if not annotations:
-        return []
-    bad: list[str] = []
-
-    def check(key: str, ok: bool) -> None:
-        if key in annotations and not ok:
-            bad.append(key.removeprefix("runway.dev/"))
-
-    check(REASON_KEY, is_reason(annotations.get(REASON_KEY)))
-    for key in (TIME_KEY, REQUEUE_AT_KEY, FIRST_TIME_KEY):
-        check(key, parse_stored_time(annotations.get(key)) is not None)
-    check(COUNT_KEY, parse_count(annotations.get(COUNT_KEY)) is not None)
-    value = annotations.get(DEACTIVATED_KEY, "")
-    check(DEACTIVATED_KEY, value.strip().lower() in ("true", "false"))
-    check(HISTORY_KEY, parse_history(annotations.get(HISTORY_KEY)) is not None)
-    return bad

@@ -23,14 +23,13 @@ annotation                        meaning
 ================================  ===============================================================
 
 *Members* (pods not ``Failed`` and not being deleted) are a rule over the live pods, not a stored
-value. The annotation codec (``to_annotations``, ``from_annotations``: never raises, a value that
-does not parse is an unknown fact) is left only for ``Life.persisted``'s second precision.
+value. Nothing reads or writes these annotations any more (``migrate-annotations`` imports only
+the eviction record: ``app.model.eviction``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -81,36 +80,14 @@ class Life:
             and self.recovered is None
         )
 
-    def to_annotations(self) -> dict[str, str | None]:
-        """Every ``runway.dev/workload-*`` key; None removes the annotation (merge patch)."""
-        return {
-            CREATED_KEY: _fmt(self.created),
-            ADMITTED_KEY: _fmt(self.admitted),
-            STARTED_KEY: _fmt(self.started),
-            SIZE_KEY: None if self.size is None else str(self.size),
-        }
-
-    @classmethod
-    def from_annotations(cls, annotations: Mapping[str, str] | None) -> Life:
-        """The facts persisted in ``annotations`` (never raises)."""
-        if not annotations:
-            return EMPTY
-        return cls(
-            created=_time(annotations.get(CREATED_KEY)),
-            admitted=_time(annotations.get(ADMITTED_KEY)),
-            started=_time(annotations.get(STARTED_KEY)),
-            size=_size(annotations.get(SIZE_KEY)),
-        )
-
     def persisted(self) -> Life:
         """The facts as they read back after a write (second precision, like every
         ``runway.dev/`` time)."""
-        back = Life.from_annotations({k: v for k, v in self.to_annotations().items() if v})
         return Life(
-            back.created,
-            back.admitted,
-            back.started,
-            back.size,
+            _second(self.created),
+            _second(self.admitted),
+            _second(self.started),
+            self.size,
             _second(self.ready),
             _second(self.lost),
             _second(self.recovered),
@@ -125,42 +102,8 @@ class Life:
 EMPTY: Final = Life()
 
 
-def merge(copies: Iterable[Life]) -> Life:
-    """One view of several persisted copies (the owners of a multi-owner workload, or the pods of
-    a bare-pod workload): the earliest creation; admitted/started from the copy that knows them
-    (the latest, should copies disagree after a partial write); the largest size."""
-    created: float | None = None
-    admitted: float | None = None
-    started: float | None = None
-    size: int | None = None
-    for c in copies:
-        if c.size is not None and (size is None or c.size > size):
-            size = c.size
-        if c.created is not None and (created is None or c.created < created):
-            created = c.created
-        if c.admitted is not None and (admitted is None or c.admitted > admitted):
-            admitted = c.admitted
-        if c.started is not None and (started is None or c.started > started):
-            started = c.started
-    return Life(created, admitted, started, size)
-
-
-def _size(value: object) -> int | None:
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if not (text.isascii() and text.isdigit()) or len(text) > 7:
-        return None
-    parsed = int(text)
-    return parsed if 0 < parsed <= MAX_SIZE else None
-
-
 def _second(value: float | None) -> float | None:
     return None if value is None else _time(format_time(value))
-
-
-def _fmt(value: float | None) -> str | None:
-    return None if value is None else format_time(value)
 
 
 def _time(value: object) -> float | None:

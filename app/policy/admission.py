@@ -62,17 +62,6 @@ class Admission:
 
 ADMIT = Admission(allowed=True)
 
-RULES = (
-    "deactivated",
-    "backoff",
-    "gate",
-    "anti-flapping",
-    "block-admission",
-    "strict-fifo",
-    "claim",
-)
-"""The rule names, in the order they apply (metric label values)."""
-
 
 @dataclass(frozen=True)
 class Preconditions:
@@ -91,20 +80,6 @@ class Preconditions:
     """A preemption in flight claims a node."""
 
 
-RULE_NEEDS: Mapping[str, Callable[[Preconditions], bool]] = {
-    "deactivated": lambda p: p.has_record,
-    "backoff": lambda p: p.has_record,
-    "gate": lambda p: p.gated,
-    "anti-flapping": lambda p: p.has_record,
-    "block-admission": lambda p: p.blockers,
-    "strict-fifo": lambda p: p.strict_queue,
-    "claim": lambda p: p.claims,
-}
-"""When each rule of ``RULES`` can apply at all: a rule added to the chain says here what it
-needs, and the shortcut follows (a test checks both name the same rules, and a property test
-that ``admit`` admits whatever ``may_hold`` rules out)."""
-
-
 def preconditions(facts: FilterInput) -> Preconditions:
     """The preconditions ``facts`` show (what ``may_hold`` asks, read off the full input)."""
     return Preconditions(
@@ -114,12 +89,6 @@ def preconditions(facts: FilterInput) -> Preconditions:
         strict_queue=facts.queueing_strategy == "StrictFIFO",
         claims=bool(facts.claims),
     )
-
-
-def may_hold(pre: Preconditions) -> bool:
-    """Whether any rule of the chain could hold a pod with ``pre``; False: ``admit`` admits
-    (the filter answers without building the rule chain's input)."""
-    return any(needs(pre) for needs in RULE_NEEDS.values())
 
 
 @dataclass(frozen=True)
@@ -304,38 +273,95 @@ def _strict_fifo(facts: FilterInput) -> Admission | None:
     )
 
 
+# --- the chain: each rule with what it needs and how it judges ---------------------------------
+
+Judge = Callable[[FilterInput, float, FilterPolicy], Admission | None]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One link of the chain: its name (the metric label), the cheap facts without which it can
+    never hold a pod (the filter's shortcut, ``may_hold``), and its judgement (None: it does not
+    hold this pod; the next rule judges)."""
+
+    name: str
+    needs: Callable[[Preconditions], bool]
+    judge: Judge
+
+
+def _deactivated_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    record = facts.record
+    return _deactivated(facts, record, policy) if record and record.deactivated else None
+
+
+def _backoff_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    record = facts.record
+    return _backoff(facts, record, now, policy) if record and in_backoff(record, now) else None
+
+
+def _gate_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    return _gate(facts, facts.gate, now) if facts.gate is not None else None
+
+
+def _anti_flapping_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    record = facts.record
+    return _anti_flapping(facts, record, now, policy) if record is not None else None
+
+
+def _block_admission_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    return None if facts.admitted else _block_admission(facts, now)
+
+
+def _strict_fifo_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    return None if facts.admitted else _strict_fifo(facts)
+
+
+def _claim_rule(facts: FilterInput, now: float, policy: FilterPolicy) -> Admission | None:
+    if not facts.claims:
+        return None
+    return Admission(
+        allowed=True,
+        rule="claim",
+        except_nodes={c.node: claim_rules.reason(c) for c in facts.claims},
+    )
+
+
+CHAIN: tuple[Rule, ...] = (
+    Rule("deactivated", lambda p: p.has_record, _deactivated_rule),
+    Rule("backoff", lambda p: p.has_record, _backoff_rule),
+    Rule("gate", lambda p: p.gated, _gate_rule),
+    Rule("anti-flapping", lambda p: p.has_record, _anti_flapping_rule),
+    Rule("block-admission", lambda p: p.blockers, _block_admission_rule),
+    Rule("strict-fifo", lambda p: p.strict_queue, _strict_fifo_rule),
+    Rule("claim", lambda p: p.claims, _claim_rule),
+)
+"""The rules in the order they apply (module docstring): ``admit`` runs them, ``may_hold`` asks
+their needs, so a rule added here is in both."""
+
+RULES = tuple(rule.name for rule in CHAIN)
+"""The rule names, in the order they apply (metric label values)."""
+
+
+def may_hold(pre: Preconditions) -> bool:
+    """Whether any rule of the chain could hold a pod with ``pre``; False: ``admit`` admits
+    (the filter answers without building the rule chain's input)."""
+    return any(rule.needs(pre) for rule in CHAIN)
+
+
 def admit(
     facts: FilterInput | None = None,
     now: float = 0.0,
     policy: FilterPolicy = DEFAULT_POLICY,
 ) -> Admission:
-    """Decide whether a pod may be placed now: the rule chain of the module docstring.
-
-    ``facts`` describe the pod's workload; without them (nothing known) every node passes.
-    """
+    """Decide whether a pod may be placed now: the first rule of ``CHAIN`` that holds it
+    answers. ``facts`` describe the pod's workload; without them (nothing known) every node
+    passes."""
     if facts is None:
         return ADMIT
-    record = facts.record
-    if record is not None and record.deactivated:
-        return _deactivated(facts, record, policy)
-    if record is not None and in_backoff(record, now):
-        return _backoff(facts, record, now, policy)
-    if facts.gate is not None:
-        return _gate(facts, facts.gate, now)
-    if record is not None:
-        verdict = _anti_flapping(facts, record, now, policy)
+    for rule in CHAIN:
+        verdict = rule.judge(facts, now, policy)
         if verdict is not None:
             return verdict
-    if not facts.admitted:
-        held = _block_admission(facts, now) or _strict_fifo(facts)
-        if held is not None:
-            return held
-    if facts.claims:
-        return Admission(
-            allowed=True,
-            rule="claim",
-            except_nodes={c.node: claim_rules.reason(c) for c in facts.claims},
-        )
     return ADMIT
 
 

@@ -44,7 +44,7 @@ from typing import Literal
 from app.model import Pod
 from app.model.lifecycle import EMPTY, Life
 from app.model.timestamps import parse_time
-from app.policy.podsready import loss_time, was_pods_ready
+from app.policy.podsready import loss_time, missed_loss, was_pods_ready
 from app.policy.workload import (
     SizeSource,
     bind_time,
@@ -162,6 +162,18 @@ def ready_time(pods: Sequence[Pod], admitted: float) -> float:
     return max(times)
 
 
+def life_to_write(persisted: Life, observed: Life, owner_created: float | None = None) -> Life:
+    """What the leader writes over the ``persisted`` facts after ``observed`` (``observe``):
+    ``created`` never moves once known, but earlier to ``owner_created`` (the creationTimestamp
+    of the owner runway read itself: trusted); ``size`` never shrinks (the most members the
+    workload has had, KEP-349); every other fact as observed."""
+    created = persisted.created if persisted.created is not None else observed.created
+    if owner_created is not None and (created is None or owner_created < created):
+        created = owner_created
+    sizes = [n for n in (persisted.size, observed.size) if n is not None]
+    return replace(observed, created=created, size=max(sizes) if sizes else None)
+
+
 def track_pods_ready(
     life: Life,
     pods: Sequence[Pod],
@@ -180,8 +192,8 @@ def track_pods_ready(
         if life.lost is not None:
             return replace(life, lost=None, recovered=ready_time(pods, life.lost))
         # a loss and its recovery both between two observations: the pods still show the loss
-        # (the failed pod the Job keeps), so the recovery is a fact all the same
-        missed = loss_time(pods, life.recovered if life.recovered is not None else life.ready)
+        # (the failed pod the Job keeps, its replacement), so the recovery is a fact all the same
+        missed = missed_loss(pods, life.recovered if life.recovered is not None else life.ready)
         if missed is not None:
             return replace(life, recovered=ready_time(pods, missed))
         return life

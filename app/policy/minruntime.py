@@ -370,3 +370,18 @@ def explain(
     else:
         why = f"eligible: {prot.describe()}"
     return Explanation(prot, lower and not prot.protected, elastic, why)
+
+
+def same_queue_protected_until(
+    tree: QueueTree,
+    config_min_runtime: MinRuntimeConfig,
+    queue: str,
+    node_labels: Mapping[str, str] | None,
+    started: float | None,
+) -> float | None:
+    """When min-runtime stops protecting a workload of leaf ``queue`` started at ``started``
+    from a preemption within its own queue: the queue's resolved ``preemptMinRuntime``, with the
+    pool defaults of the node (``node_labels``) its first bound pod runs on. What its record
+    shows as ``protection.preemptUntil``."""
+    defaults = defaults_for_pool(config_min_runtime, node_labels)
+    return protected_until(started, resolve_preempt(tree, defaults, queue))

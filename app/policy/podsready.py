@@ -228,6 +228,21 @@ def loss_time(pods: Sequence[Pod], since: float) -> float | None:
     return found
 
 
+def missed_loss(pods: Sequence[Pod], since: float) -> float | None:
+    """When the workload lost PodsReady after ``since`` and got it back with nobody looking (it
+    is PodsReady now): ``loss_time``'s evidence, else the creation of a pod created after
+    ``since`` — a replacement, Ready now, which stands for a pod lost by then (a pod failing
+    within ``FLIP_MARGIN_S`` of its start does not show it had been Ready, its replacement
+    does). None: nothing shows a loss."""
+    found = loss_time(pods, since)
+    for pod in pods:
+        if pod.metadata.deletionTimestamp is None and _is_replacement(pod, since):
+            created = parse_time(pod.metadata.creationTimestamp)
+            if created is not None and (found is None or created < found):
+                found = created
+    return found
+
+
 def workload_state(admitted: float | None, record: EvictionRecord | None, now: float) -> str:
     """``deactivated``, ``backoff``, ``admitted`` or ``pending`` (``admitted``: the workload's
     admitted fact)."""

@@ -27,7 +27,7 @@ from app.model import Pod
 from app.model.namespace import Namespace
 from app.model.node import Node
 from app.policy.queues import QueueTree
-from app.policy.scope import EVERY_POD, Scope, namespace_queue, unmanaged
+from app.policy.scope import Scope, namespace_queue, unmanaged
 from app.policy.selectors import MAX_LABELS
 from app.policy.workload import (
     DEFAULT_QUEUE,
@@ -159,12 +159,12 @@ class ClusterCache:
 
     def __init__(
         self,
-        queues: QueueTree | None = None,
+        queues: QueueTree | None,
         *,
-        compact: bool = True,
-        invalid: InvalidObjects | None = None,
+        invalid: InvalidObjects,
+        scope: Scope,
         keep_labels: Iterable[str] = (),
-        scope: Scope = EVERY_POD,
+        compact: bool = True,
     ) -> None:
         self.scope = scope
         """Which pods runway manages (``policy.scope``): an unmanaged pod is cached (it holds
@@ -172,7 +172,7 @@ class ClusterCache:
         self.queue_tree = queues
         """The queue tree whose namespace permissions decide a pod's queue (``queue_of``);
         None: the label alone. Call ``reindex_queues`` when the tree changes."""
-        self.invalid = invalid or InvalidObjects()
+        self.invalid = invalid
         """Counts and reports the pods' bad values (once per pod version)."""
         # Shares repeated strings/sub-objects between pods: ~1.3 KB instead of ~5 KB per pod.
         # keep_labels: pod labels a config rule reads besides READ_LABELS (the shield's)
@@ -199,7 +199,7 @@ class ClusterCache:
         self._subscribers: list[Subscriber] = []
         self.queue_listeners: list[Callable[[], None]] = []
         """Called when pods changed queue without a pod event (a namespace's labels changed):
-        the requeue memos (``RequeueIndex.bump_facts``)."""
+        the requeue memos (``RequeueMemos.bump_facts``)."""
         self._pods_gauge = metrics.CACHE_OBJECTS.labels("pods")
         self.feed: PodFeed | None = None
         """The pod watch (set by ``wiring``; None on the embedded default), which verbs drive:

@@ -49,7 +49,6 @@ from app.policy.workload import (
     active_pods,
     is_active,
     min_available,
-    queue_of,
     workload_of,
 )
 from app.state.cache import ClusterCache, WorkloadView
@@ -72,11 +71,6 @@ class PreemptionFacts:
     """Every pod known by UID (cache or payload): names for the API calls."""
 
 
-def _queue(cache: ClusterCache, queues: QueueTree, pod: Pod) -> str:
-    """``pod``'s leaf queue in ``queues``, its namespace's labels as the cache knows them."""
-    return queue_of(pod, queues, cache.namespace_labels(pod.metadata.namespace))
-
-
 class _Builder:
     def __init__(
         self,
@@ -93,7 +87,7 @@ class _Builder:
         self.queues = queues
         self.min_runtime = min_runtime
         self.args = args
-        self.preemptor = Preemptor.from_pod(preemptor, _queue(cache, queues, preemptor))
+        self.preemptor = Preemptor.from_pod(preemptor, cache.queue_of_pod(preemptor))
         self.cache = cache
         self.pods: dict[str, Pod] = {}
         # The scheduler's own copies of the victims (NodeList mode) stand in for the cache.
@@ -180,7 +174,7 @@ class _Builder:
 
     def _facts(self, pod: Pod, node: str) -> PodFacts:
         name, _ = self.members(pod)
-        queue = _queue(self.cache, self.queues, pod)
+        queue = self.cache.queue_of_pod(pod)
         try:
             return PodFacts.from_pod(
                 pod,
@@ -559,7 +553,7 @@ def explain_pair(
 ) -> dict[str, object]:
     """Min-runtime of (preemptor, victim) resolved at ``now`` and the victim's preemption budget,
     with protection and eligibility."""
-    pre = Preemptor.from_pod(preemptor, _queue(cache, queues, preemptor))
+    pre = Preemptor.from_pod(preemptor, cache.queue_of_pod(preemptor))
     key = workload_of(victim)
     members = cache.workload_pods(key) or [victim]
     view = cache.workload(key)
@@ -568,7 +562,7 @@ def explain_pair(
         if view is not None
         else facts_of(members, complete=False).life.started
     )
-    queue = _queue(cache, queues, victim)
+    queue = cache.queue_of_pod(victim)
     labels = cache.node_labels(victim.spec.nodeName) if victim.spec.nodeName else {}
     defaults = minruntime.defaults_for_pool(min_runtime, labels)
     res = minruntime.resolve(queues, defaults, pre.queue, queue)

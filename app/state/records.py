@@ -40,12 +40,12 @@ from app.model.record import (
     record_name,
 )
 from app.policy.backoff import JitterSource, reactivate
-from app.policy.budget import NO_BUDGET, PreemptionBudget, resolve_budget
+from app.policy.budget import PreemptionBudget, resolve_budget
 from app.policy.eviction import preempted
-from app.policy.lifecycle import LifeFacts, facts_of
+from app.policy.lifecycle import LifeFacts, facts_of, life_to_write
 from app.policy.queues import QueueTree
 from app.policy.retention import expired
-from app.policy.workload import WorkloadKey, owned_by, queue_of, workload_of
+from app.policy.workload import WorkloadKey, owned_by, workload_of
 from app.state.cache import ClusterCache, WorkloadView
 from app.state.jobs import JobSize, JobSizes
 
@@ -154,14 +154,14 @@ class RecordBook:
         clock: Clock,
         *,
         queues: QueueTree,
-        store: RecordStore | None = None,
+        store: RecordStore,
+        default_budget: PreemptionBudget,
+        queue_of_pod: Callable[[Pod], str],
+        protection: Callable[[WorkloadKey, float], float | None],
+        jobs: JobSizes | None,
         jitter: JitterSource = random.random,
         on_change: Callable[[], None] | None = None,
         on_life_change: Callable[[], None] | None = None,
-        default_budget: PreemptionBudget = NO_BUDGET,
-        queue_of_pod: Callable[[Pod], str] | None = None,
-        protection: Callable[[WorkloadKey, float], float | None] | None = None,
-        jobs: JobSizes | None = None,
     ) -> None:
         self.cache = cache
         self.jobs = jobs
@@ -172,14 +172,14 @@ class RecordBook:
         self.default_budget = default_budget
         self.config = config
         self.clock = clock
-        self.store: RecordStore = store if store is not None else MemoryRecords()
+        self.store: RecordStore = store
         self.jitter = jitter
         self.on_change = on_change or (lambda: None)
         self.on_life_change = on_life_change or self.on_change
-        self.protection = protection or (lambda key, started: None)
+        self.protection = protection
         """Until when min-runtime protects a workload started at a time from a same-queue
         preemption (``status.protection``; built by wiring from ``policy.minruntime``)."""
-        self.queue_of_pod = queue_of_pod or queue_of
+        self.queue_of_pod = queue_of_pod
         """The queue a pod is in (namespace permissions applied: ``RequeueView.queue_of``)."""
         self.on_gates: Callable[[str, GateEntry | None], None] = lambda uid, entry: None
         """Told (preemptor UID, entry or None) as preemptions in flight appear and go."""
@@ -311,17 +311,11 @@ class RecordBook:
     async def write_life(
         self, key: WorkloadKey, life: Life, *, owner_created: float | None = None
     ) -> bool:
-        """Persist ``life`` in the workload's record: ``created`` is never moved once known, but
-        earlier to ``owner_created``, the creationTimestamp of its owner runway read (trusted).
-        Returns True when something was written."""
+        """Persist ``life`` in the workload's record, as ``policy.lifecycle.life_to_write``
+        merges it with what the record holds. Returns True when something was written."""
 
         def change(current: RecordState) -> RecordState | None:
-            created = current.life.created or life.created
-            if owner_created is not None and (created is None or owner_created < created):
-                created = owner_created
-            # The size never shrinks: the most members the workload has had (KEP-349).
-            size = max((n for n in (current.life.size, life.size) if n is not None), default=None)
-            new = replace(life, created=created, size=size)
+            new = life_to_write(current.life, life, owner_created)
             until = self.protection(key, new.started) if new.started is not None else None
             if new == current.life and until == current.protected_until:
                 return None

@@ -52,7 +52,7 @@ from app.supervise import run_through
 
 
 @dataclass
-class RequeueIndex:
+class RequeueMemos:
     """Memos valid for one cache generation (bumped by every pod, node or record change)."""
 
     generation: int = 0
@@ -117,7 +117,7 @@ class RequeueView:
         order: QueueOrderStrategy,
         policy: FilterPolicy,
         pool_label: str,
-        index: RequeueIndex,
+        index: RequeueMemos,
         pool_preference: bool = True,
         locality: bool = True,
     ) -> None:
@@ -362,9 +362,9 @@ class RequeueView:
             ):
                 preemptor_pending, preemptor_name = True, preemptor.key
         admitted = view is not None and self.records.life(view).life.admitted is not None
-        strategy = self.queues.node(queue).queueing_strategy
+        strict = self.is_strict(queue)
         head = None
-        if strategy == "StrictFIFO" and not admitted and cache.pods_synced:
+        if strict and not admitted and cache.pods_synced:
             head = self.head_of(queue, now)
         return FilterInput(
             claims=self.claims_on(pod, now),
@@ -375,7 +375,7 @@ class RequeueView:
             preemptor_pending=preemptor_pending,
             preemptor_name=preemptor_name,
             blockers=() if admitted else self.blockers(now),
-            queueing_strategy=strategy,
+            queueing_strategy="StrictFIFO" if strict else "BestEffortFIFO",
             queue_head=head,
             admitted=admitted,
         )
@@ -419,12 +419,11 @@ class RequeueView:
         """True when no rule of the chain could hold ``pod`` (``admission.may_hold`` over the
         rules' own preconditions, each read the cheap way: a dict lookup for the record, the
         gate book, the blockers, the queue's strategy, the claims). Reads no record."""
-        strict = self._strict_queues()
         pre = admission.Preconditions(
             has_record=self.records.may_have_record(key, pod),
             gated=self.gate.lookup(pod) is not None,
             blockers=bool(self.blockers(now)),
-            strict_queue=bool(strict) and self.cache.queue_of_pod(pod) in strict,
+            strict_queue=self.is_strict(self.cache.queue_of_pod(pod)),
             claims=bool(self.gate.claims(now)),
         )
         return not admission.may_hold(pre)
@@ -466,7 +465,7 @@ class RequeueView:
         the last pass (a pod event; the workload's cache view is new), pods held last time
         (time ends holds) and pods of StrictFIFO queues (the head moves with other workloads).
         Every pending pod is asked again when the records or the queue tree
-        (``RequeueIndex.facts``), the gate entries or the blockers change. Time alone never
+        (``RequeueMemos.facts``), the gate entries or the blockers change. Time alone never
         holds a free pod, so during a scheduling burst a pass costs what changed, not every
         pending pod. A pod nothing could hold (``surely_free``) is free without the rule chain.
         """
@@ -487,7 +486,7 @@ class RequeueView:
                 continue
             key = cache.workload_key_of(uid) or workload_of(pod)
             key_of[uid] = key
-            if strict and cache.queue_of_pod(pod) in strict:
+            if strict and self.is_strict(cache.queue_of_pod(pod)):
                 always.add(uid)
             found[uid] = self.hold(pod, now)
             yield
@@ -536,6 +535,11 @@ class RequeueView:
 
     def _admit_by_rules(self, pod: Pod, now: float) -> admission.Admission:
         return admission.admit(self.filter_input(pod, now), now, self.policy)
+
+    def is_strict(self, queue: str) -> bool:
+        """Whether leaf queue ``queue`` is StrictFIFO: the one answer the filter, its shortcut
+        and the waker's pass all use (a set lookup, memoised per tree change)."""
+        return queue in self._strict_queues()
 
     def _strict_queues(self) -> frozenset[str]:
         """The leaf queues with ``queueingStrategy: StrictFIFO`` (memoised per tree change)."""

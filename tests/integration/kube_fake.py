@@ -27,7 +27,7 @@ from app.policy.queues import QueueTree
 from app.state.cache import ClusterCache
 from app.state.jobs import JobSizes
 from app.state.records import RecordBook
-from tests.builders import pod, raw_node, raw_pod
+from tests.builders import cluster_cache, pod, raw_node, raw_pod, record_book
 from tests.integration.kube_helpers import client
 from tests.jsonpatch import PatchFailed, apply_patch
 
@@ -472,7 +472,7 @@ T0 = 1_800_000_000.0
 
 
 def cache_with(*pods: dict[str, Any]) -> ClusterCache:
-    cache = ClusterCache()
+    cache = cluster_cache()
     cache.replace_pods([pod(p) for p in pods])
     return cache
 
@@ -486,7 +486,7 @@ def make_store(
 ) -> RecordBook:
     kube = client(api.transport)
     clock = ManualClock(T0)
-    return RecordBook(
+    return record_book(
         cache,
         cfg or RequeuingStrategyConfig(backoff_limit_count=3),
         clock,

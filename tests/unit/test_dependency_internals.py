@@ -243,7 +243,7 @@ def test_prometheus_metrics_have_what_the_reference_table_reads() -> None:
     _fail_if_missing("prometheus-client", "app/metrics.py (_reference_rows)", missing)
 
 
-# --- kubernetes: the kubeconfig loader app/kube/access.py builds itself -------------------------
+# --- kubernetes: the public kubeconfig functions app/kube/access.py calls ---------------------
 
 KUBECONFIG = """
 apiVersion: v1
@@ -255,22 +255,22 @@ current-context: x
 """
 
 
-def test_kubernetes_kubeconfig_loader_has_what_access_uses(tmp_path: Path) -> None:
-    from kubernetes.config import kube_config
+def test_kubernetes_kubeconfig_functions_take_what_access_passes(tmp_path: Path) -> None:
+    """``load_kube_config`` into a given Configuration, unpersisted, and the contexts with their
+    user: the package's public API, which ``_from_kubeconfig`` uses and nothing private."""
+    from kubernetes import config as kube_config
+    from kubernetes.client import Configuration
 
-    make = getattr(kube_config, "_get_kube_config_loader", None)
-    if make is None:
-        _fail_if_missing(
-            "kubernetes", "app/kube/access.py", ["kube_config._get_kube_config_loader"]
-        )
     path = tmp_path / "kubeconfig"
     path.write_text(KUBECONFIG, encoding="utf-8")
     (tmp_path / "token").write_text("t" * 20, encoding="utf-8")
-    loader = make(filename=str(path), active_context=None, persist_config=False)  # type: ignore[misc]
-    user = getattr(loader, "_user", None)
-    missing = [] if user is not None and hasattr(user, "safe_get") else ["loader._user.safe_get"]
-    _fail_if_missing("kubernetes", "app/kube/access.py (_from_kubeconfig)", missing)
-    assert user.safe_get("tokenFile") == "token"
+    cfg = Configuration()
+    kube_config.load_kube_config(
+        config_file=str(path), context=None, client_configuration=cfg, persist_config=False
+    )
+    assert cfg.host == "https://127.0.0.1:6443"
+    contexts, active = kube_config.list_kube_config_contexts(config_file=str(path))
+    assert active["context"]["user"] == "u" and [c["name"] for c in contexts] == ["x"]
 
 
 # --- msgspec: Raw values are views into the body (the NodeList echo's zero copy) ---------------

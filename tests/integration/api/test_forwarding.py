@@ -10,10 +10,10 @@ import json
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from app import metrics
 from app.config import RunwayConfig
@@ -110,15 +110,22 @@ def test_filter_is_never_forwarded() -> None:
     assert r.status_code == 200 and fwd.calls == 0
 
 
-def faked_leader(handler: Any, *, timeout: float) -> LeaderForwarder:
-    """A forwarder whose leader is ``handler`` (httpx.MockTransport)."""
-    return LeaderForwarder(
-        lambda: "http://leader.test/scheduler",
+FAKED_LEADER = "http://leader.test/scheduler"
+
+
+def faked_leader(*, timeout: float) -> tuple[LeaderForwarder, respx.Route]:
+    """A forwarder whose leader is a respx router, and that router's route of the preempt verb
+    (the test mocks its answer)."""
+    router = respx.Router(base_url=FAKED_LEADER, assert_all_called=False)
+    route = router.post("/preempt")
+    forwarder = LeaderForwarder(
+        lambda: FAKED_LEADER,
         TLSConfig(),
         identity="f",
         timeout=timeout,
-        transport=httpx.MockTransport(handler),
+        transport=httpx.MockTransport(router.async_handler),
     )
+    return forwarder, route
 
 
 # --- the forwarder itself, against a real leader ------------------------------------------
@@ -153,15 +160,16 @@ async def test_the_forwarder_relays_the_leaders_answer_and_marks_the_call() -> N
 
 
 @pytest.mark.parametrize(
-    ("handler", "outcome"),
+    ("answer", "outcome"),
     [
-        (lambda r: httpx.Response(500, text="boom"), "error"),
-        (lambda r: httpx.Response(400, json={"error": "bad"}), "error"),
+        (httpx.Response(500, text="boom"), "error"),
+        (httpx.Response(400, json={"error": "bad"}), "error"),
     ],
 )
-async def test_a_leader_that_fails_gives_none(handler: object, outcome: str) -> None:
+async def test_a_leader_that_fails_gives_none(answer: httpx.Response, outcome: str) -> None:
     before = metrics.PREEMPT_FORWARDED.labels(outcome)._value.get()
-    fwd = faked_leader(handler, timeout=1)
+    fwd, route = faked_leader(timeout=1)
+    route.mock(return_value=answer)
     try:
         assert await fwd.forward("preempt", b"{}") is None
     finally:
@@ -170,56 +178,45 @@ async def test_a_leader_that_fails_gives_none(handler: object, outcome: str) -> 
 
 
 async def test_a_connection_error_is_tried_once_more() -> None:
-    tries: list[int] = []
-
-    def flaky(request: httpx.Request) -> httpx.Response:
-        tries.append(1)
-        if len(tries) == 1:
-            raise httpx.RemoteProtocolError("server disconnected", request=request)
-        return httpx.Response(200, content=LEADER_REPLY)
-
-    fwd = faked_leader(flaky, timeout=1)
+    fwd, route = faked_leader(timeout=1)
+    # respx raises an exception type given as a side effect, made with the request
+    route.mock(side_effect=[httpx.RemoteProtocolError, httpx.Response(200, content=LEADER_REPLY)])
     try:
         assert await fwd.forward("preempt", b"{}") == LEADER_REPLY
     finally:
         await fwd.aclose()
-    assert len(tries) == 2
+    assert route.call_count == 2
 
 
 async def test_the_whole_forward_retry_included_stays_within_forward_timeout() -> None:
     # httpx's timeout is per phase: a leader that refuses once, then accepts and answers slowly,
     # must not hold kube-scheduler past forwardTimeout (its own httpTimeout is next: then it
     # skips an ignorable extender and preempts without runway).
-    tries: list[int] = []
+    hung = asyncio.Event()
 
-    async def refuse_then_hang(request: httpx.Request) -> httpx.Response:
-        tries.append(1)
-        if len(tries) == 1:
-            raise httpx.ConnectError("refused", request=request)
+    async def hang(request: httpx.Request) -> httpx.Response:
+        hung.set()  # respx records a call once answered: this one never is
         await asyncio.sleep(30)
         return httpx.Response(200, content=LEADER_REPLY)
 
-    fwd = faked_leader(refuse_then_hang, timeout=0.3)
+    fwd, route = faked_leader(timeout=0.3)
+    route.mock(side_effect=[httpx.ConnectError, hang])
     before = metrics.PREEMPT_FORWARDED.labels("timeout")._value.get()
     start = time.monotonic()
     try:
         assert await fwd.forward("preempt", b"{}") is None
     finally:
         await fwd.aclose()
-    assert time.monotonic() - start < 2.0 and len(tries) == 2
+    assert time.monotonic() - start < 2.0 and route.call_count == 1 and hung.is_set()
     assert metrics.PREEMPT_FORWARDED.labels("timeout")._value.get() == before + 1
 
 
 async def test_unreachable_and_slow_leaders_give_none() -> None:
-    def refuse(request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError("connection refused", request=request)
-
-    def slow(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("timed out", request=request)
-
-    for handler, outcome in ((refuse, "error"), (slow, "timeout")):
+    refuse, slow = httpx.ConnectError, httpx.ReadTimeout
+    for failure, outcome in ((refuse, "error"), (slow, "timeout")):
         before = metrics.PREEMPT_FORWARDED.labels(outcome)._value.get()
-        fwd = faked_leader(handler, timeout=1)
+        fwd, route = faked_leader(timeout=1)
+        route.mock(side_effect=failure)
         try:
             assert await fwd.forward("preempt", b"{}") is None
         finally:

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 from fastapi import FastAPI
 
 from app import metrics
@@ -382,8 +383,13 @@ def counted(outcome: str) -> float:
     return metrics.READS_FORWARDED.labels(outcome)._value.get()
 
 
-def faked(handler: Any, timeout: float = 5) -> LeaderReader:
-    return reader("http://leader.test", timeout=timeout, transport=httpx.MockTransport(handler))
+def faked(answer: Any, timeout: float = 5) -> LeaderReader:
+    """A reader whose leader is a respx router answering every REST read with ``answer`` (a
+    respx side effect: a response, an exception type raised with the request, a callable)."""
+    router = respx.Router(base_url="http://leader.test", assert_all_called=False)
+    router.get(path__startswith="/v1/").mock(side_effect=answer)
+    transport = httpx.MockTransport(router.async_handler)
+    return reader("http://leader.test", timeout=timeout, transport=transport)
 
 
 async def hang(request: httpx.Request) -> httpx.Response:
@@ -391,16 +397,12 @@ async def hang(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200)
 
 
-def refuse(request: httpx.Request) -> httpx.Response:
-    raise httpx.ConnectError("connection refused", request=request)
-
-
 @pytest.mark.parametrize(
     ("reads", "why", "outcome"),
     [
-        (lambda: faked(refuse), "leader unreachable", "error"),
+        (lambda: faked(httpx.ConnectError), "leader unreachable", "error"),
         (lambda: faked(hang, timeout=0.3), "leader unreachable", "timeout"),
-        (lambda: faked(lambda r: httpx.Response(503, text="x")), "leader failed", "error"),
+        (lambda: faked(httpx.Response(503, text="x")), "leader failed", "error"),
         (lambda: reader(None), "leader's REST address unknown", "unknown"),
         (lambda: reader("http://leader.test", known=False), "no leader", "unknown"),
         (lambda: None, "no leader", None),

@@ -1,6 +1,6 @@
-"""``KubeEventRecorder`` against a fake API server: the POST of a new Event, the PATCH of a
-repeat's count, a 404 on PATCH (expired) creating it anew, errors counted and never raised,
-a full queue dropping, ``emit`` never waiting for the API."""
+"""``KubeEventRecorder`` against a fake API server (a respx router): the POST of a new Event,
+the PATCH of a repeat's count, a 404 on PATCH (expired) creating it anew, errors counted and
+never raised, a full queue dropping, ``emit`` never waiting for the API."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from app import metrics
 from app.clock import ManualClock
@@ -23,39 +24,52 @@ JOB = ObjectRef("batch/v1", "Job", "team-a", "train", "uid-job")
 NOTE = EventNote(POD, "Preempted", "Preempted by team-b/p on node n1: reclaim", action="Preempt")
 
 
+EVENTS = r"^/api/v1/namespaces/(?P<ns>[^/]+)/events"
+
+
 class FakeEvents:
-    """Just enough of the events resource: POST stores, merge-PATCH updates, scripted faults."""
+    """Just enough of the events resource over a respx router: POST stores, merge-PATCH
+    updates, scripted faults. Any other request is unmocked and fails the test."""
 
     def __init__(self) -> None:
         self.events: dict[tuple[str, str], dict[str, Any]] = {}
         self.calls: list[tuple[str, str]] = []
+        """Each request as it arrives (before ``gate``): respx records a call only once answered."""
         self.fail_next: list[int] = []
         self.gate: asyncio.Event | None = None
+        self.router = respx.Router(base_url="https://kube.test", assert_all_called=False)
+        self.router.post(path__regex=rf"{EVENTS}$").mock(side_effect=self._create)
+        self.router.patch(path__regex=rf"{EVENTS}/(?P<name>[^/]+)$").mock(side_effect=self._patch)
 
     def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
+        return httpx.MockTransport(self.router.async_handler)
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
+    async def _arrive(self, request: httpx.Request) -> httpx.Response | None:
+        """Note the call, hold it while gated; the scripted fault, if one is due."""
         self.calls.append((request.method, request.url.path))
         if self.gate is not None:
             await self.gate.wait()
         if self.fail_next:
             code = self.fail_next.pop(0)
             return httpx.Response(code, json={"kind": "Status", "code": code, "message": "no"})
-        parts = request.url.path.split("/")  # /api/v1/namespaces/<ns>/events[/<name>]
-        ns = parts[4]
-        if request.method == "POST":
-            body = json.loads(request.content)
-            self.events[(ns, body["metadata"]["name"])] = body
-            return httpx.Response(201, json=body)
-        if request.method == "PATCH":
-            assert request.headers["content-type"] == "application/merge-patch+json"
-            found = self.events.get((ns, parts[6]))
-            if found is None:
-                return httpx.Response(404, json={"kind": "Status", "code": 404, "message": "gone"})
-            found.update(json.loads(request.content))
-            return httpx.Response(200, json=found)
-        return httpx.Response(405)
+        return None
+
+    async def _create(self, request: httpx.Request, ns: str) -> httpx.Response:
+        if fault := await self._arrive(request):
+            return fault
+        body = json.loads(request.content)
+        self.events[(ns, body["metadata"]["name"])] = body
+        return httpx.Response(201, json=body)
+
+    async def _patch(self, request: httpx.Request, ns: str, name: str) -> httpx.Response:
+        if fault := await self._arrive(request):
+            return fault
+        assert request.headers["content-type"] == "application/merge-patch+json"
+        found = self.events.get((ns, name))
+        if found is None:
+            return httpx.Response(404, json={"kind": "Status", "code": 404, "message": "gone"})
+        found.update(json.loads(request.content))
+        return httpx.Response(200, json=found)
 
 
 def recorder(fake: FakeEvents, clock: ManualClock, **kw: Any) -> KubeEventRecorder:

@@ -12,9 +12,9 @@ import respx
 from app.clock import ManualClock
 from app.kube.pods import KubePodWriter
 from app.model.gate import PodRef, PreemptionPlan
-from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
+from tests.builders import cluster_cache, preemption_executor
 from tests.integration.kube_helpers import client
 
 P = PodRef("uid-p", "ns", "high")
@@ -45,10 +45,10 @@ def api_server(router: respx.Router, *, delete_status: dict[str, int] | None = N
 
 
 def executor(router: respx.Router) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook(ClusterCache())
+    gate = GateBook(cluster_cache())
     transport = httpx.MockTransport(router.async_handler)
     pods = KubePodWriter(client(transport, retry_total=0.3))
-    return PreemptionExecutor(pods, gate, ManualClock(), revert_timeout_s=1), gate
+    return preemption_executor(pods, gate, ManualClock(), revert_timeout_s=1), gate
 
 
 def calls(router: respx.Router) -> list[tuple[str, str, object]]:

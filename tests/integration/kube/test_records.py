@@ -19,7 +19,7 @@ from app.model.lifecycle import Life
 from app.policy.queues import QueueTree
 from app.policy.workload import workload_of
 from app.state.records import MemoryRecords, RecordBook
-from tests.builders import job_obj, pod_obj
+from tests.builders import job_obj, pod_obj, record_book
 from tests.integration.kube_fake import RECORD, FakeApi, cache_with, close_store, make_store
 
 T0 = 1_800_000_000.0
@@ -165,7 +165,7 @@ async def test_a_record_with_values_runway_cannot_use_reads_as_none(api: FakeApi
 
 async def test_without_a_cluster_records_stay_in_memory() -> None:
     cache = cache_with(pod_obj("train-0", job="train"))
-    book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(T0), queues=QueueTree())
+    book = record_book(cache, RequeuingStrategyConfig(), ManualClock(T0), queues=QueueTree())
     assert isinstance(book.store, MemoryRecords) and book.writer is None
     key = workload_of(cache.pod_by_key("team", "train-0"))  # type: ignore[arg-type]
     record = EvictionRecord(PODS_READY_TIMEOUT, T0, count=1)

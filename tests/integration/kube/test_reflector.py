@@ -15,7 +15,8 @@ from app.kube.resources import NODES, PODS
 from app.kube.retry import Backoff
 from app.model import Pod
 from app.model.node import Node
-from app.state.cache import CacheEvent, ClusterCache
+from app.state.cache import CacheEvent
+from tests.builders import cluster_cache
 from tests.integration.kube_fake import FakeApiServer, make_node, make_pod
 from tests.integration.kube_helpers import client, until
 
@@ -23,7 +24,7 @@ from tests.integration.kube_helpers import client, until
 class Harness:
     def __init__(self, fake: FakeApiServer) -> None:
         self.fake = fake
-        self.cache = ClusterCache()
+        self.cache = cluster_cache()
         self.events: list[CacheEvent[Any]] = []
         self.cache.subscribe(self.events.append)
         self.client = client(fake.transport)

@@ -9,10 +9,9 @@ from app.config import RunwayConfig
 from app.model import Pod
 from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.tasks.gatekeeper import GateKeeper
-from app.tasks.preemption import PreemptionExecutor
 from app.wiring import Runway, build
 from tests.builders import pod as build_pod
-from tests.builders import raw_pod
+from tests.builders import preemption_executor, raw_pod
 from tests.preemption_fakes import FakeApi
 
 NOW = 1_800_000_000.0
@@ -33,7 +32,7 @@ def preemptor() -> Pod:
 def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:
     rt = build(RunwayConfig(), clock=ManualClock(NOW))
     rt.cache.replace_pods(pods)
-    rt.executor = PreemptionExecutor(api, rt.gate, rt.clock, recorder=api)
+    rt.executor = preemption_executor(api, rt.gate, rt.clock, recorder=api)
     return rt
 
 

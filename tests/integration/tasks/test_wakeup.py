@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import respx
 
 from app import metrics
 from app.clock import ManualClock
@@ -314,18 +315,20 @@ async def test_gone_pods_are_skipped_and_failed_patches_retried(world: World) ->
     # train-0 was deleted (the cache has not heard yet); train-1 re-created under a new UID
     del w.api.pods["ml/train-0"]
     w.api.pods["ml/train-1"]["metadata"]["uid"] = "uid-new"
-    real = w.api.handle
-    failures = {"n": 0}
-
-    async def flaky(request: httpx.Request) -> httpx.Response:
-        if request.method == "PATCH" and request.url.path.endswith("/train-2"):
-            failures["n"] += 1
-            if failures["n"] <= 1:
-                return httpx.Response(403, json={"kind": "Status", "code": 403})
-        return await real(request)
-
     assert w.kube is not None
-    w.kube.http._transport = httpx.MockTransport(flaky)
+    real = w.kube.http._transport  # the fake API server, behind one refused PATCH
+    router = respx.Router(base_url="https://kube.test", assert_all_called=False)
+
+    def refuse_once(request: httpx.Request, route: respx.Route) -> httpx.Response | None:
+        # A route records only the calls it answered: after the 403, None passes on.
+        return None if route.called else httpx.Response(403, json={"kind": "Status", "code": 403})
+
+    async def forward(request: httpx.Request) -> httpx.Response:
+        return await real.handle_async_request(request)
+
+    refused = router.patch(path="/api/v1/namespaces/ml/pods/train-2").mock(side_effect=refuse_once)
+    router.route().mock(side_effect=forward)
+    w.kube.http._transport = httpx.MockTransport(router.async_handler)
     w.clock.advance(1.1)
     before = metrics.REQUEUE_WAKEUPS.labels("gone")._value.get()
     await w.waker.run_once()
@@ -333,7 +336,7 @@ async def test_gone_pods_are_skipped_and_failed_patches_retried(world: World) ->
     assert w.waker.woken == 0 and len(w.waker.schedule) == 1  # train-2: retried later
     w.clock.advance(1.0)
     await w.waker.run_once()
-    assert w.waker.woken == 1
+    assert w.waker.woken == 1 and refused.call_count == 1
     assert w.api.pods["ml/train-2"]["metadata"]["annotations"][WAKE_ANNOTATION]
     assert WAKE_ANNOTATION not in w.api.pods["ml/train-1"]["metadata"]["annotations"]
 

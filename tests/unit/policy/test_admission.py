@@ -147,10 +147,17 @@ def test_split_rejects_every_node_with_the_reason() -> None:
 # --- the filter's shortcut is derived from the rules (issue #30 item 2) -----------------------
 
 
-def test_every_rule_says_when_it_can_apply() -> None:
-    from app.policy.admission import RULE_NEEDS
-
-    assert list(RULE_NEEDS) == list(RULES)
+def test_the_chain_is_in_the_documented_order() -> None:
+    """DESIGN §5 and the module docstring: the first rule that holds the pod answers."""
+    assert RULES == (
+        "deactivated",
+        "backoff",
+        "gate",
+        "anti-flapping",
+        "block-admission",
+        "strict-fifo",
+        "claim",
+    )
 
 
 _records = st.one_of(

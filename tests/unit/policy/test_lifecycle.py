@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from app.model.lifecycle import EMPTY, Life, merge
+from app.model.lifecycle import EMPTY, Life
 from app.model.pod import ObjectMeta, Pod, PodCondition, PodSpec, PodStatus
 from app.model.timestamps import format_time
-from app.policy.lifecycle import facts_of, observation, observe
+from app.policy.lifecycle import facts_of, life_to_write, observation, observe
 
 T0 = 1_700_000_000.0
 MIN_AVAILABLE = "runway.dev/min-available"
@@ -267,37 +267,64 @@ def test_sources() -> None:
     assert facts_of([pod("b")]).source("admitted") == "unknown"
 
 
-def test_annotations_round_trip_and_garbage_is_unknown() -> None:
-    life = Life(T0, T0 + 5, None)
-    written = {k: v for k, v in life.to_annotations().items() if v is not None}
-    assert Life.from_annotations(written) == life
-    assert life.to_annotations()["runway.dev/workload-started"] is None  # merge patch removes
-    assert Life.from_annotations({"runway.dev/workload-created": "yesterday"}) == EMPTY
-    assert merge([Life(T0 + 1, None, None), Life(T0, T0 + 5, T0 + 9)]) == Life(T0, T0 + 5, T0 + 9)
-
-
 @pytest.mark.parametrize(
-    ("raw", "size"),
+    ("case", "persisted", "observed", "owner_created", "written"),
     [
-        ("3", 3),
-        (" 12 ", 12),
-        ("0", None),
-        ("-1", None),
-        ("3.5", None),
-        ("²", None),
-        ("9" * 40, None),
+        (
+            "first write: as observed",
+            EMPTY,
+            Life(T0, T0 + 5, None, 2),
+            None,
+            Life(T0, T0 + 5, None, 2),
+        ),
+        (
+            "created never moves later (a re-created pod's time)",
+            Life(T0, size=1),
+            Life(T0 + 60, size=1),
+            None,
+            Life(T0, size=1),
+        ),
+        (
+            "but earlier to the owner runway read",
+            Life(T0, size=1),
+            Life(T0, size=1),
+            T0 - 9,
+            Life(T0 - 9, size=1),
+        ),
+        (
+            "the owner's later creation moves nothing",
+            Life(T0, size=1),
+            Life(T0),
+            T0 + 9,
+            Life(T0, size=1),
+        ),
+        (
+            "size never shrinks",
+            Life(T0, size=4),
+            Life(T0, T0 + 5, None, 2),
+            None,
+            Life(T0, T0 + 5, None, 4),
+        ),
+        ("size grows", Life(T0, size=2), Life(T0, size=5), None, Life(T0, size=5)),
+        (
+            "a full eviction's reset of admitted/started is written",
+            Life(T0, T0 + 5, T0 + 6, 2),
+            Life(T0, size=2),
+            None,
+            Life(T0, size=2),
+        ),
     ],
 )
-def test_size_annotation(raw: str, size: int | None) -> None:
-    assert Life.from_annotations({"runway.dev/workload-size": raw}).size == size
+def test_what_the_leader_writes_over_the_persisted_facts(
+    case: str, persisted: Life, observed: Life, owner_created: float | None, written: Life
+) -> None:
+    assert life_to_write(persisted, observed, owner_created) == written, case
 
 
 def test_size_round_trips_and_merges_to_the_largest() -> None:
     life = Life(T0, T0 + 5, None, 4)
-    assert life.to_annotations()["runway.dev/workload-size"] == "4"
-    assert Life.from_annotations({k: v for k, v in life.to_annotations().items() if v}) == life
     assert life.persisted() == life
-    assert merge([Life(size=2), Life(size=5), Life()]).size == 5
+    assert Life(T0 + 0.7, size=4).persisted() == Life(T0, size=4)
 
 
 # --- the invariants, over random pod churn --------------------------------------------------------
@@ -490,6 +517,19 @@ REACHED = replace(ADMITTED, ready=T0 + 10)
             T0 + 10,
             None,
             T0 + 52,
+        ),
+        (
+            "lost within the flip margin of its start and recovered unseen: the replacement",
+            REACHED,
+            [
+                member("a", ready=True, at=T0 + 8),
+                # Ready at T0 + 10, failed 1 s after its start: no evidence it had been Ready
+                member("b", ready=False, at=T0 + 10, created=T0 + 9, phase="Failed"),
+                member("c", ready=True, at=T0 + 13, created=T0 + 11),
+            ],
+            T0 + 10,
+            None,
+            T0 + 13,
         ),
         (
             "that recovery seen again: nothing moves",

@@ -33,6 +33,7 @@ from app.policy.minruntime import (
     resolve,
     resolve_preempt,
     resolve_reclaim,
+    same_queue_protected_until,
 )
 from app.policy.queues import DEFAULT_QUEUE, QueueTree
 from tests.builders import forests, queue_names, tree_of
@@ -615,3 +616,39 @@ def test_a_preemptor_in_a_declared_default_queue_still_resolves_from_the_victims
     )
     res = resolve(tree, PoolDefaults(), "default", "team-b")
     assert res.min_runtime_s == 600.0
+
+
+@pytest.mark.parametrize(
+    ("case", "queue", "labels", "started", "until"),
+    [
+        ("the queue's own preemptMinRuntime", "a", None, 1000.0, 1600.0),
+        ("inherited from the parent", "b", None, 1000.0, 1120.0),
+        ("no queue sets one: the pool's default", "default", {"pool": "gpu"}, 1000.0, 1030.0),
+        ("no queue, no pool: the global default", "default", None, 1000.0, 1005.0),
+        ("start unknown: nothing to show", "a", None, None, None),
+    ],
+)
+def test_same_queue_protection_is_the_queues_preempt_min_runtime(
+    case: str,
+    queue: str,
+    labels: dict[str, str] | None,
+    started: float | None,
+    until: float | None,
+) -> None:
+    config = parse_config(
+        {
+            "queues": [
+                {"name": "root", "preemptMinRuntime": "2m"},
+                {"name": "a", "parent": "root", "preemptMinRuntime": "10m"},
+                {"name": "b", "parent": "root"},
+            ],
+            "minRuntime": {
+                "defaultPreemptMinRuntime": "5s",
+                "poolLabel": "pool",
+                "pools": {"gpu": {"defaultPreemptMinRuntime": "30s"}},
+            },
+        }
+    )
+    tree = QueueTree.from_config(config.queues)
+    got = same_queue_protected_until(tree, config.min_runtime, queue, labels, started)
+    assert got == until, case

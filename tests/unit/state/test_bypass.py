@@ -16,8 +16,8 @@ from app.policy.queues import QueueTree
 from app.policy.scope import Scope
 from app.state.bypass import BindWatch
 from app.state.cache import ClusterCache
+from tests.builders import cluster_cache, raw_pod
 from tests.builders import pod as build_pod
-from tests.builders import raw_pod
 
 
 def a_pod(name: str, *, node: str | None = None, queue: str | None = "batch", rv: str = "1") -> Pod:
@@ -39,7 +39,7 @@ def count(filtered: str) -> float:
 def world() -> tuple[ClusterCache, BindWatch, ManualClock]:
     config = parse_config({"preemption": {"schedulerNames": ["runway-scheduler"]}})
     scope = Scope.from_config(config.scope, config.preemption.scheduler_names)
-    cache = ClusterCache(QueueTree.from_config([]), compact=False, scope=scope)
+    cache = cluster_cache(QueueTree.from_config([]), compact=False, scope=scope)
     clock = ManualClock(1000.0)
     return cache, BindWatch(cache, clock, quiet=300.0), clock
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from app.model import Pod
 from app.model.node import Node
 from app.policy.workload import WorkloadKey
-from app.state.cache import CacheEvent, ClusterCache
-from tests.builders import condition, raw_pod
+from app.state.cache import CacheEvent
+from tests.builders import cluster_cache, condition, raw_pod
 from tests.builders import node as build_node
 from tests.builders import pod as build_pod
 from tests.feed import ArrivingFeed
@@ -55,7 +55,7 @@ def node(name: str, **labels: str) -> Node:
 
 
 def test_indexes_follow_updates_and_deletes() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     cache.replace_pods(
         [
             pod("a", labels={"runway.dev/queue": "q1"}),
@@ -80,7 +80,7 @@ def test_indexes_follow_updates_and_deletes() -> None:
 
 
 def test_recreated_pod_with_the_same_name_is_a_new_uid() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     cache.upsert_pod(pod("a", uid="old", node="n1"))
     cache.upsert_pod(pod("a", uid="new"))  # ADDED of the replacement before DELETED of the old
     cache.delete_pod(pod("a", uid="old", node="n1"))
@@ -89,7 +89,7 @@ def test_recreated_pod_with_the_same_name_is_a_new_uid() -> None:
 
 
 def test_replace_emits_one_event_per_difference() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     events: list[CacheEvent[Any]] = []
     cache.replace_pods([pod("a"), pod("b"), pod("c")])
     unsubscribe = cache.subscribe(events.append)
@@ -110,7 +110,7 @@ def test_a_relisted_pod_of_the_same_version_is_the_cached_object() -> None:
     """A resync's LIST hands back mostly what is cached: the pod store's ``prepare`` answers
     the cached pod itself for the same UID and resourceVersion (no second copy of 150,000
     pods until applied, no compaction again); a new version is compacted as it arrives."""
-    cache = ClusterCache()
+    cache = cluster_cache()
     store = cache.pod_store
     cache.replace_pods([store.prepare(pod("a")), store.prepare(pod("b"))], compacted=True)
     cached = cache.pod("u-a")
@@ -125,7 +125,7 @@ def test_a_relisted_pod_of_the_same_version_is_the_cached_object() -> None:
 
 
 def test_a_failing_subscriber_does_not_break_the_cache() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
 
     def boom(event: object) -> None:
         raise RuntimeError("subscriber bug")
@@ -136,7 +136,7 @@ def test_a_failing_subscriber_does_not_break_the_cache() -> None:
 
 
 def test_workload_start_time_and_pods_ready_are_derived_and_refreshed() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     t1, t2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
     cache.upsert_pod(
         pod(
@@ -163,7 +163,7 @@ def test_workload_start_time_and_pods_ready_are_derived_and_refreshed() -> None:
 
 
 def test_nodes() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     events: list[CacheEvent[Any]] = []
     cache.subscribe(events.append)
     cache.replace_nodes([node("n1", pool="a"), node("n2")])
@@ -181,7 +181,7 @@ def test_nodes() -> None:
 
 
 def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     queue = {"runway.dev/queue": "q1"}
     bound = pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z", labels=queue)
     cache.upsert_pod(bound)
@@ -214,7 +214,7 @@ def test_a_status_only_change_keeps_the_indexes_and_reuses_the_unchanged_parts()
 def test_an_older_version_never_replaces_a_newer_one() -> None:
     # Our own PATCH's answer (read after write) may arrive after the watch brought a newer
     # version; the cache keeps the newer one, or it would stay stale until the next change.
-    cache = ClusterCache()
+    cache = cluster_cache()
     cache.upsert_pod(pod("a", rv="10", node="n1"))
     cache.upsert_pod(pod("a", rv="12", node="n1", labels={"runway.dev/queue": "q9"}))
     cache.upsert_pod(pod("a", rv="11", node="n1"))
@@ -229,7 +229,7 @@ def test_an_older_version_never_replaces_a_newer_one() -> None:
 def test_an_update_of_unread_fields_only_moves_the_version() -> None:
     # A kubelet status update runway does not read (IPs, container statuses, managed fields):
     # decoded, it differs only in resourceVersion; nothing is re-indexed or told to anyone.
-    cache = ClusterCache()
+    cache = cluster_cache()
     events: list[CacheEvent[Any]] = []
     cache.upsert_pod(pod("a", job="train", node="n1", bound_at="2027-01-01T00:00:00Z"))
     cache.subscribe(events.append)
@@ -253,7 +253,7 @@ def test_an_update_of_unread_fields_only_moves_the_version() -> None:
 
 
 def test_a_verb_about_an_unknown_pod_hurries_the_watch() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     assert cache.expect("u-a") is None  # no watch wired (embedded default): nothing to do
     assert not cache.refresh()
     feed = ArrivingFeed(cache)
@@ -268,7 +268,7 @@ def test_a_verb_about_an_unknown_pod_hurries_the_watch() -> None:
 
 
 def test_refresh_applies_what_has_arrived_and_says_whether_anything_did() -> None:
-    cache = ClusterCache()
+    cache = cluster_cache()
     feed = ArrivingFeed(cache)
     cache.feed = feed
     assert not cache.refresh()
@@ -279,7 +279,7 @@ def test_refresh_applies_what_has_arrived_and_says_whether_anything_did() -> Non
 
 def test_a_resync_applies_in_steps_and_ends_as_a_replace() -> None:
     """The reflector lets the event loop run between steps (no long pause at 150,000 pods)."""
-    stepped, whole = ClusterCache(), ClusterCache()
+    stepped, whole = cluster_cache(), cluster_cache()
     old = [pod(f"old-{i}", node="n1") for i in range(5)]
     new = [pod(f"p-{i}", node="n1" if i % 2 else None) for i in range(7)]
     for cache in (stepped, whole):
@@ -308,7 +308,7 @@ def test_pending_pods_by_queue_and_nomination_follow_every_change(
 ) -> None:
     """``pending_in_queue`` is ``pods_in_queue`` without the bound pods, in the same order, and
     ``nominated_to`` counts the pending pods nominated to a node, whatever happened to them."""
-    cache = ClusterCache()
+    cache = cluster_cache()
     state: dict[int, tuple[str | None, str | None, str]] = {}  # i -> (node, nominated, queue)
     rv = 0
     for op, i in ops:

@@ -16,9 +16,8 @@ from app.model.namespace import Namespace
 from app.policy.queues import QueueTree
 from app.policy.selectors import MAX_LABELS
 from app.policy.workload import DEFAULT_QUEUE
-from app.state.cache import ClusterCache
+from tests.builders import cluster_cache, raw_pod
 from tests.builders import pod as build_pod
-from tests.builders import raw_pod
 
 
 def pod(name: str, namespace: str, queue: str, *, node: str | None = None) -> Pod:
@@ -54,7 +53,7 @@ SELECTOR_TREE = [
 
 class Cache:
     def __init__(self, queues: list[dict[str, Any]] = SELECTOR_TREE) -> None:
-        self.cache = ClusterCache(tree(queues), compact=False)
+        self.cache = cluster_cache(tree(queues), compact=False)
         self.moves = 0
         self.cache.queue_listeners.append(self.moved)
 

@@ -17,9 +17,8 @@ from app.policy.queues import QueueTree
 from app.policy.scope import Scope
 from app.policy.workload import workload_of
 from app.state.cache import ClusterCache
-from app.state.records import RecordBook
+from tests.builders import cluster_cache, raw_pod, record_book
 from tests.builders import pod as build_pod
-from tests.builders import raw_pod
 
 
 def a_pod(
@@ -57,7 +56,7 @@ def namespace(name: str, rv: str, **labels: str) -> Namespace:
 
 
 def cache_of(the_scope: Scope, *pods: Pod) -> ClusterCache:
-    cache = ClusterCache(QueueTree.from_config([]), compact=False, scope=the_scope)
+    cache = cluster_cache(QueueTree.from_config([]), compact=False, scope=the_scope)
     for p in pods:
         cache.upsert_pod(p)
     return cache
@@ -119,7 +118,7 @@ async def test_no_record_is_ever_written_for_an_unmanaged_workload() -> None:
     managed = a_pod("m", node="n1")
     cache = cache_of(scope(), stray, managed)
     config = parse_config({}).wait_for_pods_ready.requeuing_strategy
-    book = RecordBook(cache, config, ManualClock(1000.0), queues=QueueTree.from_config([]))
+    book = record_book(cache, config, ManualClock(1000.0), queues=QueueTree.from_config([]))
     assert await book.deactivate(workload_of(stray)) is False
     assert book.store.get("team-a", book.name_of(workload_of(stray))) is None
     assert await book.record_preemption(stray.metadata.uid, "u-preemptor", 1000.0) is None

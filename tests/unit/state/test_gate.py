@@ -11,8 +11,8 @@ from app.model import Pod
 from app.model.gate import GATE_ANNOTATION, GateEntry, PodRef
 from app.state.cache import ClusterCache
 from app.state.gate import GateBook
+from tests.builders import cluster_cache, raw_pod
 from tests.builders import pod as build_pod
-from tests.builders import raw_pod
 
 NOW = 1_800_000_000.0
 P = PodRef("uid-p", "ns", "high")
@@ -30,7 +30,7 @@ def preemptor(annotations: dict[str, str] | None = None, priority: int = 0) -> P
 
 
 def book_with_victim(priority: int = 0) -> tuple[GateBook, ClusterCache]:
-    cache = ClusterCache()
+    cache = cluster_cache()
     victim = build_pod(raw_pod(V[0].name, namespace="ns", uid=V[0].uid, node="n1"))
     cache.replace_pods([victim, preemptor(priority=priority)])
     return GateBook(cache, gate_bound_s=60), cache

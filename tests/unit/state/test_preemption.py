@@ -21,7 +21,7 @@ from app.policy.victims import PODS, Cause
 from app.state.preemption import AwaitedPreemptors
 from app.wire import decode_preemption_args
 from app.wiring import Runway, build
-from tests.builders import node, runway_config
+from tests.builders import node, queued_pod, runway_config
 
 NOW = 1_800_000_000.0
 
@@ -269,3 +269,23 @@ def test_the_facts_carry_the_nodes_allocatable_and_the_room_of_pods_nominated_th
     assert [p.uid for p in offer.others] == ["uid-other"]  # a finished pod holds nothing
     elsewhere = rt.decider.facts(args(HIGH, [], node="n9"), HIGH).offers["n9"]
     assert elsewhere.allocatable is None and elsewhere.nominated == {}
+
+
+def test_a_preemptor_in_a_mapped_namespace_preempts_within_its_queue() -> None:
+    """``scope.namespaceQueues`` puts an unlabelled preemptor in its namespace's queue for the
+    preemption too (one way to a pod's queue: ``ClusterCache.queue_of_pod``): a same-queue
+    preemption under ``preemptMinRuntime: 0s``, not a reclaim from ``default`` under the
+    queue's 1 h ``reclaimMinRuntime``."""
+    raw = {
+        "queues": [{"name": "team", "preemptMinRuntime": "0s", "reclaimMinRuntime": "1h"}],
+        "scope": {"namespaceQueues": {"ns": "team"}},
+    }
+    rt = build(runway_config(raw), ManualClock(NOW))
+    rt.decider.verify = True
+    low = queued_pod("low", "team", namespace="ns", created=NOW - 100, bound=NOW - 60)
+    low = msgspec.structs.replace(low, spec=msgspec.structs.replace(low.spec, priority=10))
+    high = pod("high", node=None, priority=1000)
+    rt.cache.replace_pods([high, low])
+    assert rt.cache.queue_of_pod(high) == "team"
+    outcome = rt.decider.decide(args(high, ["uid-low"]))
+    assert outcome.plan is not None and [v.uid for v in outcome.plan.victims] == ["uid-low"]

@@ -11,8 +11,7 @@ from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
 from app.model import Pod
 from app.policy.queues import QueueTree
-from app.state.cache import ClusterCache
-from app.state.records import RecordBook
+from tests.builders import cluster_cache, record_book
 from tests.integration.kube_fake import make_pod
 
 
@@ -34,10 +33,12 @@ async def test_a_gang_counts_once_per_preemptor(queue: str, label: str) -> None:
     saved = metrics._queue_names
     metrics.set_queue_names(["default", "team-a"])
     try:
-        cache = ClusterCache()
+        cache = cluster_cache()
         pods = gang(queue)
         cache.replace_pods(pods)
-        book = RecordBook(cache, RequeuingStrategyConfig(), ManualClock(1000.0), queues=QueueTree())
+        book = record_book(
+            cache, RequeuingStrategyConfig(), ManualClock(1000.0), queues=QueueTree()
+        )
         counter = metrics.EVICTED_WORKLOADS.labels(label, "Preempted")
         before = counter._value.get()
         for pod in pods:

@@ -12,9 +12,9 @@ from app.model.gate import (
     PreemptionPlan,
 )
 from app.policy.gate import VictimState, check_gate
-from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
+from tests.builders import cluster_cache, preemption_executor
 from tests.preemption_fakes import FakeApi
 
 P = PodRef("uid-p", "default", "high-0")
@@ -29,8 +29,8 @@ PLAN = PreemptionPlan(
 
 
 def executor(api: FakeApi, clock: ManualClock | None = None) -> tuple[PreemptionExecutor, GateBook]:
-    gate = GateBook(ClusterCache())
-    return PreemptionExecutor(
+    gate = GateBook(cluster_cache())
+    return preemption_executor(
         api, gate, clock or ManualClock(), gate_bound_s=60, revert_timeout_s=0.1, recorder=api
     ), gate
 
@@ -131,8 +131,8 @@ async def test_drain_cancels_stuck_tasks_and_leaves_none_pending() -> None:
 
 async def test_many_concurrent_tasks_are_bounded_and_all_finish() -> None:
     api = FakeApi(latency=0.001)
-    gate = GateBook(ClusterCache())
-    ex = PreemptionExecutor(api, gate, ManualClock(), concurrency=4, recorder=api)
+    gate = GateBook(cluster_cache())
+    ex = preemption_executor(api, gate, ManualClock(), concurrency=4, recorder=api)
     plans = [PreemptionPlan(PodRef(f"p{i}", "ns", f"p{i}"), "n", VICTIMS, "m") for i in range(40)]
     records = [ex.submit(p) for p in plans]
     assert len(gate) == 40

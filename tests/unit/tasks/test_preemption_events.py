@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from app.clock import ManualClock
 from app.model.event import EventNote, ObjectRef
 from app.model.gate import PodRef, PreemptionPlan
-from app.state.cache import ClusterCache
 from app.state.gate import GateBook
 from app.tasks.preemption import PreemptionExecutor
+from tests.builders import cluster_cache, preemption_executor
 from tests.preemption_fakes import FakeApi
 
 P = PodRef("uid-p", "team-b", "high-0")
@@ -36,9 +36,9 @@ def owners_of(pod: PodRef) -> Sequence[ObjectRef]:
 
 
 def executor(api: FakeApi, sink: object) -> PreemptionExecutor:
-    return PreemptionExecutor(
+    return preemption_executor(
         api,
-        GateBook(ClusterCache()),
+        GateBook(cluster_cache()),
         ManualClock(),
         revert_timeout_s=0.1,
         events=sink,  # type: ignore[arg-type]
