@@ -94,7 +94,12 @@ def _serve(ns: argparse.Namespace) -> int:
         second = (
             rest,
             rest_tls,
-            {**options, "port": server.rest_port, "http": bounded_protocol(server)},
+            {
+                **options,
+                "port": server.rest_port,
+                # the gate webhook answered by the protocol itself (kube-apiserver calls it)
+                "http": bounded_protocol(server, direct=app.direct_verbs(verbs=False)),
+            },
         )
     ok = serve_uvicorn(
         served,
@@ -103,7 +108,7 @@ def _serve(ns: argparse.Namespace) -> int:
         port=server.port,
         # Header size, header/body/idle timeouts, connection cap: app/connections.py.
         # ... and the verbs answered by the protocol itself, without ASGI (same handler).
-        http=bounded_protocol(server, direct=app.direct_verbs()),
+        http=bounded_protocol(server, direct=app.direct_verbs(webhook=server.rest_port is None)),
         second=second,
         **options,
     )

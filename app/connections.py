@@ -120,6 +120,9 @@ class DirectVerbs:
     declines: Callable[[str], bool] = lambda verb: False
     """Whether to leave a ``verb`` call to the ASGI path now (a follower's ``preempt`` it
     forwards to the leader: that waits for I/O, which the direct path does not do)."""
+    query_ignored: frozenset[str] = frozenset()
+    """Verbs whose query string is ignored (kube-apiserver calls a webhook with
+    ``?timeout=2s``); any other call with a query takes the ASGI path."""
 
 
 def record_peer_expiry(peer: dict[str, Any] | None) -> None:
@@ -266,6 +269,10 @@ def bounded_protocol(
             ``POST <path>`` (origin form, no query; anything else takes the ASGI path, whose
             fast path answers the same verbs)."""
             verb = direct.paths.get(self.url)
+            if verb is None and direct.query_ignored and b"?" in self.url:
+                verb = direct.paths.get(self.url.split(b"?", 1)[0])
+                if verb not in direct.query_ignored:
+                    return False
             if verb is None or direct.declines(verb):
                 return False
             parser = self.parser

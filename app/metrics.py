@@ -415,6 +415,39 @@ REQUEUE_WAKEUPS = Counter(
 )
 
 
+# --- holds as scheduling gates (app/api/webhook.py, app/tasks/wakeup.py; DESIGN §5.8) ---
+WEBHOOK_REVIEWS = Counter(
+    "runway_gate_webhook_reviews_total",
+    "Pod CREATE reviews answered by runway's mutating webhook (POST /webhooks/gate), by result: "
+    "gated (the gate runway.dev/admission added), passed (not a pod runway manages, gates off, "
+    "gated already), bad_request, error (answered allowed, no gate: the filter holds the pod).",
+    ["result"],
+    registry=REGISTRY,
+)
+WEBHOOK_DURATION = Histogram(
+    "runway_gate_webhook_duration_seconds",
+    "Time runway's mutating webhook took to answer one review (body read to reply).",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+    registry=REGISTRY,
+)
+GATES_REMOVED = Counter(
+    "runway_scheduling_gates_removed_total",
+    "runway.dev/admission gates the leader removed because the admission chain admits the pod's "
+    "workload (or runway does not manage the pod), by result: removed, gone (the pod went or "
+    "changed: read again), error, dry_run.",
+    ["result"],
+    registry=REGISTRY,
+)
+HELD_PODS = Gauge(
+    "runway_held_pods",
+    "Pending pods runway holds now, by what holds them (leader, at each waker pass): "
+    "schedulingGate (runway's gate: no scheduling cycle, no autoscaler demand) or filter "
+    "(a filter rejection: kube-scheduler cycles the pod and it looks Unschedulable).",
+    ["hold"],
+    registry=REGISTRY,
+)
+
+
 QUEUE_TREE_UPDATES = Counter(
     "runway_queue_tree_updates_total",
     "Rebuilds of the queue tree from KAI Queue objects (queueSource: kai/auto), by result: "

@@ -23,6 +23,7 @@ from app.api import (
     preemptions,
     tooling,
     ui,
+    webhook,
     workload_list,
     workloads,
 )
@@ -106,6 +107,7 @@ def create_app(
     app.include_router(workload_list.router)
     app.include_router(ui.router)
     app.include_router(cache_debug.router)
+    app.include_router(webhook.router)
     # A follower's reads of what only the leader holds are the leader's answers (DESIGN §7).
     # Added before auth's middleware, so it runs inside it: the caller is checked here first.
     app.add_middleware(leader_reads.LeaderReads)

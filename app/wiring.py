@@ -251,6 +251,9 @@ class Runway:
             )
         self.release = release
         self.decider.release = release
+        gates = release.gates(self.config.admission.scheduling_gates)
+        if self.record_store is not None:
+            self.record_store.hold_by = "schedulingGate" if gates else "filter"
         mode = self.config.preemption.async_
         self.executor.takeover = release.takeover(mode)
         log.info(
@@ -260,8 +263,9 @@ class Runway:
             preemption="takeover" if self.executor.takeover else "scheduler-executes",
             chosen_by="release" if mode == "auto" else "preemption.async",
             config_api=release.config_api,
+            holds="schedulingGate" if gates else "filter",
         )
-        for note in release.notes():
+        for note in release.notes(self.config.admission.scheduling_gates):
             log.warning(note, release=release.text)
         return release
 

@@ -4,7 +4,8 @@ latency and faults."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from app.model.gate import GateEntry, PodRef
 
@@ -14,8 +15,8 @@ class FakeApi:
 
     Calls are recorded as ``(op, namespace/name, arg)``: ``mirror`` (the gate mirrored on the
     preemptor's record, arg True, or removed, False), ``annotate`` (other annotations),
-    ``condition``, ``record`` (arg: the preemptor's UID), ``delete`` and ``nominate`` (arg: the
-    node or None).
+    ``condition``, ``ungate`` (arg: the JSONPatch), ``record`` (arg: the preemptor's UID),
+    ``delete`` and ``nominate`` (arg: the node or None).
     """
 
     def __init__(self, latency: float = 0.0) -> None:
@@ -40,6 +41,10 @@ class FakeApi:
 
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
         await self._call("annotate", pod, dict(annotations))
+        return True
+
+    async def ungate(self, pod: PodRef, patch: Sequence[Mapping[str, Any]]) -> bool:
+        await self._call("ungate", pod, [dict(op) for op in patch])
         return True
 
     async def mirror_gate(self, entry: GateEntry) -> bool:

@@ -43,6 +43,6 @@ async def release_endpoint(request: Request) -> dict[str, object]:
     each decision taken for it (DESIGN §1.1): the preemption mode, the config API, zero-victim
     nodes, the flush, gates, nominations, and what an operator should know."""
     ctx = context(request)
-    return ctx.decider.release.to_dict(ctx.config.preemption.async_) | {
-        "takeover": ctx.executor.takeover
-    }
+    return ctx.decider.release.to_dict(
+        ctx.config.preemption.async_, ctx.config.admission.scheduling_gates
+    ) | {"takeover": ctx.executor.takeover}

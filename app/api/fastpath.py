@@ -17,6 +17,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from app.api import webhook as webhook_api
 from app.api.context import ApiContext
 from app.api.extender import VERBS, answer_verb, closes_after, forwards, serve_verb
 from app.connections import DirectVerbs
@@ -34,20 +35,29 @@ class RunwayApp(FastAPI):
         """Answer ``POST <prefix>/{filter,prioritize,preempt}`` on the fast path."""
         self.verb_paths = {f"{prefix}/{verb}": verb for verb in VERBS}
 
-    def direct_verbs(self) -> DirectVerbs:
-        """The verbs for the HTTP protocol to answer itself (``app.connections``), with the
-        same handler as the routes."""
+    def direct_verbs(self, *, verbs: bool = True, webhook: bool = True) -> DirectVerbs:
+        """The verbs (and the gate webhook, ``POST /webhooks/gate``) for the HTTP protocol to
+        answer itself (``app.connections``), with the same handlers as the routes. With
+        ``server.restPort`` the verbs' listener answers the verbs and the REST listener the
+        webhook (kube-apiserver presents no client certificate)."""
         ctx: ApiContext = self.state.context
 
         def answer(verb: str, body: bytes | None) -> tuple[int, list[bytes | memoryview]]:
+            if verb == webhook_api.DIRECT:
+                status, parts = webhook_api.answer_review(ctx, body)
+                return status, list(parts)
             return answer_verb(ctx, verb, body)
 
+        paths = dict(self.verb_paths) if verbs else {}
+        if webhook:
+            paths[webhook_api.PATH] = webhook_api.DIRECT
         return DirectVerbs(
-            paths={p.encode(): v for p, v in self.verb_paths.items()},
+            paths={p.encode(): v for p, v in paths.items()},
             answer=answer,
             max_body_bytes=ctx.config.server.max_body_bytes,
             close_after=lambda verb: closes_after(ctx, verb),
             declines=lambda verb: forwards(ctx, verb),
+            query_ignored=frozenset({webhook_api.DIRECT}),
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.api.context import context
+from app.api.context import ApiContext, context
 from app.api.paging import (
     ContinueParam,
     LimitParam,
@@ -16,7 +16,9 @@ from app.api.paging import (
     encode_token,
     page,
 )
-from app.model.timestamps import format_time
+from app.model import Pod
+from app.model.timestamps import format_optional_time, format_time
+from app.policy.schedgate import WAITING_FOR_UNGATE, gated, hold_by
 from app.wire.schema import ErrorBody
 
 router = APIRouter(prefix="/v1", tags=["preemption"])
@@ -239,6 +241,22 @@ def _split(value: str, name: str) -> tuple[str, str]:
     return ns, pod
 
 
+def _hold_of(ctx: ApiContext, pod: Pod) -> dict[str, Any] | None:
+    """What holds ``pod`` while it is pending (its rule, until when, and whether its
+    scheduling gate or the filter holds it); None when nothing does or it is bound."""
+    if pod.spec.nodeName or pod.metadata.deletionTimestamp is not None:
+        return None
+    verdict = ctx.requeue.admit(pod, ctx.clock.now())
+    if verdict.allowed and not gated(pod):
+        return None
+    return {
+        "rule": "" if verdict.allowed else verdict.rule,
+        "by": hold_by(pod),
+        "until": format_optional_time(verdict.until),
+        "reason": WAITING_FOR_UNGATE if verdict.allowed else verdict.reason,
+    }
+
+
 @router.get(
     "/explain",
     response_model=ExplainView,
@@ -281,6 +299,14 @@ async def explain(
         for role, pod in (("preemptor", p_pod), ("victim", v_pod))
         if (why := ctx.cache.unmanaged_reason(pod))
     }
+    holds = {
+        role: hold
+        for role, pod in (("preemptor", p_pod), ("victim", v_pod))
+        if (hold := _hold_of(ctx, pod)) is not None
+    }
+    if holds:
+        # which hold applies (DESIGN §5.8): runway's scheduling gate, or the filter
+        answer["holds"] = holds
     if not_managed:
         answer["notManaged"] = not_managed
         answer["explanation"] = (

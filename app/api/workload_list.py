@@ -24,6 +24,7 @@ from app.model.timestamps import format_optional_time
 from app.policy.minruntime import defaults_for_pool, protected_until, resolve_preempt
 from app.policy.ordering import preemptor_anchors, queue_order_key
 from app.policy.podsready import workload_state
+from app.policy.schedgate import WAITING_FOR_UNGATE, HoldBy, hold_by
 from app.policy.workload import WorkloadKey
 from app.state.cache import WorkloadView
 from app.state.requeue import WORKLOAD_STEP
@@ -60,6 +61,12 @@ class WorkloadSummary(CamelModel):
         "admitted."
     )
     until: str | None = Field(description="When the hold is expected to end (RFC 3339).")
+    hold_by: Literal["", "schedulingGate", "filter"] = Field(
+        "",
+        description="What keeps it off the nodes while pending: `schedulingGate` (runway's "
+        "gate `runway.dev/admission`: no scheduling cycle, `kubectl get pods` says "
+        "SchedulingGated) or `filter` (a filter rejection); empty when not pending.",
+    )
     requeue_at: str | None = Field(description="Backoff: not admissible before (RFC 3339).")
     protected_until: str | None = Field(
         description="Admitted: preempt min-runtime protection ends at this time (RFC 3339)."
@@ -154,11 +161,13 @@ def _summary(ctx: ApiContext, row: _Row, now: float) -> WorkloadSummary:
     record = ctx.records.read(key)
     life = ctx.requeue.life(view).life
     rule, reason, until = "", "", None
+    by: HoldBy | None = None
     waiting = [p for p in view.pods if not p.spec.nodeName and p.metadata.deletionTimestamp is None]
     if waiting and life.admitted is None:
         verdict = ctx.requeue.admit(waiting[0], now)
+        by = hold_by(waiting[0])
         if verdict.allowed:
-            reason = WAITING_FOR_SCHEDULER
+            reason = WAITING_FOR_UNGATE if by == "schedulingGate" else WAITING_FOR_SCHEDULER
         else:
             rule, reason, until = verdict.rule, verdict.reason, verdict.until
     defaults = defaults_for_pool(ctx.config.min_runtime, None)
@@ -174,6 +183,7 @@ def _summary(ctx: ApiContext, row: _Row, now: float) -> WorkloadSummary:
         rule=rule,
         reason=reason,
         until=format_optional_time(until),
+        hold_by=by or "",
         requeue_at=format_optional_time(record.requeue_at) if record is not None else None,
         protected_until=format_optional_time(started) if life.admitted is not None else None,
     )

@@ -12,6 +12,7 @@ Read-only answers come from the cache and the record store (no API call); times 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
@@ -25,6 +26,7 @@ from app.api.errors import error_response
 from app.api.models import CamelModel
 from app.api.paging import ContinueParam, LimitParam, PageRequest, page
 from app.logs import get_logger
+from app.model import Pod
 from app.model.event import REACTIVATED, EventNote, ObjectRef
 from app.model.eviction import EvictionRecord
 from app.model.gate import PodRef
@@ -39,6 +41,7 @@ from app.policy.ordering import (
     queue_order_key,
 )
 from app.policy.podsready import workload_state
+from app.policy.schedgate import WAITING_FOR_UNGATE, gated, hold_by
 from app.policy.workload import SizeSource, WorkloadKey, is_ready
 from app.wire.schema import ErrorBody
 
@@ -89,6 +92,9 @@ class PodView(CamelModel):
     phase: str | None
     ready: bool
     terminating: bool
+    scheduling_gated: bool = Field(
+        False, description="Carries runway's scheduling gate `runway.dev/admission`."
+    )
 
 
 class FactView(CamelModel):
@@ -162,6 +168,23 @@ class GateView(CamelModel):
     until: str | None
 
 
+class HoldView(CamelModel):
+    """What holds the workload's pending pods now, and how."""
+
+    rule: str = Field(
+        description="The admission rule that holds it (`deactivated`, `backoff`, "
+        "`anti-flapping`, `block-admission`, `strict-fifo`...); empty: none does (a gated pod's "
+        "gate goes on the leader's next pass)."
+    )
+    reason: str
+    until: str | None
+    by: Literal["schedulingGate", "filter"] = Field(
+        description="`schedulingGate`: runway's gate keeps the pod out of kube-scheduler's "
+        "queues (no cycle, no autoscaler demand, `SchedulingGated`); `filter`: the filter "
+        "rejects every node (the pod cycles, `Unschedulable`)."
+    )
+
+
 class WorkloadResponse(CamelModel):
     """A workload as runway sees it."""
 
@@ -195,6 +218,11 @@ class WorkloadResponse(CamelModel):
         "only: the permission cluster-wide). None: active.",
     )
     gate: list[GateView]
+    hold: HoldView | None = Field(
+        None,
+        description="Why its pending pods wait, and whether a scheduling gate or the filter "
+        "holds them (DESIGN §5.8); None when no pod is pending or it is admitted.",
+    )
 
 
 class PendingEntry(CamelModel):
@@ -283,6 +311,7 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
                 phase=p.status.phase,
                 ready=is_ready(p),
                 terminating=p.metadata.deletionTimestamp is not None,
+                scheduling_gated=gated(p),
             )
             for p in view.pods
         ],
@@ -318,6 +347,23 @@ def workload_response(ctx: ApiContext, key: WorkloadKey) -> WorkloadResponse | N
         eviction_record=EvictionRecordView.of(record) if record is not None else None,
         deactivated_by=ctx.records.state(key).authority,
         gate=gates,
+        hold=_hold(ctx, view.pods, life.admitted is not None, now),
+    )
+
+
+def _hold(ctx: ApiContext, pods: Sequence[Pod], admitted: bool, now: float) -> HoldView | None:
+    """What holds the workload's first pending pod (None: none pending, or admitted)."""
+    waiting = [p for p in pods if not p.spec.nodeName and p.metadata.deletionTimestamp is None]
+    if not waiting or admitted:
+        return None
+    verdict = ctx.requeue.admit(waiting[0], now)
+    if verdict.allowed and not gated(waiting[0]):
+        return None
+    return HoldView(
+        rule="" if verdict.allowed else verdict.rule,
+        reason=WAITING_FOR_UNGATE if verdict.allowed else verdict.reason,
+        until=format_optional_time(verdict.until),
+        by=hold_by(waiting[0]),
     )
 
 

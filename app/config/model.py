@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import Field, ValidationError, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from app.config.admission import AdmissionConfig
 from app.config.durations import Duration
 from app.config.kubernetes import KubernetesConfig
 from app.config.preemption import PreemptionConfig
@@ -162,6 +163,11 @@ class RunwayConfig(Section):
         description="Queue-order timestamp per eviction reason (DESIGN §5).",
     )
 
+    admission: AdmissionConfig = Field(
+        default_factory=AdmissionConfig,
+        description="How runway holds a pod it does not admit yet: a scheduling gate where the "
+        "cluster has them, else a `filter` rejection (DESIGN §5.8).",
+    )
     scope: ScopeConfig = Field(
         default_factory=ScopeConfig,
         description="Which pods runway manages (DESIGN §2.0): those of the schedulers it serves "

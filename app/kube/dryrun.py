@@ -4,7 +4,8 @@ logged too (``EventSink``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from app.logs import get_logger
 from app.model.event import EventNote
@@ -41,6 +42,11 @@ class DryRunPodWriter:
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
         """Log the annotation patch."""
         log.info("dry-run: patch pod annotations", pod=pod.key, annotations=dict(annotations))
+        return True
+
+    async def ungate(self, pod: PodRef, patch: Sequence[Mapping[str, Any]]) -> bool:
+        """Log the gate's removal."""
+        log.info("dry-run: remove scheduling gate", pod=pod.key, patch=list(patch))
         return True
 
 

@@ -8,7 +8,7 @@ carry the pod's UID as a precondition, so a re-created pod of the same name is n
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -104,6 +104,30 @@ class KubePodWriter:
         except (Conflict, Invalid) as exc:
             if not replaced(exc):
                 raise
+            return False
+        return True
+
+    async def ungate(self, pod: PodRef, patch: Sequence[Mapping[str, Any]]) -> bool:
+        """Remove a scheduling gate with ``patch`` (``policy.schedgate.ungate_patch``: a JSONPatch
+        whose ``test`` ops check the UID and the gate's place). False when the pod is gone (404)
+        or is not as the patch expects (422: replaced, or its gates changed; the next pass
+        reads the pod again). Safe to retry: an applied patch's ``test`` fails the second time.
+        The API server allows removing a gate at any time; adding one after creation it
+        refuses."""
+        try:
+            await self._client.patch(
+                PODS,
+                pod.name,
+                list(patch),
+                pod.namespace,
+                into=msgspec.Raw,
+                patch_type="json",
+                idempotent=True,
+            )
+        except NotFound:
+            return False
+        except Invalid as exc:
+            log.info("pod changed: gate not removed", pod=pod.key, uid=pod.uid, why=exc.message)
             return False
         return True
 

@@ -246,6 +246,9 @@ class KubeRecordStore(RecordStore):
         self.clock = clock
         self.records_per_namespace = records_per_namespace
         """No record is created in a namespace holding this many (0: no cap)."""
+        self.hold_by = ""
+        """What holds a held workload's pods, said in its ``Held`` condition: ``schedulingGate``
+        or ``filter`` (set at start from the release; empty: no such condition)."""
         self.conflict_policy = conflict_policy or RetryPolicy(total=10.0)
         self.refused_retry = refused_retry
         self.reflector: Reflector[WorkloadRecordObject] = Reflector(
@@ -405,7 +408,7 @@ class KubeRecordStore(RecordStore):
                 "resourceVersion": obj.metadata.resourceVersion,
             },
             "spec": msgspec.to_builtins(obj.spec),
-            "status": status_of(new, self.clock.now()),
+            "status": status_of(new, self.clock.now(), self.hold_by),
         }
         written = await self.client.replace(
             WORKLOAD_RECORDS,

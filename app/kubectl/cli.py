@@ -148,7 +148,7 @@ def workloads_text(body: Any, ns: argparse.Namespace, now: float) -> str:
     for w in items:
         row: list[object] = [w["namespace"]] if ns.all_namespaces else []
         row += [w["name"], w["queue"], w["state"], w["position"] or "-", w["priority"]]
-        row += [w["rule"] or "-", render.relative(w["until"] or w["requeueAt"], now)]
+        row += [_held_by(w), render.relative(w["until"] or w["requeueAt"], now)]
         reason = w["reason"] or "-"
         if wide:
             row += [w["pods"], render.relative(w["protectedUntil"], now), reason]
@@ -219,6 +219,14 @@ def explain_data(client: RunwayClient, ns: argparse.Namespace) -> dict[str, Any]
     return data
 
 
+def _held_by(w: Any) -> str:
+    """The rule that holds a listed workload, and ``(gate)`` when its pods' scheduling gate
+    holds them rather than the filter (``holdBy``, DESIGN §5.8)."""
+    rule = w["rule"] or "-"
+    gate = w.get("holdBy") == "schedulingGate"
+    return f"{rule} (gate)" if gate and w["rule"] else ("(gate)" if gate else rule)
+
+
 def explain_text(data: Any, ns: argparse.Namespace, now: float) -> str:
     """``explain POD``: kubectl-describe-like sections."""
     structured = _structured(data, ns.output)
@@ -236,7 +244,7 @@ def explain_text(data: Any, ns: argparse.Namespace, now: float) -> str:
         lines.append("Held:             no (admitted)")
     elif w["rule"]:
         until = f" until {w['until']} ({render.relative(w['until'], now)})" if w["until"] else ""
-        lines.append(f"Held by:          {w['rule']}{until}")
+        lines.append(f"Held by:          {_held_by(w)}{until}")
         lines.append(f"Why:              {w['reason']}")
     else:
         lines.append(f"Held:             no: {w['reason']}")

@@ -43,6 +43,12 @@ class Container(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     resources: ResourceRequirements | None = None
 
 
+class SchedulingGate(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """``spec.schedulingGates[]``: while a pod has one, kube-scheduler leaves it alone (1.30 GA)."""
+
+    name: str = ""
+
+
 class PodSpec(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """``spec`` of a pod."""
 
@@ -54,6 +60,7 @@ class PodSpec(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     containers: tuple[Container, ...] | None = None
     initContainers: tuple[Container, ...] | None = None
     overhead: dict[str, str] | None = None
+    schedulingGates: tuple[SchedulingGate, ...] | None = None
 
 
 class PodCondition(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
@@ -106,6 +113,10 @@ class Pod(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
         """The value of annotation ``key``, or None."""
         annotations = self.metadata.annotations
         return annotations.get(key) if annotations else None
+
+    def has_scheduling_gate(self, name: str) -> bool:
+        """Whether ``spec.schedulingGates`` names ``name``."""
+        return any(g.name == name for g in self.spec.schedulingGates or ())
 
     def condition(self, type_: str) -> PodCondition | None:
         """The status condition of the given type, or None."""

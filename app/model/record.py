@@ -366,8 +366,9 @@ def state_of(obj: WorkloadRecordObject) -> RecordState:
     )
 
 
-def status_of(state: RecordState, now: float) -> dict[str, Any]:
-    """The ``status`` to write for ``state`` (a full replacement of runway's fields)."""
+def status_of(state: RecordState, now: float, hold_by: str = "") -> dict[str, Any]:
+    """The ``status`` to write for ``state`` (a full replacement of runway's fields);
+    ``hold_by``: what holds a held workload's pods (``conditions``)."""
     out: dict[str, Any] = {"queue": state.queue or None, "deactivatedBy": state.authority}
     if state.protected_until is not None:
         out["protection"] = {"preemptUntil": _fmt(math.ceil(state.protected_until))}
@@ -412,7 +413,7 @@ def status_of(state: RecordState, now: float) -> dict[str, Any]:
         }
         for e in state.preemptions
     ] or None
-    out["conditions"] = conditions(state, now)
+    out["conditions"] = conditions(state, now, hold_by)
     cleaned: dict[str, Any] = _drop_none(out)
     return cleaned
 
@@ -426,9 +427,25 @@ def _victim(victim: PodRef, namespace: str) -> dict[str, str]:
     return {"uid": seal(victim.uid)}
 
 
-def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
+HELD_BY = {
+    "schedulingGate": (
+        "SchedulingGate",
+        "its pending pods carry the scheduling gate runway.dev/admission (kubectl get pods: "
+        "SchedulingGated); runway's leader removes it when the workload is admitted",
+    ),
+    "filter": (
+        "Filter",
+        "runway's filter rejects its pending pods on every node (they look Unschedulable)",
+    ),
+}
+"""The ``Held`` condition's reason and message per hold (``policy.schedgate.HoldBy``)."""
+
+
+def conditions(state: RecordState, now: float, hold_by: str = "") -> list[dict[str, str]]:
     """The conditions a person reads (``kubectl describe``): Admitted, Started, PodsReady,
-    Evicted, Deactivated, BackingOff, PreemptionInFlight.
+    Evicted, Deactivated, BackingOff, Held (while backing off or deactivated: whether a
+    scheduling gate or the filter holds the pods, ``hold_by``; DESIGN §5.8),
+    PreemptionInFlight.
 
     PodsReady follows Kueue's condition (KEP-349): ``False``/``WaitForStart`` from admission
     until ready + succeeded members first reach the workload's size (``timeout`` counts from
@@ -468,9 +485,11 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
     )
     if life.admitted is not None:
         add("PodsReady", *_pods_ready_condition(life))
+    held = False
     if rec is not None:
         add("Evicted", True, rec.reason, rec.message or rec.reason, rec.time or None)
         if rec.requeue_at is not None and rec.requeue_at > now:
+            held = True
             add(
                 "BackingOff",
                 True,
@@ -478,6 +497,10 @@ def conditions(state: RecordState, now: float) -> list[dict[str, str]]:
                 f"not admitted before {format_time(math.ceil(rec.requeue_at))}",
                 rec.time or None,
             )
+    held = held or not state.active or (rec is not None and rec.deactivated)
+    if held and hold_by in HELD_BY:
+        reason, message = HELD_BY[hold_by]
+        add("Held", True, reason, message, rec.time if rec is not None and rec.time else None)
     by = state.authority
     add(
         "Deactivated",

@@ -11,7 +11,9 @@ release's source, ``pkg/scheduler``, and measured on the releases built by ``too
 * **QueueingHints** (on from 1.32, locked on from 1.34) — a pod update re-queues a pod only if
   a rejector's hint says so; runway's filter rejections are the ``Extender`` rejector, which
   re-queues on any event, so the waker's touch still works for pods runway held;
-* **scheduling gates** (GA 1.30) — a gated pod costs the scheduler nothing;
+* **scheduling gates** (alpha 1.26, beta and on by default 1.27 to 1.29, GA 1.30) — a gated pod
+  costs the scheduler nothing, is no autoscaler's demand, and its gate's removal puts it in the
+  active queue at once: runway holds with a gate where the release has them (``gates``);
 * **in-tree asynchronous preemption** (on by default from 1.33) — the scheduler's own
   preemption no longer blocks its cycle: whether takeover still wins is measured, not assumed;
 * **the scheduler's own nominations** (1.35+, KEP-5278) — it writes ``nominatedNodeName`` when
@@ -99,8 +101,25 @@ class Release:
 
     @property
     def scheduling_gates(self) -> bool:
-        """Whether ``spec.schedulingGates`` holds pods (GA 1.30; on by default from 1.27)."""
+        """Whether ``spec.schedulingGates`` holds pods for sure (GA 1.30; beta, on by default,
+        1.27 to 1.29; alpha 1.26; absent on 1.20)."""
         return self.minor >= (1, 30)
+
+    @property
+    def scheduling_gates_exist(self) -> bool:
+        """Whether the release knows ``spec.schedulingGates`` at all (1.26+, behind the
+        PodSchedulingReadiness feature before 1.30)."""
+        return self.minor >= (1, 26)
+
+    def gates(self, configured: bool | str) -> bool:
+        """Whether runway holds with scheduling gates (``admission.schedulingGates``): ``auto``
+        where the release has them (1.30+), ``true`` where they exist at all (1.26+: an older
+        API server drops the field, the pod would not be held), ``false`` never."""
+        if configured is False:
+            return False
+        if configured is True:
+            return self.scheduling_gates_exist
+        return self.scheduling_gates
 
     @property
     def scheduler_nominates(self) -> bool:
@@ -126,9 +145,14 @@ class Release:
             return configured
         return True
 
-    def notes(self) -> tuple[str, ...]:
+    def notes(self, configured_gates: bool | str = "auto") -> tuple[str, ...]:
         """What an operator should know of runway on this release (logged at start)."""
         out = []
+        if configured_gates is True and not self.scheduling_gates_exist:
+            out.append(
+                "admission.schedulingGates: true, but this release has no scheduling gates "
+                "(1.26+): runway holds pods with its filter"
+            )
         if self.minor < OLDEST_SUPPORTED:
             out.append(f"Kubernetes {self.text} is older than runway supports (1.20)")
         if self.async_preemption_in_tree and self.minor not in TAKEOVER_MEASURED:
@@ -150,7 +174,9 @@ class Release:
             )
         return tuple(out)
 
-    def to_dict(self, configured_async: bool | str) -> dict[str, object]:
+    def to_dict(
+        self, configured_async: bool | str, configured_gates: bool | str = "auto"
+    ) -> dict[str, object]:
         """The decisions, as ``/v1/config`` shows them."""
         return {
             "version": self.text,
@@ -160,10 +186,11 @@ class Release:
             "zeroVictimNodes": self.zero_victim_nodes,
             "flushSeconds": self.flush_seconds,
             "schedulingGates": self.scheduling_gates,
+            "holdsAsGates": self.gates(configured_gates),
             "schedulerNominates": self.scheduler_nominates,
             "asyncPreemptionInTree": self.async_preemption_in_tree,
             "workloadAwarePreemption": self.workload_aware_preemption,
-            "notes": list(self.notes()),
+            "notes": list(self.notes(configured_gates)),
         }
 
 

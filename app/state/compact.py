@@ -138,6 +138,7 @@ class Compactor:
                 s.initContainers, previous.initContainers if previous else None
             ),
             overhead=self._map(s.overhead),
+            schedulingGates=self._shared_tuple(s.schedulingGates) if s.schedulingGates else None,
         )
 
     def _containers(

@@ -3,8 +3,8 @@ them (``KubePodWriter``, ``DryRunPodWriter``), ``app.wiring`` plugs them in, tes
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from app.model.event import EventNote
 from app.model.gate import GateEntry, PodRef
@@ -27,6 +27,10 @@ class PodApi(Protocol):
     async def annotate(self, pod: PodRef, annotations: Mapping[str, str | None]) -> bool:
         """Merge-patch annotations (None removes a key) with a UID precondition; False when the
         pod is gone or its name belongs to a re-created pod."""
+
+    async def ungate(self, pod: PodRef, patch: Sequence[Mapping[str, Any]]) -> bool:
+        """Remove a scheduling gate with a JSONPatch whose ``test`` ops are its precondition;
+        False when the pod is gone or not as the patch expects."""
 
 
 class PreemptionRecorder(Protocol):

@@ -15,6 +15,13 @@ because its ADDED event had not reached runway yet is touched when it arrives
 the gate keeper releases its gate (``wake_retry``). What to wake and when is decided in
 ``app.policy.wakeup`` and ``app.state.wakeup``; this module only runs the loop and the patches.
 
+The same pass removes runway's scheduling gate (``runway.dev/admission``, added by the webhook:
+``api.webhook``) from each gated pending pod the admission chain lets go now (DESIGN §5.8):
+the free gated pods of a workload together, a declared gang once all its pods exist, workloads
+in queue order, from the same rate limit as the touches (``policy.schedgate``). A gated pod is
+never touched: nothing but the gate's removal moves it, and that puts it in kube-scheduler's
+active queue at once.
+
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
 changed (debounced: at least 0.2 s and twice the last pass apart), when the
 earliest known hold ends, and at least every ``tick`` seconds; patches are rate-limited (token
@@ -34,6 +41,15 @@ from app.logs import get_logger
 from app.model.gate import PodRef
 from app.model.pod import Pod
 from app.policy.rate import TokenBucket
+from app.policy.schedgate import (
+    GatedWorkload,
+    gated,
+    held_by,
+    incomplete,
+    take_whole,
+    ungate_order,
+    ungate_patch,
+)
 from app.policy.wakeup import (
     WAKE_SLACK_S,
     Hold,
@@ -42,7 +58,12 @@ from app.policy.wakeup import (
     freed_by,
     plan_wakeups,
 )
-from app.policy.workload import WorkloadKey, workload_of
+from app.policy.workload import (
+    WorkloadKey,
+    declared_min_available,
+    live_pods,
+    workload_of,
+)
 from app.state.cache import CacheEvent
 from app.state.preemption import AwaitedPreemptors
 from app.state.requeue import RequeueView
@@ -57,6 +78,13 @@ WAKE_ANNOTATION = "runway.dev/requeue-wake"
 
 MAX_RETRIES = 3
 """Failed touches of one pod retried this often; then the scheduler's own flush takes over."""
+
+UNGATE_QUIET_S = 10.0
+"""A pod whose gate was just removed is not patched again this long (the watch has not shown
+the removal yet); past it, a pod still gated and free is tried again."""
+
+UNGATE_RETRY_S = 1.0
+"""After a failed gate removal, the workload is tried again this long after (doubling)."""
 
 
 def wake_stamp(now: float) -> str:
@@ -110,6 +138,17 @@ class RequeueWaker(Ticker):
         """Pending pods nominated to each node (kept from pod events: O(1) per event)."""
         self.own_refusals: dict[str, Hold] = {}
         """On a follower: pods its own filter refused, still held (woken when free)."""
+        self.gated: set[str] = set()
+        """Pending pods carrying runway's scheduling gate (kept from pod events)."""
+        self.ungates: list[GatedWorkload] = []
+        """Workloads whose gates go, in order (the last pass's plan, less what was done)."""
+        self.waiting_gangs: dict[str, str] = {}
+        """Gangs whose rules admit them but whose gates stay: why (``incomplete``)."""
+        self.ungated = 0
+        """Gates removed by this process (for tests and the log)."""
+        self._ungated_at: dict[str, float] = {}
+        self._ungate_retry: dict[str, tuple[float, int]] = {}
+        """Workload → (when to try again, failures) after a failed removal."""
         for pod in view.cache.pending_pods():
             self._track(None, pod)
         self.follow(lambda: view.cache.subscribe(self._on_change))
@@ -130,10 +169,11 @@ class RequeueWaker(Ticker):
         return max(self.debounce, 5 * self.pass_seconds)
 
     async def run_once(self) -> float:
-        """Evaluate (when something changed or a hold ended) and make the due touches.
-        Returns the seconds until the loop should look again."""
+        """Evaluate (when something changed or a hold ended), remove the due gates and make
+        the due touches. Returns the seconds until the loop should look again."""
         clock = self.clock
         await self.evaluate(clock.now())
+        await self.ungate_due(clock.now())
         await self.touch_due(clock.now())
         return self.next_wait(clock.now())
 
@@ -156,6 +196,11 @@ class RequeueWaker(Ticker):
             self.wake_freed(old, node)
 
     def _track(self, old: Pod | None, new: Pod | None) -> None:
+        if new is not None and _gated_pending(new):
+            self.gated.add(new.uid)
+        elif old is not None:
+            self.gated.discard(old.uid)
+            self._ungated_at.pop(old.uid, None)
         before, after = _nomination(old), _nomination(new)
         if before == after:
             return
@@ -226,6 +271,8 @@ class RequeueWaker(Ticker):
                 self.held.clear()
                 self.schedule.clear()
                 self._retries.clear()
+                self.ungates, self.waiting_gangs = [], {}
+                self._ungate_retry.clear()
             self._generation, self._next_check = -1, None
             return self._evaluate_own_refusals(refused, now)
         self.own_refusals.clear()
@@ -243,11 +290,130 @@ class RequeueWaker(Ticker):
         self._count_requeues(plan)
         self.held = plan.held
         self._next_check = plan.next_check
-        for uid in plan.wake:
+        gates = self.gated
+        woken = [uid for uid in plan.wake if uid not in gates]  # a gated pod: its gate goes
+        for uid in woken:
             self.schedule.push(uid, now)
-        if plan.wake:
-            log.info("requeue holds ended: waking pods", pods=len(plan.wake))
+        if woken:
+            log.info("requeue holds ended: waking pods", pods=len(woken))
+        self.plan_ungates(current, now)
+        for kind, count in held_by(plan.held, gates).items():
+            metrics.HELD_PODS.labels(kind).set(count)
         return plan
+
+    # -- scheduling gates -------------------------------------------------------------------------
+
+    def plan_ungates(self, current: dict[str, Hold | None], now: float) -> list[GatedWorkload]:
+        """The workloads whose gated pods the chain lets go now (``current``: every pending
+        pod's hold), whole gangs only, in queue order (``policy.schedgate.ungate_order``)."""
+        cache = self.view.cache
+        free: dict[WorkloadKey, list[Pod]] = {}
+        for uid in self.gated:
+            if current.get(uid, ...) is not None:  # held, or not a pending pod the pass saw
+                continue
+            at = self._ungated_at.get(uid)
+            if at is not None and now - at < UNGATE_QUIET_S:
+                continue
+            pod = cache.pod(uid)
+            if pod is None or not gated(pod):
+                continue
+            free.setdefault(cache.workload_key_of(uid) or workload_of(pod), []).append(pod)
+        found = [self._gated_workload(key, pods, now) for key, pods in free.items()]
+        self.waiting_gangs = {w.workload: why for w in found if (why := incomplete(w))}
+        self.ungates = ungate_order(found)
+        return self.ungates
+
+    def _gated_workload(self, key: WorkloadKey, pods: list[Pod], now: float) -> GatedWorkload:
+        view = self.view
+        cache = view.cache
+        pods.sort(key=lambda p: (p.metadata.creationTimestamp or "", p.metadata.name))
+        workload = cache.workload(key)
+        members = live_pods(workload.pods) if workload is not None else pods
+        queue = cache.queue_of_pod(pods[0])
+        admitted = workload is not None and view.life(workload).life.admitted is not None
+        place = -1
+        if not admitted and not cache.unmanaged_reason(pods[0]):
+            name = str(key)
+            order = view.pending_workloads(queue)
+            place = next((i for i, w in enumerate(order) if w.name == name), len(order))
+        return GatedWorkload(
+            workload=str(key),
+            queue=queue,
+            place=place,
+            uids=tuple(p.uid for p in pods),
+            members=len(members),
+            min_available=declared_min_available(members),
+            admitted=admitted,
+        )
+
+    async def ungate_due(self, now: float) -> int:
+        """Remove the gates of the planned workloads the rate limit allows now (whole
+        workloads, in order); returns how many gates were removed."""
+        if not self.ungates or not self.is_leader():
+            return 0
+        due = [
+            w
+            for w in self.ungates
+            if (retry := self._ungate_retry.get(w.workload)) is None or retry[0] <= now
+        ]
+        if not due:
+            return 0
+        limiter = self.limiter
+        wanted = sum(len(w.uids) for w in due)
+        tokens = limiter.take(now, wanted)
+        count = take_whole(due, tokens, int(limiter.burst))
+        batch = due[:count]
+        spent = sum(len(w.uids) for w in batch)
+        limiter.tokens += tokens - spent  # give back what was not used (a big gang: debt)
+        if not batch:
+            return 0
+        done = {w.workload for w in batch}
+        self.ungates = [w for w in self.ungates if w.workload not in done]
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def one(uid: str) -> bool:
+            async with gate:
+                return await self.ungate(uid, now)
+
+        results = []
+        for workload in batch:  # in order; a workload's pods at once
+            outcome = await asyncio.gather(*(one(uid) for uid in workload.uids))
+            results.extend(outcome)
+            if all(outcome):
+                self._ungate_retry.pop(workload.workload, None)
+        removed = sum(1 for r in results if r)
+        if removed:
+            log.info("admitted: scheduling gates removed", pods=removed, workloads=len(batch))
+        return removed
+
+    async def ungate(self, uid: str, now: float) -> bool:
+        """Remove runway's gate from pod ``uid``; False when it has none now, is gone, or the
+        removal failed (then its workload is tried again after a back-off)."""
+        pod = self.view.cache.pod(uid)
+        patch = ungate_patch(pod) if pod is not None else None
+        if pod is None or patch is None:
+            return False
+        try:
+            removed = await self.pods.ungate(PodRef.of(pod), patch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            metrics.GATES_REMOVED.labels("error").inc()
+            key = str(self.view.cache.workload_key_of(uid) or workload_of(pod))
+            _, failures = self._ungate_retry.get(key, (0.0, 0))
+            wait = min(UNGATE_RETRY_S * 2**failures, 30.0)
+            self._ungate_retry[key] = (now + wait, failures + 1)
+            self._next_check = min(self._next_check or now + wait, now + wait)
+            self._generation = -1  # plan again then, from what the cache says
+            log.warning("scheduling gate not removed", pod=pod.key, error=str(exc))
+            return False
+        if not removed:
+            metrics.GATES_REMOVED.labels("gone").inc()
+            return False
+        self._ungated_at[uid] = now
+        metrics.GATES_REMOVED.labels("dry_run" if self.dry_run else "removed").inc()
+        self.ungated += 1
+        return True
 
     def _evaluate_own_refusals(self, refused: dict[str, Hold], now: float) -> WakePlan | None:
         """On a follower: wake the pods its own filter refused once their hold ends. The leader
@@ -298,6 +464,8 @@ class RequeueWaker(Ticker):
         at = self.schedule.next_at()
         if at is not None:
             wait = min(wait, max(at - now, self.limiter.next_token_in(now)))
+        if self.ungates:
+            wait = min(wait, self.limiter.next_token_in(now))
         return max(wait, 0.0)
 
     # -- touching -------------------------------------------------------------------------------
@@ -348,6 +516,11 @@ class RequeueWaker(Ticker):
         self.woken += 1
         log.debug("pod woken", pod=pod.key)
         return True
+
+
+def _gated_pending(pod: Pod) -> bool:
+    """A pending pod, not being deleted, carrying runway's gate."""
+    return not pod.spec.nodeName and pod.metadata.deletionTimestamp is None and gated(pod)
 
 
 def _nomination(pod: Pod | None) -> str | None:

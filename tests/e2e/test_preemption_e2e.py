@@ -38,7 +38,7 @@ from tests.e2e.conftest import (
     poll,
     runway_scheduling,
 )
-from tests.e2e.webhook import UNDELETABLE, DeleteWebhook
+from tests.e2e.webhook import UNDELETABLE, DeleteWebhook, GateWebhook
 
 pytestmark = pytest.mark.e2e
 
@@ -67,26 +67,30 @@ def stack(
         "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
         "logging": {"level": "info"},
     }
-    with runway_scheduling(
-        plane,
-        tmp_path_factory.mktemp("preempt"),
-        config,
-        scheduler_name=SCHEDULER,
-        priorities={"low": 100, "high": 1000, "top": 2000},
-    ) as rw:
+    with (
+        runway_scheduling(
+            plane,
+            tmp_path_factory.mktemp("preempt"),
+            config,
+            scheduler_name=SCHEDULER,
+            priorities={"low": 100, "high": 1000, "top": 2000},
+        ) as rw,
+        GateWebhook(rw.url) as gates,
+    ):
+        if plane.at_least("1.30"):
+            # holds as gates (issue #34), as the chart registers them: a pod reaches the
+            # scheduler only once runway has it (a preemptor is never refused as unknown)
+            plane.ensure_namespace("pre-probe")
+            gates.register(plane, ["pre-probe"], every_namespace=True, scheduler=SCHEDULER)
         yield plane, rw
 
 
-UNKNOWN_PREEMPTOR_NOT_REQUEUED = pytest.mark.releases(
-    "<1.32",
-    reason="runway behaviour, a known gap (issue #39): a preemptor kube-scheduler asks about "
-    "~50 ms "
-    "after its creation, before runway's watch has it, is refused as unknown; runway's wake-up "
-    "touch when it arrives does not re-queue it from 1.32 (QueueingHints: its rejector is "
-    "NodeResourcesFit, not the extender), so it may wait for the 5-minute flush (1 run in 3 "
-    "on 1.34.4 and 1.37.2)",
-)
-"""Marks a test whose preemptor can be refused as unknown before runway's watch has it."""
+# A preemptor kube-scheduler asks about ~50 ms after its creation, before runway's watch has it,
+# is refused as unknown; from 1.32 runway's wake-up touch when it arrives does not re-queue it
+# (QueueingHints: its rejector is NodeResourcesFit), so it waited for the 5-minute flush (1 run in
+# 3 on 1.34.4 and 1.37.2; issue #39). Holds as gates (issue #34) close it on 1.30+: the stack
+# registers runway's webhook, the preemptor is created gated and reaches the scheduler only once
+# runway has it. 1.20 has no gates and needs none (the touch re-queues it).
 
 
 def pod(
@@ -453,7 +457,6 @@ def pod_deletes(rw: RunwayHandle) -> float:
     )
 
 
-@UNKNOWN_PREEMPTOR_NOT_REQUEUED
 def test_takeover_deletes_each_victim_once_and_the_preemptor_binds(
     stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
 ) -> None:
@@ -689,7 +692,6 @@ def test_two_preemptors_sharing_a_gang_delete_each_victim_once(
     poll(lambda: rw.get("/v1/gate") == [], within=30, what="the gate is empty")
 
 
-@UNKNOWN_PREEMPTOR_NOT_REQUEUED
 def test_a_higher_priority_takes_a_lower_claim_and_the_victim_goes_once(
     stack: tuple[ControlPlane, RunwayHandle], hook: DeleteWebhook
 ) -> None:

@@ -153,10 +153,10 @@ def test_a_strict_fifo_head_leaving_ends_in_a_bind(
     c.create_job("big")
     c.create_job("small")
     del c.jobs["big"], c.jobs["small"]  # the test makes the pods: a big head that never fits
+    c.start_runway()  # first: with gates (test_gates_e2e) the webhook gates both pods
     c.create_pod("big-0", owner="big", cpu="2")
     time.sleep(1.1)  # creation order is by the second
     c.create_pod("small-0", owner="small", cpu="500m")
-    c.start_runway()
     time.sleep(4)  # small is refused (not the head) and parked as unschedulable
     c.step()
     assert c.bound_pods() == 0

@@ -33,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx
+
 from tests.certs import CA
 from tests.e2e.conftest import ControlPlane, poll
 
@@ -251,3 +253,164 @@ class DeleteWebhook:
         """Every recorded call for pods of ``namespace``."""
         with self._lock:
             return [c for c in self.calls if c.namespace == namespace]
+
+
+class GateWebhook:
+    """runway's gate webhook as kube-apiserver reaches it in the e2e tests: a loopback HTTPS
+    front (kube-apiserver calls webhooks over HTTPS only; runway runs plain HTTP here) that
+    relays each AdmissionReview to ``target`` (runway's ``/webhooks/gate``), registered by a
+    MutatingWebhookConfiguration as the chart writes it (``failurePolicy: Ignore``, 2 s) for
+    the given namespaces. ``target = None``: the front answers nothing (closes the connection),
+    as a runway that is down. ``with GateWebhook(...) as hook: hook.register(plane, [ns])``."""
+
+    def __init__(self, target: str | None = None, name: str = "runway-e2e-gate") -> None:
+        self.target = target
+        self.name = name
+        self._ca = CA("runway-e2e-gate-ca")
+        self._server: ThreadingHTTPServer | None = None
+        self._plane: ControlPlane | None = None
+        self.reviews = 0
+        self.latencies: list[float] = []
+        """Seconds runway took to answer each review relayed (over loopback HTTP)."""
+        self._client = httpx.Client(timeout=2)  # kept-alive connections to runway
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "not started"
+        return f"https://127.0.0.1:{self._server.server_address[1]}/webhooks/gate"
+
+    def start(self) -> GateWebhook:
+        leaf = self._ca.issue("127.0.0.1", server=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        with tempfile.TemporaryDirectory(prefix="runway-gate-") as tmp:
+            cert, key = Path(tmp) / "tls.crt", Path(tmp) / "tls.key"
+            cert.write_bytes(leaf.cert)
+            key.write_bytes(leaf.key)
+            context.load_cert_chain(cert, key)
+        hook = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                target = hook.target
+                if target is None:  # runway down: no answer at all
+                    self.close_connection = True
+                    return
+                hook.reviews += 1
+                start = time.perf_counter()
+                r = hook._client.post(
+                    target + "/webhooks/gate",
+                    content=body,
+                    headers={"Content-Type": "application/json"},
+                )
+                hook.latencies.append(time.perf_counter() - start)
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                if not isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError)):
+                    super().handle_error(request, client_address)
+
+        server = Server(("127.0.0.1", 0), Handler)
+        server.daemon_threads = True
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        self._server = server
+        threading.Thread(target=server.serve_forever, daemon=True, name=self.name).start()
+        return self
+
+    def register(
+        self,
+        plane: ControlPlane,
+        namespaces: list[str],
+        *,
+        every_namespace: bool = False,
+        scheduler: str = "default-scheduler",
+    ) -> None:
+        """The MutatingWebhookConfiguration for pods of ``namespaces`` (``every_namespace``: of
+        every namespace but kube-system and default, as the chart leaves out its own); returns
+        once a dry-run pod CREATE in ``namespaces[0]`` comes back gated (the API server calls
+        the webhook; the probe names ``scheduler``, one runway serves)."""
+        expression = {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn" if every_namespace else "In",
+            "values": ["kube-system", "default"] if every_namespace else namespaces,
+        }
+        body = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": self.name},
+            "webhooks": [
+                {
+                    "name": "gate.runway.dev",
+                    "clientConfig": {
+                        "url": self.url,
+                        "caBundle": base64.b64encode(self._ca.pem).decode(),
+                    },
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "namespaceSelector": {"matchExpressions": [expression]},
+                    "failurePolicy": "Ignore",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 2,
+                }
+            ],
+        }
+        path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+        plane.api.delete(f"{path}/{self.name}")
+        r = plane.api.post(path, json=body)
+        assert r.status_code == 201, r.text
+        self._plane = plane
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "gate-probe", "labels": {"runway.dev/queue": "probe"}},
+            "spec": {
+                "schedulerName": scheduler,
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
+            },
+        }
+
+        def gated() -> bool:
+            r = plane.api.post(
+                f"/api/v1/namespaces/{namespaces[0]}/pods", params={"dryRun": "All"}, json=probe
+            )
+            gates = (r.json().get("spec") or {}).get("schedulingGates") or []
+            return r.status_code == 201 and bool(gates)
+
+        poll(gated, within=30, what="the API server to call the gate webhook", every=0.2)
+
+    def stop(self) -> None:
+        """Unregister (if registered) and stop serving."""
+        if self._plane is not None:
+            self._plane.api.delete(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" + self.name
+            )
+            self._plane = None
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        self._client.close()
+
+    def __enter__(self) -> GateWebhook:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

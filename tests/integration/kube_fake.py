@@ -29,6 +29,7 @@ from app.state.jobs import JobSizes
 from app.state.records import RecordBook
 from tests.builders import cluster_cache, pod, raw_node, raw_pod, record_book
 from tests.integration.kube_helpers import client
+from tests.jsonpatch import PatchFailed, apply_patch
 
 BASE = "https://kube.test"
 
@@ -379,6 +380,15 @@ class FakeApi:
             del store[key]
             return httpx.Response(200, json=obj)
         assert request.method == "PATCH"
+        if request.headers.get("content-type") == "application/json-patch+json":
+            try:
+                patched = apply_patch(obj, body)
+            except PatchFailed as exc:
+                return self._status(422, "Invalid", f"the server rejected our request: {exc}")
+            store[key] = patched
+            self.rv += 1
+            patched["metadata"]["resourceVersion"] = str(self.rv)
+            return httpx.Response(200, json=patched)
         meta = (body or {}).get("metadata", {})
         if kind == "jobs" and self.conflicts > 0:
             self.conflicts -= 1

@@ -202,7 +202,7 @@ def test_good_quantities_pass_the_schema() -> None:
 def test_rendered_objects_are_namespaced_into_the_release_namespace(
     objects: list[dict[str, Any]],
 ) -> None:
-    cluster_scoped = {"ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
     for obj in objects:
         if obj["kind"] in cluster_scoped:
             assert "namespace" not in obj["metadata"], obj["metadata"]
@@ -411,8 +411,10 @@ def test_service_selects_the_extender_pods_on_the_http_port(
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
-    (port,) = service["spec"]["ports"]
+    port, *webhook = service["spec"]["ports"]
     assert port["targetPort"] == "http"
+    # the gate webhook's port, where rendered: the REST port under the certificate's name
+    assert [p["targetPort"] for p in webhook] in ([], ["rest"])
     assert port["port"] == merged(values)["service"]["port"]
 
 
@@ -444,6 +446,7 @@ def test_defaults_install_the_extender_only() -> None:
             "ClusterRoleBinding",
             "ConfigMap",
             "Deployment",
+            "MutatingWebhookConfiguration",  # holds as scheduling gates (the cluster: 1.30+)
             "NetworkPolicy",
             "NetworkPolicy",  # the REST port
             "PodDisruptionBudget",

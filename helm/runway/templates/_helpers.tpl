@@ -368,3 +368,24 @@ it): templates of one chart share .Values, where it is kept under a private key.
 {{- end }}
 {{- toJson (get .Values "__runwayGeneratedCA") }}
 {{- end }}
+
+{{/* "true" when the chart registers runway's gate webhook (admissionWebhook.enabled: auto =
+the cluster has scheduling gates, 1.30+; off with config admission.schedulingGates: false). */}}
+{{- define "runway.gateWebhook" -}}
+{{- $on := .Values.admissionWebhook.enabled }}
+{{- if eq (toString $on) "auto" }}
+{{- $on = semverCompare ">=1.30-0" .Capabilities.KubeVersion.Version }}
+{{- end }}
+{{- if and $on (ne (toString (dig "admission" "schedulingGates" "auto" .Values.config)) "false") }}true{{ end }}
+{{- end }}
+
+{{/* Why the gate webhook cannot be registered as the values stand (empty: it can). */}}
+{{- define "runway.gateWebhookMissing" -}}
+{{- if not .Values.tls.enabled -}}
+it needs tls.enabled: kube-apiserver calls webhooks over HTTPS only
+{{- else if and (include "runway.mtls" .) (not .Values.rest.enabled) -}}
+it needs rest.enabled with tls.requireClientCert: kube-apiserver presents no client certificate, and the REST port asks for none
+{{- else if and (eq (include "runway.tlsSource" .) "secret") (not .Values.admissionWebhook.caBundle) -}}
+with your own tls.secretName, set admissionWebhook.caBundle: the base64 PEM of the CA that signed it (kube-apiserver verifies runway's certificate with it)
+{{- end }}
+{{- end }}

@@ -87,6 +87,8 @@ class World:
         """(pod name, UID precondition) of every wake patch sent so far."""
         out = []
         for _, path, body in self.api.calls("PATCH", "/api/v1/namespaces/ml/pods/"):
+            if not isinstance(body, dict):  # a JSONPatch: a scheduling gate's removal
+                continue
             meta = body.get("metadata", {})
             if WAKE_ANNOTATION in meta.get("annotations", {}):
                 out.append((path.rsplit("/", 1)[1], meta["uid"]))

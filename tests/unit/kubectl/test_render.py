@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.kubectl import render
+from app.kubectl.cli import _held_by
 from app.model.timestamps import format_time
 
 
@@ -61,3 +64,16 @@ def test_human_output_escapes_control_and_bidi_characters(raw: str, shown: str) 
     assert render.escape(raw) == shown
     data = {"items": [{"name": raw, raw: [raw]}]}
     assert render.escaped(data) == {"items": [{"name": shown, shown: [shown]}]}
+
+
+@pytest.mark.parametrize(
+    ("workload", "shown"),
+    [
+        ({"rule": "backoff", "holdBy": "schedulingGate"}, "backoff (gate)"),
+        ({"rule": "backoff", "holdBy": "filter"}, "backoff"),
+        ({"rule": "", "holdBy": "schedulingGate"}, "(gate)"),  # admitted: its gate goes next
+        ({"rule": ""}, "-"),  # an older runway says nothing of gates
+    ],
+)
+def test_held_by_says_when_a_scheduling_gate_holds(workload: dict[str, Any], shown: str) -> None:
+    assert _held_by(workload) == shown

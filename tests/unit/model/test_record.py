@@ -331,3 +331,39 @@ def test_the_record_says_who_may_lift_its_deactivation(
     state = read(status, active=active)
     assert state.authority == authority
     assert read(status_of(state, T0), active=active).authority == authority
+
+
+@pytest.mark.parametrize(
+    ("state", "hold_by", "held"),
+    [
+        (
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 99)
+            ),
+            "schedulingGate",
+            ("True", "SchedulingGate"),
+        ),
+        (
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 99)
+            ),
+            "filter",
+            ("True", "Filter"),
+        ),
+        (RecordState(active=False), "schedulingGate", ("True", "SchedulingGate")),
+        (  # backoff over: nothing holds it
+            RecordState(
+                eviction=EvictionRecord("PodsReadyTimeout", T0, count=1, requeue_at=T0 + 1)
+            ),
+            "schedulingGate",
+            None,
+        ),
+        (RecordState(active=False), "", None),  # a store that does not say (in memory)
+    ],
+)
+def test_the_held_condition_says_whether_a_gate_or_the_filter_holds(
+    state: RecordState, hold_by: str, held: tuple[str, str] | None
+) -> None:
+    """DESIGN §5.8: the WorkloadRecord says which hold applies to a held workload's pods."""
+    found = [c for c in conditions(state, T0 + 60, hold_by) if c["type"] == "Held"]
+    assert [(c["status"], c["reason"]) for c in found] == ([held] if held else [])
