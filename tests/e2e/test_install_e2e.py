@@ -1,5 +1,6 @@
-"""runway installed as a user installs it, on a real node (issue #26): ``cluster.sh`` (kubelet,
-containerd, kube-controller-manager, kube-proxy, cluster DNS; Kubernetes 1.20).
+"""runway installed as a user installs it, on a real node (issues #26, #39): ``tools/kube
+cluster-up`` (kubelet, containerd 1.6, kube-controller-manager, kube-proxy, cluster DNS) of each
+release of the matrix: 1.20 and 1.37 (1.34 once ``tools/kube build 1.34 --node`` has run).
 
 The image is built from the Dockerfile (``container.sh``, podman) and imported into the node's
 containerd; the chart is installed with helm-python-sdk's ``Config.install`` as README says; the
@@ -14,7 +15,7 @@ plain-HTTP health port); kube-scheduler is configured with what the chart gives 
   bound again only after its backoff.
   One replica killed: scheduling goes on; both killed: opted-in pods wait (``ignorable: false``)
   while runway's own pods come back through the default scheduler, then scheduling resumes.
-* **own** (the cluster's kube-scheduler, ``cluster.sh scheduler``, a host process as a kubeadm
+* **own** (the cluster's kube-scheduler, ``tools/kube cluster-scheduler``, a host process as a kubeadm
   static pod is): configured with exactly the stanza the install's NOTES print (a fixed
   ``service.clusterIP`` and ``tlsConfig.serverName``; the certificate files taken from the
   Secrets NOTES names). With ``priorityClassName: ""`` kube-scheduler offers runway's own replicas
@@ -22,9 +23,13 @@ plain-HTTP health port); kube-scheduler is configured with what the chart gives 
   takes the low Job instead. Both replicas killed: ``ignorable: true`` lets their replacements
   schedule, and scheduling through runway resumes.
 
+The bundled scheduler's image is the release's own kube-scheduler binary and its config API is
+the one the chart derives from the image tag (v1beta1 on 1.20, v1 from 1.25); the cluster's own
+scheduler reads the NOTES stanza in the release's API too.
+
 Skipped with a reason when the node or podman is missing, unless ``CI=true`` (``.ci/run`` runs
-``cluster.sh build`` and ``container.sh setup``). One cluster per machine: the module brings it
-up once and ALWAYS brings it down, and removes the images it built.
+``tools/kube build RELEASE --node`` and ``container.sh setup``). One cluster per machine: the
+module brings it up once per release and ALWAYS brings it down, and removes the images it built.
 """
 
 from __future__ import annotations
@@ -54,19 +59,11 @@ from tests.e2e.conftest import poll
 from tests.helm_chart import CHART, notes_stanza
 from tests.reference import SHARED
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.releases(
-        "1.20",
-        reason="the real node is shared/tools/cluster.sh's Kubernetes 1.20 (kubelet, containerd "
-        "1.6, kube-proxy, controller-manager); what a newer release's node needs here: tools/kube",
-    ),
-]
+pytestmark = [pytest.mark.e2e]
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = SHARED / "tools"
-CLUSTER_SH = TOOLS / "cluster.sh"
-CONTAINER_SH = TOOLS / "container.sh"
+KUBE = ROOT / "tools" / "kube"
+CONTAINER_SH = SHARED / "tools" / "container.sh"
 CACHE = Path(os.environ.get("RUNWAY_K8S_CACHE", Path.home() / ".cache" / "runway-k8s"))
 NAMESPACE = "runway-system"
 RELEASE = "runway"
@@ -91,23 +88,27 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _missing() -> str | None:
-    """Why the node cannot run here, or None."""
-    for script in (CLUSTER_SH, CONTAINER_SH):
-        if not script.is_file():
-            return f"{script} is missing"
-    for name in ("kubelet", "kube-proxy", "kube-controller-manager"):
-        if not (CACHE / "node-bin" / name).is_file():
-            return f"the node is not built: run `{CLUSTER_SH} build` once (about 5 minutes)"
-    for name in ("kube-apiserver", "kube-scheduler"):
-        if not (CACHE / "bin" / name).is_file():
-            return f"the control plane is not built: run `{CLUSTER_SH} build`"
-    for tool in ("podman", "containerd", "ctr", "kubectl"):
+def _missing(release: str) -> str | None:
+    """Why the node of ``release`` cannot run here, or None."""
+    if not CONTAINER_SH.is_file():
+        return f"{CONTAINER_SH} is missing (podman for the images)"
+    build = f"`{KUBE} build {release} --node` once (the node's binaries: ~3-5 minutes more)"
+    for name in ("kubelet", "kube-proxy", "kube-controller-manager", "kube-scheduler"):
+        if not (CACHE / release / name).is_file():
+            return f"the node of {release} is not built: run {build}"
+    for tool in ("podman", "containerd", "ctr", "kubectl", "dnsmasq", "conntrack"):
         if shutil.which(tool) is None:
-            return f"{tool} is not installed: run `{CLUSTER_SH} build` and `{CONTAINER_SH} setup`"
+            return f"{tool} is not installed: run `{KUBE} node-deps` and `{CONTAINER_SH} setup`"
     if Path("/sys/class/net/knode0").exists():
-        return "another cluster.sh cluster runs on this machine (bridge knode0): one per machine"
+        return "another real node runs on this machine (bridge knode0): one per machine"
     return None
+
+
+def config_api(release: str) -> str:
+    """The KubeSchedulerConfiguration apiVersion kube-scheduler ``release`` reads."""
+    done = _run(str(KUBE), "config-api", release)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
 
 
 def _podman(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -121,6 +122,7 @@ class Node:
     dir: Path
     kubeconfig: Path
     api: httpx.Client = field(repr=False)
+    release: str = ""
     runway_image: tuple[str, str] = ("", "")
     scheduler_image: tuple[str, str] = ("", "")
 
@@ -234,8 +236,9 @@ def _bound(pod: dict[str, Any]) -> bool:
     return bool(pod["spec"].get("nodeName"))
 
 
-def _build_images(tag: str) -> tuple[tuple[str, str], tuple[str, str]]:
-    """runway's image from the Dockerfile and kube-scheduler's FROM scratch (the plane's binary)."""
+def _build_images(tag: str, release: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """runway's image from the Dockerfile and kube-scheduler's FROM scratch (the release's
+    binary; its tag starts with the release, from which the chart derives the config API)."""
     runway = ("localhost/runway-e2e", tag)
     build = _run(
         str(CONTAINER_SH),
@@ -248,9 +251,9 @@ def _build_images(tag: str) -> tuple[tuple[str, str], tuple[str, str]]:
         timeout=1500,
     )
     assert build.returncode == 0, f"image build failed:\n{build.stdout[-3000:]}{build.stderr}"
-    scheduler = ("localhost/kube-scheduler-e2e", "v1.20.2-" + tag)
+    scheduler = ("localhost/kube-scheduler-e2e", f"v{release}-{tag}")
     with tempfile.TemporaryDirectory(prefix="runway-sched-") as tmp:
-        shutil.copy(CACHE / "bin" / "kube-scheduler", Path(tmp) / "kube-scheduler")
+        shutil.copy(CACHE / release / "kube-scheduler", Path(tmp) / "kube-scheduler")
         (Path(tmp) / "Dockerfile").write_text(
             "FROM scratch\nCOPY kube-scheduler /usr/local/bin/kube-scheduler\n"
             "ENV PATH=/usr/local/bin\nUSER 65532:65532\n"
@@ -263,9 +266,9 @@ def _build_images(tag: str) -> tuple[tuple[str, str], tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def node(k8s_release: str) -> Iterator[Node]:
-    """Images built and imported, a cluster up for the module; ALWAYS down and removed after
-    (the matrix's 1.20 only: ``pytestmark``)."""
-    reason = _missing()
+    """Images built and imported, the release's real node up for the module; ALWAYS down and
+    removed after."""
+    reason = _missing(k8s_release)
     if reason is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true but {reason}")
@@ -275,11 +278,11 @@ def node(k8s_release: str) -> Iterator[Node]:
     with tempfile.TemporaryDirectory(prefix="runway-node-") as tmp:
         state = Path(tmp) / "node"
         try:
-            runway_image, scheduler_image = _build_images(tag)
+            runway_image, scheduler_image = _build_images(tag, k8s_release)
             images = [":".join(runway_image), ":".join(scheduler_image)]
-            up = _run(str(CLUSTER_SH), "up", str(state), timeout=300)
-            assert up.returncode == 0, f"cluster.sh up failed:\n{up.stderr}"
-            imported = _run(str(CLUSTER_SH), "import", str(state), *images, timeout=600)
+            up = _run(str(KUBE), "cluster-up", k8s_release, str(state), timeout=300)
+            assert up.returncode == 0, f"tools/kube cluster-up {k8s_release} failed:\n{up.stderr}"
+            imported = _run(str(KUBE), "cluster-import", str(state), *images, timeout=600)
             assert imported.returncode == 0, imported.stderr
             env = dict(
                 line.split("=", 1)
@@ -292,7 +295,9 @@ def node(k8s_release: str) -> Iterator[Node]:
                 verify=ssl.create_default_context(cafile=str(state / "pki" / "ca.crt")),
                 timeout=30,
             ) as api:
-                n = Node(state, state / "kubeconfig", api, runway_image, scheduler_image)
+                n = Node(
+                    state, state / "kubeconfig", api, k8s_release, runway_image, scheduler_image
+                )
                 n.apply(_namespace(TEAM))
                 for name, value in (("low", 10), ("high", 100)):
                     n.apply(
@@ -305,9 +310,9 @@ def node(k8s_release: str) -> Iterator[Node]:
                     )
                 yield n
         finally:
-            down = _run(str(CLUSTER_SH), "down", str(state), timeout=180)
+            down = _run(str(KUBE), "cluster-down", str(state), timeout=180)
             if down.returncode != 0:
-                print(f"cluster.sh down failed:\n{down.stderr}")
+                print(f"tools/kube cluster-down failed:\n{down.stderr}")
             for image in images:
                 _podman("rmi", "-f", image)
 
@@ -524,14 +529,16 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
     repo, tag = node.scheduler_image
     values = _values(
         node,
-        scheduler={
-            "enabled": True,
-            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
-            "configApiVersion": "kubescheduler.config.k8s.io/v1beta1",  # what 1.20 reads
-        },
+        # configApiVersion left to the chart: the one the image tag's release reads
+        scheduler={"enabled": True, "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"}},
     )
     with installed(node, values) as notes:
         assert "schedulerName: runway-scheduler" in notes
+        config = node.api.get(
+            f"/api/v1/namespaces/{NAMESPACE}/configmaps/{RELEASE}-scheduler"
+        ).raise_for_status()
+        read = yaml.safe_load(config.json()["data"]["config.yaml"])
+        assert read["apiVersion"] == config_api(node.release)
         first = node.ready_runway()
         sched = poll(
             lambda: [
@@ -688,14 +695,14 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
             (certs / Path(path).name).write_bytes(node.secret(secret)[data_key])
             extender["tlsConfig"][key] = str(certs / Path(path).name)
         config = {
-            "apiVersion": "kubescheduler.config.k8s.io/v1beta1",
+            "apiVersion": config_api(node.release),
             "kind": "KubeSchedulerConfiguration",
             "leaderElection": {"leaderElect": False},
             **stanza,
         }
         path = tmp_path / "scheduler.yaml"
         path.write_text(yaml.safe_dump(config))
-        done = _run(str(CLUSTER_SH), "scheduler", str(node.dir), str(path), timeout=120)
+        done = _run(str(KUBE), "cluster-scheduler", str(node.dir), str(path), timeout=120)
         assert done.returncode == 0, done.stderr
         runway = Runway(node, tmp_path)
         calls = runway.filters()
@@ -853,11 +860,7 @@ def test_certificates_rotate_without_a_failed_cycle(node: Node, tmp_path: Path) 
     repo, tag = node.scheduler_image
     values = _values(
         node,
-        scheduler={
-            "enabled": True,
-            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
-            "configApiVersion": "kubescheduler.config.k8s.io/v1beta1",
-        },
+        scheduler={"enabled": True, "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"}},
         # runway closes idle connections sooner: the scheduler's next call opens a new one
         config={"server": {"idleTimeout": "5s"}},
     )
