@@ -15,8 +15,8 @@ plain-HTTP health port); kube-scheduler is configured with what the chart gives 
   bound again only after its backoff.
   One replica killed: scheduling goes on; both killed: opted-in pods wait (``ignorable: false``)
   while runway's own pods come back through the default scheduler, then scheduling resumes.
-* **own** (the cluster's kube-scheduler, ``tools/kube cluster-scheduler``, a host process as a kubeadm
-  static pod is): configured with exactly the stanza the install's NOTES print (a fixed
+* **own** (the cluster's kube-scheduler, ``tools/kube cluster-scheduler``, a host process as a
+  kubeadm static pod is): configured with exactly the stanza the install's NOTES print (a fixed
   ``service.clusterIP`` and ``tlsConfig.serverName``; the certificate files taken from the
   Secrets NOTES names). With ``priorityClassName: ""`` kube-scheduler offers runway's own replicas
   (priority 0) as the cheapest victims — the failure this issue found — and runway drops them and
@@ -360,6 +360,10 @@ def _job(
     }
 
 
+def _image(repository: str, tag: str) -> dict[str, str]:
+    return {"repository": repository, "tag": tag, "pullPolicy": "Never"}
+
+
 def _values(node: Node, **extra: Any) -> dict[str, Any]:
     """The values an operator writes: the image they built, runway's config, smaller requests
     (a 2-CPU node); the rest is the chart's defaults."""
@@ -530,7 +534,10 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
     values = _values(
         node,
         # configApiVersion left to the chart: the one the image tag's release reads
-        scheduler={"enabled": True, "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"}},
+        scheduler={
+            "enabled": True,
+            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
+        },
     )
     with installed(node, values) as notes:
         assert "schedulerName: runway-scheduler" in notes
@@ -851,16 +858,113 @@ def _reissue(node: Node, days: int) -> tuple[float, float]:
     return issued[0], issued[1]
 
 
-def test_certificates_rotate_without_a_failed_cycle(node: Node, tmp_path: Path) -> None:
-    """Renewed serving and client certificates (same CA, as cert-manager renews): runway serves
+class Stream:
+    """Pods scheduled through the bundled scheduler while a test waits for something else: one
+    created every ``every`` seconds, each deleted once bound; what a rotation must not stop."""
+
+    def __init__(self, node: Node, every: float = 3.0) -> None:
+        self.node = node
+        self.every = every
+        self.created: dict[str, float] = {}
+        self.bound: dict[str, float] = {}
+        self._last = 0.0
+
+    def tick(self) -> None:
+        """Create the next pod when it is due; note and delete the bound ones."""
+        now = time.monotonic()
+        for pod in self.node.pods(TEAM, "runway-test=stream"):
+            name = pod["metadata"]["name"]
+            if _bound(pod) and name not in self.bound:
+                self.bound[name] = now - self.created.get(name, now)
+                self.node.kill(pod)
+        if now - self._last >= self.every:
+            self._last = now
+            name = f"stream-{len(self.created)}"
+            self.node.apply(_stream_pod(name))
+            self.created[name] = now
+
+    def wait(self, condition: Any, *, within: float, what: str) -> Any:
+        """``poll(condition)`` while the stream runs."""
+
+        def check() -> Any:
+            self.tick()
+            return condition()
+
+        return poll(check, within=within, what=what, every=1.0)
+
+    def drain(self, within: float = 120) -> None:
+        """Stop creating; wait until every pod created has bound."""
+        self._last = float("inf")
+        self.wait(
+            lambda: set(self.bound) >= set(self.created),
+            within=within,
+            what=f"every stream pod bound (not yet: {sorted(set(self.created) - set(self.bound))})",
+        )
+
+
+def _stream_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": TEAM,
+            "labels": {"runway.dev/queue": "batch", "runway-test": "stream"},
+        },
+        "spec": {
+            "schedulerName": "runway-scheduler",
+            "priorityClassName": "e2e-low",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "c",
+                    "image": PAUSE,
+                    "imagePullPolicy": "Never",
+                    "resources": {"requests": {"cpu": "10m", "memory": "8Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def _not_after(pem: bytes) -> float:
+    from app.tls import not_after
+
+    when = not_after(pem)
+    assert when is not None
+    return when
+
+
+def _refused(runway: Runway, pod: dict[str, Any]) -> bool:
+    """``runway``'s client certificate is refused by ``pod`` (the handshake or the first read
+    fails)."""
+    try:
+        runway.metric(pod, "runway_leader")
+    except (httpx.TransportError, ssl.SSLError):
+        return True
+    return False
+
+
+def test_certificates_and_the_ca_rotate_without_a_failed_filter_call(
+    node: Node, tmp_path: Path
+) -> None:
+    """1. Renewed serving and client certificates (same CA, as cert-manager renews): runway serves
     the new one once kubelet updates the Secret volume, and the bundled scheduler, never
     restarted, goes on calling it without a failed cycle. (That kube-scheduler re-reads its
     client certificate per connection is client-go's code, docs/deploy.md; not observed here:
-    our own scrapes present client certificates too.)"""
+    our own scrapes present client certificates too.)
+    2. The CA rotated in ``tls.caRotation``'s three upgrades (issue #35 item 6, docs/deploy.md
+    "Rotating the CA") while pods stream through the bundled scheduler (``ignorable: false``, so
+    a failed filter call fails the pod's cycle with a FailedScheduling event): every pod binds,
+    none fails a cycle, runway counts no failed verb call, and at the end runway refuses the old
+    CA's client certificate."""
     repo, tag = node.scheduler_image
     values = _values(
         node,
-        scheduler={"enabled": True, "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"}},
+        scheduler={
+            "enabled": True,
+            "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
+        },
         # runway closes idle connections sooner: the scheduler's next call opens a new one
         config={"server": {"idleTimeout": "5s"}},
     )
@@ -871,18 +975,17 @@ def test_certificates_rotate_without_a_failed_cycle(node: Node, tmp_path: Path) 
         _wait_bound(node, "job-name=before", 90)
         serving, _ = _reissue(node, days=3)
 
-        def rotated() -> bool:
-            pods = node.ready_runway()
+        def serves(runway: Runway, expiry: float, certificate: str = "serving") -> bool:
             # kubelet refreshes Secret volumes on its sync (about a minute)
             return all(
                 runway.metric(
-                    p, "runway_tls_certificate_expiry_timestamp_seconds", certificate="serving"
+                    p, "runway_tls_certificate_expiry_timestamp_seconds", certificate=certificate
                 )
-                == serving
-                for p in pods
+                == expiry
+                for p in node.ready_runway()
             )
 
-        poll(rotated, within=180, what="runway serving the renewed certificate", every=2)
+        poll(lambda: serves(runway, serving), within=180, what="the renewed certificate", every=2)
         node.apply(_job("after", cpu="100m", priority="low", scheduler="runway-scheduler"))
         _wait_bound(node, "job-name=after", 90)
 
@@ -891,12 +994,94 @@ def test_certificates_rotate_without_a_failed_cycle(node: Node, tmp_path: Path) 
         sched = node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")[0]["metadata"]
         log = node.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{sched['name']}/log").text
         assert "x509" not in log and "tls:" not in log, log[-2000:]
+        node.delete_job("before")
+        node.delete_job("after")
+
+        # 2. the CA rotated, pods streaming through the scheduler all the while
+        old = runway  # the old CA, the first client certificate (tmp_path/tls.crt)
+        stream = Stream(node)
+        stream.wait(lambda: len(stream.bound) >= 2, within=90, what="the stream flowing")
+
+        def upgrade(rotation: str) -> None:
+            with helm.Config(kubeconfig_path=node.kubeconfig, namespace=NAMESPACE) as cfg:
+                release = cfg.upgrade(
+                    CHART, RELEASE, {**values, "tls": {"caRotation": rotation}}, timeout=300
+                )
+            assert release["status"] == "deployed", release
+
+        def scheduler_rolled(since: set[str]) -> bool:
+            pods = node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")
+            return len(pods) == 1 and _ready(pods[0]) and pods[0]["metadata"]["uid"] not in since
+
+        def scheduler_uids() -> set[str]:
+            return {
+                p["metadata"]["uid"]
+                for p in node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")
+            }
+
+        started = time.monotonic()
+        # 2a. prepare: the new CA trusted beside the old (the scheduler restarts on the bundle)
+        before = scheduler_uids()
+        upgrade("prepare")
+        new_ca = _not_after(node.secret(f"{RELEASE}-ca-next")["tls.crt"])
+        stream.wait(
+            lambda: scheduler_rolled(before), within=180, what="the scheduler on the bundle"
+        )
+        stream.wait(
+            lambda: serves(old, new_ca, "client-ca"),
+            within=240,
+            what="every replica trusting the new CA",
+        )
+        # 2b. switch: the new CA signs new certificates; both trusted
+        upgrade("switch")
+        serving = _not_after(node.secret(f"{RELEASE}-tls")["tls.crt"])
+        (tmp_path / "switched").mkdir()
+        switched = Runway(node, tmp_path / "switched")  # the bundle and the new client cert
+        stream.wait(
+            lambda: serves(switched, serving), within=240, what="runway serving the new CA's cert"
+        )
+        # 2c. done: only the new CA (the scheduler restarts on it)
+        before = scheduler_uids()
+        upgrade("")
+        stream.wait(
+            lambda: scheduler_rolled(before), within=180, what="the scheduler on the new CA"
+        )
+        (tmp_path / "new").mkdir()
+        new = Runway(node, tmp_path / "new")
+        assert len(new.tls.get_ca_certs()) == 1
+        # the new CA trusted, the old CA's client certificate presented
+        stale = Runway(node, tmp_path / "new")
+        stale.tls = ssl.create_default_context(cafile=str(tmp_path / "new" / "ca.crt"))
+        stale.tls.load_cert_chain(str(tmp_path / "tls.crt"), str(tmp_path / "tls.key"))
+        stream.wait(
+            lambda: all(_refused(stale, p) for p in node.ready_runway()),
+            within=240,
+            what="the old CA's client certificate refused",
+        )
+        stream.drain()
+        took = time.monotonic() - started
+        slowest = max(stream.bound.values())
+        print(
+            f"CA rotation on {node.release}: {took:.0f}s, {len(stream.created)} pods streamed, "
+            f"slowest bind {slowest:.1f}s"
+        )
+        events = node.api.get(
+            f"/api/v1/namespaces/{TEAM}/events", params={"fieldSelector": "reason=FailedScheduling"}
+        ).raise_for_status()
+        failed = [
+            f"{e['involvedObject']['name']}: {e['message']}"
+            for e in events.json()["items"]
+            if e["involvedObject"]["name"] in stream.created
+        ]
+        assert not failed, failed  # a failed filter call fails the cycle (ignorable: false)
         errors = sum(
-            runway.metric(p, "runway_extender_requests_total", outcome=o, verb=v)
+            new.metric(p, "runway_extender_requests_total", outcome=o, verb=v)
             for p in node.ready_runway()
             for o in ("bad_request", "error")
             for v in ("filter", "prioritize", "preempt")
         )
         assert errors == 0
-        node.delete_job("before")
-        node.delete_job("after")
+        assert sum(
+            new.metric(p, "runway_extender_requests_total", outcome="ok", verb="filter")
+            for p in node.ready_runway()
+        ) >= len(stream.created)
