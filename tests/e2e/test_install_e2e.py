@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import copy
 import os
 import shutil
 import socket
@@ -524,6 +525,112 @@ def _since(pod: dict[str, Any], condition: str) -> float:
     raise AssertionError(f"{pod['metadata']['name']}: no {condition}")
 
 
+def _rest(
+    runway: Runway, pod: dict[str, Any], method: str, path: str, token: str
+) -> httpx.Response:
+    """A call to one replica's REST port (HTTPS, no client certificate asked; a bearer token)."""
+    with httpx.Client(verify=runway.tls, timeout=30) as http:
+        return http.request(
+            method,
+            f"https://{pod['status']['podIP']}:8889{path}",
+            headers={"Authorization": f"Bearer {token}"},
+            extensions={"sni_hostname": f"{RELEASE}.{NAMESPACE}.svc"},
+        )
+
+
+def _person(node: Node, namespace: str, name: str, role: str) -> str:
+    """A ServiceAccount standing for a person, bound to the ClusterRole ``role`` in ``namespace``
+    only (a RoleBinding); returns its token."""
+    node.apply(_namespace(namespace))
+    r = node.api.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        json={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+    )
+    assert r.status_code in (201, 409), r.text
+    r = node.api.post(
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        json={
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    )
+    assert r.status_code in (201, 409), r.text
+    r = node.api.post(
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        json={"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    token: str = r.raise_for_status().json()["status"]["token"]
+    return token
+
+
+def _never_ready_deployment(namespace: str, name: str, image: str, **labels: str) -> dict[str, Any]:
+    """A Deployment on the default scheduler whose pod runs and never turns Ready."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name, **labels}},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [
+                        {
+                            "name": "c",
+                            "image": image,
+                            "imagePullPolicy": "Never",
+                            "command": ["python", "-c", "import time; time.sleep(3600)"],
+                            "readinessProbe": {"exec": {"command": ["false"]}, "periodSeconds": 2},
+                            "resources": {"requests": {"cpu": "20m", "memory": "16Mi"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def _records(node: Node, namespace: str) -> list[str]:
+    """The WorkloadRecords of ``namespace``."""
+    r = node.api.get(f"/apis/runway.dev/v1alpha1/namespaces/{namespace}/workloadrecords")
+    return [i["metadata"]["name"] for i in r.raise_for_status().json()["items"]]
+
+
+def _wrong_ca(path: Path) -> None:
+    """A CA that signed nothing runway serves (the operator's mistake issue #35 found)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "not-runways-ca")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
 # ---------------------------------------------------------------------------------- the tests
 
 
@@ -539,6 +646,17 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
             "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
         },
     )
+    # issue #35: a queue typo is refused by the chart itself, before anything reaches the
+    # cluster (the same rules as check-config), not found later in a crashing pod's log
+    typo = copy.deepcopy(values)
+    typo["config"]["queues"].append({"name": "team-a", "parent": "reserch"})
+    with (
+        helm.Config(kubeconfig_path=node.kubeconfig, namespace=NAMESPACE) as cfg,
+        pytest.raises(helm.HelmError, match="unknown parent queue"),
+    ):
+        cfg.install(CHART, RELEASE, typo, create_namespace=True, timeout=60)
+    nothing = node.api.get(f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments/{RELEASE}")
+    assert nothing.status_code == 404 and not node.runway_pods()
     with installed(node, values) as notes:
         assert "schedulerName: runway-scheduler" in notes
         config = node.api.get(
@@ -584,8 +702,51 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
             for p in node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")
         }
         assert protected <= now
+        # issue #35: every replica answers the same (a follower serves the leader's decisions
+        # and preemptions), asked of each replica's REST port with an operator's token
+        admin = node.api.headers["Authorization"].split(" ", 1)[1]
+        for path in ("/v1/preemptions/decisions", "/v1/preemptions"):
+            answers = [
+                _rest(runway, p, "GET", path, admin).raise_for_status().json()
+                for p in node.ready_runway()
+            ]
+            assert len(answers) == 2 and answers[0] == answers[1], (path, answers)
+            if path.endswith("decisions"):
+                assert answers[0]["decisions"], "no preempt decision recorded"
         node.delete_job("high")
         node.delete_job("low")
+
+        # issue #35 (scope): never-ready Deployments on the default scheduler that name no queue
+        # (default) or live in kube-system (even naming a queue): never evicted, never recorded.
+        # Checked once the managed Job below has been evicted for the same timeout.
+        image = ":".join(node.runway_image)
+        unmanaged = [
+            _never_ready_deployment("default", "slow-app", image),
+            _never_ready_deployment(
+                "kube-system", "slow-addon", image, **{"runway.dev/queue": "batch"}
+            ),
+        ]
+        for d in unmanaged:
+            r = node.api.post(
+                f"/apis/apps/v1/namespaces/{d['metadata']['namespace']}/deployments", json=d
+            )
+            assert r.status_code == 201, r.text
+
+        def unmanaged_pods() -> dict[str, str]:
+            found = {}
+            for d in unmanaged:
+                ns, name = d["metadata"]["namespace"], d["metadata"]["name"]
+                for p in node.pods(ns, f"app={name}"):
+                    if p["status"].get("phase") == "Running":
+                        found[p["metadata"]["uid"]] = f"{ns}/{p['metadata']['name']}"
+            return found
+
+        running = poll(
+            lambda: len(unmanaged_pods()) == 2 and unmanaged_pods(),
+            within=120,
+            what="unmanaged pods running",
+        )
+        running_since = time.monotonic()
 
         # 2. a never-ready Job: evicted after waitForPodsReady's timeout, re-created by the Job
         # controller, bound again only after its backoff
@@ -628,6 +789,52 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
         )
         # re-created by the Job controller, held by runway until its backoff ended
         assert _since(again, "PodScheduled") >= requeue_at - 1
+        # the unmanaged pods outlived the timeout by far, untouched and unrecorded
+        poll(
+            lambda: time.monotonic() - running_since > PODS_READY_TIMEOUT_S * 2,
+            within=PODS_READY_TIMEOUT_S * 2 + 5,
+            what="twice the PodsReady timeout",
+        )
+        assert unmanaged_pods() == running, "runway evicted a pod it does not manage"
+        assert _records(node, "default") == [] and _records(node, "kube-system") == []
+        for d in unmanaged:
+            node.api.delete(
+                f"/apis/apps/v1/namespaces/{d['metadata']['namespace']}/deployments/"
+                f"{d['metadata']['name']}"
+            )
+
+        # issue #35 (a team's view): writes are authorised per namespace. A team-b admin
+        # (ClusterRole admin bound in team-b, runway's admin role aggregated into it) may not
+        # deactivate a team's workload; in its own namespace it passes the check (404: no such
+        # workload there). A viewer of the team's namespace reading it: printed (known gap,
+        # reads are authorised cluster-wide: docs/security.md).
+        team_b = _person(node, "team-b", "team-b-admin", "admin")
+        viewer = _person(node, TEAM, "team-viewer", "view")
+        replica = node.ready_runway()[0]
+        path = f"/v1/workloads/{TEAM}/stuck:deactivate"
+        denied = poll(
+            lambda: (r := _rest(runway, replica, "POST", path, team_b)).status_code != 401 and r,
+            within=60,
+            what="the team-b admin's token reviewed",
+        )
+        assert denied.status_code == 403, denied.text
+        assert node.record("job.stuck").get("spec", {}).get("active", True) is not False
+        own = poll(
+            lambda: (
+                (
+                    r := _rest(
+                        runway, replica, "POST", "/v1/workloads/team-b/none:deactivate", team_b
+                    )
+                ).status_code
+                != 403
+                and r
+            ),
+            within=60,
+            what="the team-b admin's rights in team-b (RBAC aggregation)",
+        )
+        assert own.status_code == 404, own.text
+        read = _rest(runway, replica, "GET", f"/v1/workloads/{TEAM}/stuck", viewer)
+        print(f"a viewer of {TEAM} reading its workload: {read.status_code} {read.text[:200]}")
         # the record is owned by the Job: the cluster's garbage collector deletes it with the
         # Job (issue #25; runway never writes a Job: it only reads its parallelism)
         owners = node.record("job.stuck")["metadata"]["ownerReferences"]
@@ -717,10 +924,11 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         # The low Job leaves 100m free; the high pod needs 250m. kube-scheduler's dry run removes
         # every lower pod, then gives back first the one runway pod the PDB would not let go,
         # then the low pod (priority 10), and offers what is left: the other runway pod
-        # (priority 0, 200m) — the cheapest victim. runway drops it and takes the low pod,
-        # once its min-runtime is over. (Re-selection must free every resource the dropped pod
-        # requested, memory included: runway does not know the node's free capacity.)
-        node.apply(_job("low", cpu="1500m", memory="512Mi", priority="low", scheduler=None))
+        # (priority 0, 200m, 256Mi) — the cheapest victim. runway drops it and takes the low
+        # pod, once its min-runtime is over. The low pod requests 16Mi: the replacement covers
+        # what the cpu-only preemptor lacks, not the dropped replica's memory (issue #35: a
+        # shielded victim's own memory request stranded the preemptor).
+        node.apply(_job("low", cpu="1500m", priority="low", scheduler=None))
         _wait_bound(node, "job-name=low", 90)
         assert runway.filters() > calls  # the cluster's scheduler calls runway
         replicas = node.ready_runway()
@@ -801,6 +1009,28 @@ def test_cluster_scheduler_with_the_notes_stanza_never_preempts_runway(
         poll(lambda: runway.filters() > calls, within=30, what="filter calls on the new replicas")
         assert not {p["metadata"]["uid"] for p in first} & {p["metadata"]["uid"] for p in back}
         node.delete_job("after")
+
+        # issue #35: a scheduler that cannot reach runway (a wrong CA, ignorable: true) schedules
+        # without it; runway notices: binds of managed pods no replica filtered
+        def bypassed() -> float:
+            return sum(
+                runway.metric(p, "runway_bindings_total", filtered="no")
+                for p in node.ready_runway()
+            )
+
+        skipped = bypassed()
+        _wrong_ca(certs / "wrong-ca.crt")
+        extender["tlsConfig"]["caFile"] = str(certs / "wrong-ca.crt")
+        path.write_text(yaml.safe_dump(config))
+        done = _run(str(KUBE), "cluster-scheduler", str(node.dir), str(path), timeout=120)
+        assert done.returncode == 0, done.stderr
+        calls = runway.filters()
+        node.apply(_job("bypass", cpu="100m", priority="low", scheduler=None))
+        _wait_bound(node, "job-name=bypass", 90)
+        poll(lambda: bypassed() > skipped, within=60, what="runway counting the bypassed bind")
+        assert runway.filters() == calls  # no filter call reached runway
+        assert "x509" in node.log("scheduler"), node.log("scheduler")
+        node.delete_job("bypass")
 
 
 def _reissue(node: Node, days: int) -> tuple[float, float]:
