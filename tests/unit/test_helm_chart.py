@@ -1369,9 +1369,10 @@ def test_ca_rotation_prepare_trusts_a_new_ca_beside_the_current_one() -> None:
         assert pems[0].strip() in base64.b64decode(nxt).decode()
         assert pems[1].strip() in base64.b64decode(current).decode()
         # signed by the current CA, which the annotation names
-        assert secret["metadata"]["annotations"]["runway.dev/ca-sha256"] == hashlib.sha256(
-            current.encode()
-        ).hexdigest()
+        assert (
+            secret["metadata"]["annotations"]["runway.dev/ca-sha256"]
+            == hashlib.sha256(current.encode()).hexdigest()
+        )
         ctx = ssl.create_default_context(cadata=bundle)  # a bundle Python's ssl reads
         assert len(ctx.get_ca_certs()) == 2
     pod = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
@@ -1387,7 +1388,7 @@ def test_ca_rotation_prepare_trusts_a_new_ca_beside_the_current_one() -> None:
 
 
 def test_ca_rotation_switch_needs_a_prepared_ca_and_the_live_cluster() -> None:
-    with pytest.raises(helm.HelmError, match="tls.caRotation=switch: there is no new CA"):
+    with pytest.raises(helm.HelmError, match=r"tls\.caRotation=switch: there is no new CA"):
         render({"tls": {"caRotation": "switch"}})
     with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError):
         chart.render({"tls": {"caRotation": "later"}}, name=RELEASE, namespace=NAMESPACE)
