@@ -1178,16 +1178,17 @@ def _refused(runway: Runway, pod: dict[str, Any]) -> bool:
 def test_certificates_and_the_ca_rotate_without_a_failed_filter_call(
     node: Node, tmp_path: Path
 ) -> None:
-    """1. Renewed serving and client certificates (same CA, as cert-manager renews): runway serves
-    the new one once kubelet updates the Secret volume, and the bundled scheduler, never
-    restarted, goes on calling it without a failed cycle. (That kube-scheduler re-reads its
-    client certificate per connection is client-go's code, docs/deploy.md; not observed here:
-    our own scrapes present client certificates too.)
-    2. The CA rotated in ``tls.caRotation``'s three upgrades (issue #35 item 6, docs/deploy.md
+    """1. The CA rotated in ``tls.caRotation``'s three upgrades (issue #35 item 6, docs/deploy.md
     "Rotating the CA") while pods stream through the bundled scheduler (``ignorable: false``, so
     a failed filter call fails the pod's cycle with a FailedScheduling event): every pod binds,
     none fails a cycle, runway counts no failed verb call, and at the end runway refuses the old
-    CA's client certificate."""
+    CA's client certificate.
+    2. Then renewed serving and client certificates (same CA, as cert-manager renews; after the
+    rotation, whose upgrades would conflict with this test's own writes to the Secrets): runway
+    serves the new one once kubelet updates the Secret volume, and the bundled scheduler, never
+    restarted, goes on calling it without a failed cycle. (That kube-scheduler re-reads its
+    client certificate per connection is client-go's code, docs/deploy.md; not observed here:
+    our own scrapes present client certificates too.)"""
     repo, tag = node.scheduler_image
     values = _values(
         node,
@@ -1201,9 +1202,8 @@ def test_certificates_and_the_ca_rotate_without_a_failed_filter_call(
     with installed(node, values):
         node.ready_runway()
         runway = Runway(node, tmp_path)
-        node.apply(_job("before", cpu="100m", priority="low", scheduler="runway-scheduler"))
-        _wait_bound(node, "job-name=before", 90)
-        serving, _ = _reissue(node, days=3)
+        # 1. the CA rotated, pods streaming through the scheduler all the while
+        old = runway  # the old CA, the first client certificate (tmp_path/tls.crt)
 
         def serves(runway: Runway, expiry: float, certificate: str = "serving") -> bool:
             # kubelet refreshes Secret volumes on its sync (about a minute)
@@ -1215,20 +1215,6 @@ def test_certificates_and_the_ca_rotate_without_a_failed_filter_call(
                 for p in node.ready_runway()
             )
 
-        poll(lambda: serves(runway, serving), within=180, what="the renewed certificate", every=2)
-        node.apply(_job("after", cpu="100m", priority="low", scheduler="runway-scheduler"))
-        _wait_bound(node, "job-name=after", 90)
-
-        # the scheduler's calls after the renewal: none failed (a TLS error would be logged by
-        # kube-scheduler as an extender error; ignorable: false, so the pod would not bind)
-        sched = node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")[0]["metadata"]
-        log = node.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{sched['name']}/log").text
-        assert "x509" not in log and "tls:" not in log, log[-2000:]
-        node.delete_job("before")
-        node.delete_job("after")
-
-        # 2. the CA rotated, pods streaming through the scheduler all the while
-        old = runway  # the old CA, the first client certificate (tmp_path/tls.crt)
         stream = Stream(node)
         stream.wait(lambda: len(stream.bound) >= 2, within=90, what="the stream flowing")
 
@@ -1315,3 +1301,26 @@ def test_certificates_and_the_ca_rotate_without_a_failed_filter_call(
             new.metric(p, "runway_extender_requests_total", outcome="ok", verb="filter")
             for p in node.ready_runway()
         ) >= len(stream.created)
+
+        # 2. renewed certificates under the (new) CA
+        node.apply(_job("before", cpu="100m", priority="low", scheduler="runway-scheduler"))
+        _wait_bound(node, "job-name=before", 90)
+        serving, _ = _reissue(node, days=3)
+
+        poll(lambda: serves(new, serving), within=180, what="the renewed certificate", every=2)
+        node.apply(_job("after", cpu="100m", priority="low", scheduler="runway-scheduler"))
+        _wait_bound(node, "job-name=after", 90)
+
+        # the scheduler's calls after the renewal: none failed (a TLS error would be logged by
+        # kube-scheduler as an extender error; ignorable: false, so the pod would not bind)
+        sched = node.pods(NAMESPACE, "app.kubernetes.io/component=scheduler")[0]["metadata"]
+        log = node.api.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{sched['name']}/log").text
+        assert "x509" not in log and "tls:" not in log, log[-2000:]
+        assert errors == sum(
+            new.metric(p, "runway_extender_requests_total", outcome=o, verb=v)
+            for p in node.ready_runway()
+            for o in ("bad_request", "error")
+            for v in ("filter", "prioritize", "preempt")
+        )
+        node.delete_job("before")
+        node.delete_job("after")
