@@ -1357,6 +1357,48 @@ def test_bundled_scheduler_rolls_when_the_chart_makes_a_new_ca() -> None:
     assert "checksum/runway-ca" not in pod["annotations"]
 
 
+def test_ca_rotation_prepare_trusts_a_new_ca_beside_the_current_one() -> None:
+    """tls.caRotation=prepare (docs/deploy.md, Rotating the CA): a second CA in -ca-next, both
+    in ca.crt (the new one first: runway's client-ca expiry metric shows it once a replica reads
+    the bundle), the certificates still signed by the current CA, the bundled scheduler rolled
+    onto the bundle. Offline (no lookup) the current CA is new too; the shape is what counts."""
+    objects = render({"scheduler": {"enabled": True}, "tls": {"caRotation": "prepare"}})
+    current = one(objects, "Secret", "rw-runway-ca")["data"]["tls.crt"]
+    nxt = one(objects, "Secret", "rw-runway-ca-next")["data"]["tls.crt"]
+    assert nxt != current
+    for name in ("rw-runway-tls", "rw-runway-client-tls"):
+        secret = one(objects, "Secret", name)
+        bundle = base64.b64decode(secret["data"]["ca.crt"]).decode()
+        pems = [p for p in bundle.split("-----END CERTIFICATE-----") if "BEGIN" in p]
+        assert len(pems) == 2
+        assert pems[0].strip() in base64.b64decode(nxt).decode()
+        assert pems[1].strip() in base64.b64decode(current).decode()
+        # signed by the current CA, which the annotation names
+        assert (
+            secret["metadata"]["annotations"]["runway.dev/ca-sha256"]
+            == hashlib.sha256(current.encode()).hexdigest()
+        )
+        ctx = ssl.create_default_context(cadata=bundle)  # a bundle Python's ssl reads
+        assert len(ctx.get_ca_certs()) == 2
+    pod = one(objects, "Deployment", "rw-runway-scheduler")["spec"]["template"]["metadata"]
+    trust = one(objects, "Secret", "rw-runway-tls")["data"]["ca.crt"]
+    assert pod["annotations"]["checksum/runway-ca"] == hashlib.sha256(trust.encode()).hexdigest()
+    # no rotation: no -ca-next, no -ca-previous (an upgrade back to "" removes them)
+    plain = render({"scheduler": {"enabled": True}})
+    assert {s["metadata"]["name"] for s in find(plain, "Secret")} == {
+        "rw-runway-ca",
+        "rw-runway-tls",
+        "rw-runway-client-tls",
+    }
+
+
+def test_ca_rotation_switch_needs_a_prepared_ca_and_the_live_cluster() -> None:
+    with pytest.raises(helm.HelmError, match=r"tls\.caRotation=switch: there is no new CA"):
+        render({"tls": {"caRotation": "switch"}})
+    with helm.Chart.load(CHART) as chart, pytest.raises(helm.HelmValuesError):
+        chart.render({"tls": {"caRotation": "later"}}, name=RELEASE, namespace=NAMESPACE)
+
+
 @pytest.mark.parametrize(
     ("queues", "scope", "message"),
     [

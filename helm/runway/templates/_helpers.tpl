@@ -389,3 +389,56 @@ it needs rest.enabled with tls.requireClientCert: kube-apiserver presents no cli
 with your own tls.secretName, set admissionWebhook.caBundle: the base64 PEM of the CA that signed it (kube-apiserver verifies runway's certificate with it)
 {{- end }}
 {{- end }}
+
+{{/* The CAs of a Helm-generated install across a CA rotation (tls.caRotation, docs/deploy.md
+"Rotating the CA"), as JSON: signing {crt, key} (signs the server and client certificates; the
+-ca Secret), trust (base64 PEM: ca.crt of both Secrets, what runway and kube-scheduler trust),
+next {crt, key} (the -ca-next Secret while preparing), previous (base64 PEM: the -ca-previous
+Secret after the switch), and new (the signing CA was made by this render).
+  ""        signing = the CA; trust = it alone (the -ca-next/-ca-previous Secrets are removed)
+  prepare   a new CA is made (kept in -ca-next); trust = new + current; signing unchanged
+  switch    the new CA signs (moved to -ca; the old one kept in -ca-previous); trust = new + old
+Steady state trust is the CA's own base64, byte for byte, so an upgrade restarts nothing. */}}
+{{- define "runway.caState" -}}
+{{- if not (hasKey .Values "__runwayCAState") }}
+{{- $base := include "runway.fullname" . | trunc 60 | trimSuffix "-" }}
+{{- $ns := .Release.Namespace }}
+{{- $cur := include "runway.generatedCA" . | fromJson }}
+{{- $phase := .Values.tls.caRotation | default "" }}
+{{- $state := dict "signing" (dict "crt" $cur.crt "key" $cur.key) "trust" $cur.crt "new" $cur.new }}
+{{- $bundle := list }}
+{{- if eq $phase "prepare" }}
+{{- $nextSecret := lookup "v1" "Secret" $ns (printf "%s-ca-next" $base) }}
+{{- $next := dict }}
+{{- if and $nextSecret (hasKey (default dict $nextSecret.data) "tls.key") }}
+{{- $next = dict "crt" (index $nextSecret.data "tls.crt") "key" (index $nextSecret.data "tls.key") }}
+{{- else }}
+{{- $ca := genCA (printf "%s-ca" (include "runway.fullname" .)) (int .Values.tls.generatedValidityDays) }}
+{{- $next = dict "crt" ($ca.Cert | b64enc) "key" ($ca.Key | b64enc) }}
+{{- end }}
+{{- $_ := set $state "next" $next }}
+{{- $bundle = list $next.crt $cur.crt }}
+{{- else if eq $phase "switch" }}
+{{- $nextSecret := lookup "v1" "Secret" $ns (printf "%s-ca-next" $base) }}
+{{- $prevSecret := lookup "v1" "Secret" $ns (printf "%s-ca-previous" $base) }}
+{{- if and $nextSecret (hasKey (default dict $nextSecret.data) "tls.key") (not $cur.new) }}
+{{- $_ := set $state "signing" (dict "crt" (index $nextSecret.data "tls.crt") "key" (index $nextSecret.data "tls.key")) }}
+{{- $_ := set $state "previous" $cur.crt }}
+{{- else if and $prevSecret (hasKey (default dict $prevSecret.data) "ca.crt") (not $cur.new) }}
+{{- $_ := set $state "previous" (index $prevSecret.data "ca.crt") }}
+{{- else }}
+{{- fail "tls.caRotation=switch: there is no new CA to switch to: upgrade with tls.caRotation=prepare first and wait until every replica trusts it (docs/deploy.md, Rotating the CA); a switch needs the live cluster (lookup), not helm template" }}
+{{- end }}
+{{- $bundle = list $state.signing.crt $state.previous }}
+{{- else if $phase }}
+{{- fail (printf "tls.caRotation: %q is not one of \"\", prepare, switch (docs/deploy.md, Rotating the CA)" $phase) }}
+{{- end }}
+{{- if $bundle }}
+{{- $pems := list }}
+{{- range $bundle }}{{- $pems = append $pems (b64dec . | trim) }}{{- end }}
+{{- $_ := set $state "trust" (printf "%s\n" (join "\n" $pems) | b64enc) }}
+{{- end }}
+{{- $_ := set .Values "__runwayCAState" $state }}
+{{- end }}
+{{- toJson (get .Values "__runwayCAState") }}
+{{- end }}
