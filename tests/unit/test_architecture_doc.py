@@ -53,6 +53,10 @@ def test_every_function_named_exists() -> None:
     missing = []
     for row in rows():
         for ref in CODE.findall(row[2]):
+            if ref.startswith(("helm/", "tools/")):  # a file of the chart or the tools
+                if not (ROOT / ref.split(" ")[0]).exists():
+                    missing.append(f"{row[0]}: {ref}")
+                continue
             match = FUNCTION_REF.match(ref)
             if match is None:
                 continue
