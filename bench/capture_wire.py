@@ -202,9 +202,12 @@ def capture_mode(plane: ControlPlane, tmp: Path, node_cache: bool) -> dict[str, 
                 create_pod(plane, f"low-{i}", high=False)
             poll(lambda: all(bound(plane, f"low-{i}") for i in range(6)), 60, "six low pods bound")
             poll(
-                lambda: len(kubelet.bound_at) >= 6 and all(
-                    p["status"].get("phase") == "Running"
-                    for p in plane.api.get(f"/api/v1/namespaces/{NS}/pods").json()["items"]
+                lambda: (
+                    len(kubelet.bound_at) >= 6
+                    and all(
+                        p["status"].get("phase") == "Running"
+                        for p in plane.api.get(f"/api/v1/namespaces/{NS}/pods").json()["items"]
+                    )
                 ),
                 30,
                 "six low pods Running",

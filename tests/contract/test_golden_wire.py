@@ -237,5 +237,7 @@ def test_a_preemptor_is_filtered_on_its_nominated_node_alone(case: dict[str, Any
     request = case["request"]
     nominated = request["Pod"]["status"]["nominatedNodeName"]
     assert sent_node_names(request) == [nominated]
-    reply = json.loads(handle_filter(build(RunwayConfig()).api_context(), json.dumps(request).encode()))
+    reply = json.loads(
+        handle_filter(build(RunwayConfig()).api_context(), json.dumps(request).encode())
+    )
     check_filter(request, reply, case["nodeCacheCapable"])
