@@ -1,9 +1,12 @@
-"""Preemption under a slow API server, on the real kube-scheduler 1.20 (DESIGN §4.2, §10).
+"""Preemption under a slow API server, on the real kube-scheduler of each release (DESIGN §4.2,
+§10; issue #39: what ``preemption.async: auto`` chooses per release is read off this).
 
 Run ``python -m bench.takeover [--preemptors 12] [--victims 4] [--unrelated 120] [--delay 0.25]
-[--rounds 1] [--configs stock,executes,takeover]``.
+[--rounds 1] [--configs stock,executes,takeover] [--release 1.20.2,1.34.4,1.37.2]``.
 
-One control plane (``control-plane.sh up``, always ``down``) with a validating admission webhook
+Per release (``--release``, comma-separated; default ``$RUNWAY_K8S_RELEASES``, else the e2e
+matrix's default), one after the other: one control plane of that release (``tools/kube up``,
+always ``down``) with a validating admission webhook
 on pod DELETE that sleeps ``--delay`` seconds and allows (``tests/e2e/webhook.py``, which also
 counts every DELETE per pod and tells runway, kube-scheduler and the test's kubelet apart by their
 DeleteOptions). Then, side by side in the same run, for each configuration:
@@ -25,9 +28,11 @@ from a scheduling component (kube-scheduler or runway: must be exactly 1); per p
 from its last victim's disappearance to its bind; unrelated pods placed on a preemptor's node
 before it bound there (a nomination not honoured).
 
-Bars (DESIGN §10): unrelated pods all bound in <= 0.25x the stock scheduler's time; every preemptor
-binds, the last no later than 1.2x the stock scheduler's last; no victim deleted twice. Prints a
-table and writes ``bench/out/takeover.json``.
+Rounds interleave the configurations (the order reverses every round). Bars (DESIGN §10), per
+release, each a ratio to the stock scheduler of the same round, median over the rounds: unrelated
+pods all bound in <= 0.25x the stock scheduler's time; every preemptor binds, the last no later
+than 1.2x the stock scheduler's last; no victim deleted twice. Prints a table per release and
+writes ``bench/out/takeover.json``.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ from typing import Any
 import yaml
 
 from bench.extender import OUT, machine, print_table
-from bench.throughput import delete_pods, samples, start_extender
+from bench.throughput import bench_releases, delete_pods, samples, start_extender
 from tests.e2e.conftest import (
     ControlPlane,
     config_api,
@@ -72,6 +77,7 @@ THREADS = 8
 class Run:
     """One configuration, measured."""
 
+    release: str
     config: str
     round: int
     unrelated_bound_s: float | None
@@ -95,6 +101,8 @@ class Run:
     """Victims with more than one DELETE from a scheduling component: their calls."""
     scheduler: dict[str, float] = field(default_factory=dict)
     runway: dict[str, float] = field(default_factory=dict)
+    loadavg: float | None = None
+    """The machine's 1-minute load average when the burst started (other sessions share it)."""
 
 
 # --------------------------------------------------------------------------- objects
@@ -289,6 +297,7 @@ def measure(
                     pod_body(f"small-{j:03d}", tag, "bench-mid", "10m", {"bench/role": "small"})
                     for j in small
                 ]
+                load0 = os.getloadavg()[0]
                 t0 = time.monotonic()
                 with ThreadPoolExecutor(THREADS) as pool:
                     list(pool.map(lambda b: create(plane, tag, b), bodies))
@@ -309,6 +318,7 @@ def measure(
         finally:
             plane.stop_scheduler()
     run = summarise_run(config, rnd, tag, t0, kubelet, hook, full, ns_args)
+    run.release, run.loadavg = plane.release, load0
     run.scheduler, run.runway = sched_metrics, runway_metrics
     run.delete_requests = {
         "scheduler": sum(v for k, v in sched_metrics.items() if "{method=DELETE}" in k),
@@ -324,7 +334,8 @@ def measure(
     delete_pods(plane, tag)
     delete_nodes(plane, tag)
     print(
-        f"  round {rnd} {config:8s}: unrelated bound {fmt(run.unrelated_bound_s)} s, last "
+        f"  {plane.release} round {rnd} {config:8s}: unrelated bound "
+        f"{fmt(run.unrelated_bound_s)} s, last "
         f"preemptor {fmt(run.last_preemptor_s)} s ({run.preemptors_bound}/{run.preemptors}), "
         f"DELETEs per victim {run.deletes_per_victim_min}..{run.deletes_per_victim_max} "
         f"{run.deletes_by}",
@@ -367,6 +378,7 @@ def summarise_run(
         )
     assert all(n in full for n in (kubelet.node_of[p] for p in pre_bound))
     return Run(
+        release="",
         config=config,
         round=rnd,
         unrelated_bound_s=(
@@ -418,22 +430,39 @@ def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def bars(runs: Sequence[Run]) -> list[dict[str, Any]]:
-    """DESIGN §10's bars per runway configuration, against the stock runs (means over rounds)."""
-
-    def mean(config: str, attr: str) -> float | None:
-        values = [getattr(r, attr) for r in runs if r.config == config]
-        if not values or any(v is None for v in values):
+def same_round_ratios(runs: Sequence[Run], config: str, attr: str) -> list[float] | None:
+    """``attr`` of ``config`` over the stock scheduler's in the same round, one per round; None
+    if a run of either never got there."""
+    stock = {r.round: getattr(r, attr) for r in runs if r.config == "stock"}
+    out = []
+    for r in runs:
+        if r.config != config or r.round not in stock:
+            continue
+        mine, theirs = getattr(r, attr), stock[r.round]
+        if mine is None or not theirs:
             return None
-        return statistics.fmean(values)
+        out.append(mine / theirs)
+    return out or None
 
+
+def median_of(runs: Sequence[Run], config: str, attr: str) -> float | None:
+    """The median of ``attr`` over the rounds of ``config`` (None if one never got there)."""
+    values = [getattr(r, attr) for r in runs if r.config == config]
+    if not values or any(v is None for v in values):
+        return None
+    return statistics.median(values)
+
+
+def bars(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """DESIGN §10's bars per runway configuration of one release: ratios to the stock run of
+    the same round, median over the rounds."""
     out: list[dict[str, Any]] = []
-    stock_small, stock_last = mean("stock", "unrelated_bound_s"), mean("stock", "last_preemptor_s")
     for config in ("executes", "takeover"):
         mine = [r for r in runs if r.config == config]
         if not mine:
             continue
-        small, last = mean(config, "unrelated_bound_s"), mean(config, "last_preemptor_s")
+        small = same_round_ratios(runs, config, "unrelated_bound_s")
+        last = same_round_ratios(runs, config, "last_preemptor_s")
         once = all(
             r.victims_deleted == r.victims
             and r.callers_per_victim_max == 1
@@ -443,12 +472,10 @@ def bars(runs: Sequence[Run]) -> list[dict[str, Any]]:
         out.append(
             {
                 "config": config,
-                "unrelated_ratio": None
-                if small is None or not stock_small
-                else small / stock_small,
-                "last_preemptor_ratio": None
-                if last is None or not stock_last
-                else last / stock_last,
+                "unrelated_ratio": None if small is None else statistics.median(small),
+                "unrelated_ratios": small,
+                "last_preemptor_ratio": None if last is None else statistics.median(last),
+                "last_preemptor_ratios": last,
                 "every_preemptor_bound": all(r.preemptors_bound == r.preemptors for r in mine),
                 "each_victim_deleted_once": once,
             }
@@ -465,47 +492,15 @@ def bars(runs: Sequence[Run]) -> list[dict[str, Any]]:
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the configurations, print the table and the bars, write the JSON results."""
-    parser = argparse.ArgumentParser(prog="python -m bench.takeover", description=__doc__)
-    parser.add_argument("--preemptors", type=int, default=12)
-    parser.add_argument("--victims", type=int, default=4, help="victims per preemptor")
-    parser.add_argument("--unrelated", type=int, default=120)
-    parser.add_argument("--delay", type=float, default=0.25, help="seconds per pod DELETE")
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--configs", default=",".join(CONFIGS))
-    parser.add_argument("--out", type=Path, default=OUT / "takeover.json")
-    ns = parser.parse_args(argv)
-    configs = ns.configs.split(",")
-    if unknown := set(configs) - set(CONFIGS):
-        parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}")
-    info = machine()
-    print(
-        f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start'][0]:.2f}; "
-        f"{ns.preemptors} preemptors x {ns.victims} victims, {ns.unrelated} unrelated pods, "
-        f"DELETE +{ns.delay * 1000:.0f} ms",
-        flush=True,
-    )
-    started = time.time()
-    runs: list[Run] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="runway-takeover-") as tmp,
-        control_plane_up() as plane,
-        DeleteWebhook(delay_s=0.0) as hook,
-    ):
-        for name, value in PRIORITIES.items():
-            plane.ensure_priority_class(name, value)
-        hook.register(plane)
-        for rnd in range(ns.rounds):
-            order = configs if rnd % 2 == 0 else configs[::-1]
-            for config in order:
-                runs.append(measure(plane, hook, Path(tmp), config, rnd, ns))
+def report(runs: Sequence[Run], release: str, delay: float) -> list[dict[str, Any]]:
+    """Print one release's runs, its medians and its bars; return the bars."""
     print_table(
-        f"preemption burst, kube-scheduler 1.20, pod DELETE +{ns.delay * 1000:.0f} ms "
+        f"preemption burst, kube-scheduler {release}, pod DELETE +{delay * 1000:.0f} ms "
         "(seconds from t0)",
         (
             "config",
             "round",
+            "load",
             "unrelated bound",
             "last preemptor",
             "preemptors",
@@ -518,6 +513,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             (
                 r.config,
                 str(r.round),
+                fmt(r.loadavg),
                 fmt(r.unrelated_bound_s),
                 fmt(r.last_preemptor_s),
                 f"{r.preemptors_bound}/{r.preemptors}",
@@ -536,7 +532,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     verdict = bars(runs)
-    print("\nbars (DESIGN §10), against stock")
+    by_config = {b["config"]: b for b in verdict}
+    print_table(
+        f"kube-scheduler {release}: medians over the rounds; x stock = same-round ratio, median",
+        ("config", "unrelated bound", "x stock", "last preemptor", "x stock"),
+        [
+            (
+                config,
+                fmt(median_of(runs, config, "unrelated_bound_s")),
+                "1.00" if config == "stock" else fmt(by_config[config]["unrelated_ratio"]),
+                fmt(median_of(runs, config, "last_preemptor_s")),
+                "1.00" if config == "stock" else fmt(by_config[config]["last_preemptor_ratio"]),
+            )
+            for config in CONFIGS
+            if any(r.config == config for r in runs) and (config == "stock" or config in by_config)
+        ],
+    )
+    print(f"\nbars (DESIGN §10), against stock, {release}")
     for b in verdict:
         print(
             f"  [{'MET' if b['met'] else 'MISSED':6s}] {b['config']}: unrelated "
@@ -545,19 +557,71 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{b['every_preemptor_bound']}, each victim deleted once "
             f"{b['each_victim_deleted_once']}"
         )
+    return verdict
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the configurations, print the table and the bars, write the JSON results."""
+    parser = argparse.ArgumentParser(prog="python -m bench.takeover", description=__doc__)
+    parser.add_argument("--preemptors", type=int, default=12)
+    parser.add_argument("--victims", type=int, default=4, help="victims per preemptor")
+    parser.add_argument("--unrelated", type=int, default=120)
+    parser.add_argument("--delay", type=float, default=0.25, help="seconds per pod DELETE")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--configs", default=",".join(CONFIGS))
+    parser.add_argument("--out", type=Path, default=OUT / "takeover.json")
+    parser.add_argument(
+        "--release",
+        default=None,
+        help="comma-separated Kubernetes releases, measured one after the other (default: "
+        "$RUNWAY_K8S_RELEASES, else the e2e matrix's default)",
+    )
+    ns = parser.parse_args(argv)
+    configs = ns.configs.split(",")
+    if unknown := set(configs) - set(CONFIGS):
+        parser.error(f"unknown configuration(s) {', '.join(sorted(unknown))}")
+    releases = bench_releases(ns.release)
+    info = machine()
+    print(
+        f"{info['cpu']}, {info['cores']} cores, load {info['loadavg_start'][0]:.2f}; "
+        f"{ns.preemptors} preemptors x {ns.victims} victims, {ns.unrelated} unrelated pods, "
+        f"DELETE +{ns.delay * 1000:.0f} ms; releases {', '.join(releases)}",
+        flush=True,
+    )
+    started = time.time()
+    runs: list[Run] = []
+    verdicts: dict[str, list[dict[str, Any]]] = {}
+    for release in releases:
+        mine: list[Run] = []
+        with (
+            tempfile.TemporaryDirectory(prefix="runway-takeover-") as tmp,
+            control_plane_up(release) as plane,
+            DeleteWebhook(delay_s=0.0) as hook,
+        ):
+            for name, value in PRIORITIES.items():
+                plane.ensure_priority_class(name, value)
+            hook.register(plane)
+            for rnd in range(ns.rounds):
+                order = configs if rnd % 2 == 0 else configs[::-1]
+                for config in order:
+                    mine.append(measure(plane, hook, Path(tmp), config, rnd, ns))
+        runs += mine
+        verdicts[release] = report(mine, release, ns.delay)
     info["loadavg_end"] = os.getloadavg()
     result = {
         "machine": info,
         "args": {k: str(v) for k, v in vars(ns).items()},
+        "releases": releases,
         "started": started,
         "seconds": round(time.time() - started, 1),
         "runs": [asdict(r) for r in runs],
-        "bars": verdict,
+        "bars": verdicts,
     }
     ns.out.parent.mkdir(parents=True, exist_ok=True)
     ns.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"\nwrote {ns.out} ({result['seconds']} s)")
-    return 0 if verdict and all(b["met"] for b in verdict if b["config"] == "takeover") else 1
+    met = all(b["met"] for v in verdicts.values() for b in v if b["config"] == "takeover")
+    return 0 if verdicts and met else 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 """Scheduling throughput on the real kube-scheduler (DESIGN §10): runway vs the Go peer.
 
 Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]
-[--extenders runway,go]``; issue #29's four-way comparison: ``--modes cache --extenders
-stock,go,runway-filter,runway``.
+[--extenders runway,go] [--release 1.20.2,1.34.4,1.37.2]``; issue #29's four-way comparison:
+``--modes cache --extenders stock,go,runway-filter,runway``; issue #39's per-release one:
+``--start backlog --modes cache --extenders stock,runway-filter,runway --release
+1.20.2,1.34.4,1.37.2``.
 
-One control plane (``control-plane.sh up`` in a temporary directory, always ``down``) with
+Per release (``--release``, comma-separated; default ``$RUNWAY_K8S_RELEASES``, else the e2e
+matrix's default), one after the other: one control plane of that release (``tools/kube up`` in a
+temporary directory, always ``down``) with
 ``--nodes`` production-sized Node objects (``bench.payloads.node``: 32 CPUs, 110 pods, ~10 KB of
 JSON each). Then, for each round, mode and extender (the order alternates every round so that
 neither extender always runs first):
@@ -20,8 +24,10 @@ neither extender always runs first):
    client-side throttling caps neither;
 3. create ``--pods`` pending pods (10m CPU, that schedulerName) from a thread pool, and measure
    from the first create to the moment the scheduler's ``scheduler_schedule_attempts_total
-   {result="scheduled"}`` for the profile reaches ``--pods`` (1.20 counts a pod there once its
-   binding succeeded); polled with a deadline, then checked against a LIST of the namespace;
+   {result="scheduled"}`` for the profile reaches ``--pods`` (counted there once its binding
+   succeeded); polled with a deadline, then checked against a LIST of the namespace. The
+   scheduler's /metrics is the URL ``ControlPlane.start_scheduler`` returns: plain http on 1.20,
+   https with a self-signed certificate from 1.21 (read without verification);
 4. stop the scheduler and the extender by pid; delete the pods (grace 0: there is no kubelet).
 
 Prints a table and the verdict (runway pods/s >= Go pods/s, per mode, mean over the rounds) and
@@ -59,9 +65,11 @@ from tests.e2e.conftest import (
     ControlPlane,
     control_plane_up,
     poll,
+    resolve_release,
     rfc3339_now,
     write_scheduler_config,
 )
+from tests.e2e.conftest import releases as e2e_releases
 from tests.runway_process import free_port, run_runway
 
 EXTENDERS = ("runway", "go")
@@ -73,8 +81,9 @@ pods requesting a GPU (``--gpu-pods``); ``runway-base``: runway (both verbs) fro
 (``--base-tree``: a same-run A/B of a change)."""
 GPU = "nvidia.com/gpu"
 GPUS_PER_NODE = "8"
-FILTER_ONLY_BAR = 0.75
-"""Issue #29: pods/s with runway filter-only >= this x kube-scheduler alone (cache mode)."""
+FILTER_ONLY_BAR = 0.9
+"""Issue #39 (was 0.75 in #29): pods/s with runway filter-only >= this x the same release's
+kube-scheduler alone (cache mode)."""
 MODES = {"cache": True, "list": False}  # mode -> nodeCacheCapable
 RUN_DEADLINE_S = 600.0
 CREATE_THREADS = 8
@@ -84,6 +93,7 @@ CREATE_THREADS = 8
 class Run:
     """One measured run: an extender, a mode, a round."""
 
+    release: str
     extender: str
     mode: str
     round: int
@@ -109,6 +119,8 @@ class Run:
     e2e_ms: float | None = None
     runway_api_calls: dict[str, float] | None = None
     """The Kubernetes API calls runway made during the run, by verb and resource."""
+    loadavg: float | None = None
+    """The machine's 1-minute load average when the run started (other sessions share it)."""
     steal_s: float | None = None
     """CPU time the hypervisor gave other guests while this run's VM wanted it (``/proc/stat``
     steal, both cores): how noisy the host was during the run."""
@@ -263,7 +275,9 @@ def delete_pods(plane: ControlPlane, namespace: str) -> None:
 
 def samples(url: str) -> list[tuple[str, dict[str, str], float]]:
     """Every (name, labels, value) sample of a Prometheus endpoint."""
-    text = httpx.get(url, timeout=10).raise_for_status().text
+    # verify=False: kube-scheduler from 1.21 serves /metrics only on its secure port, with a
+    # self-signed certificate (tools/kube); 1.20 and runway serve plain http.
+    text = httpx.get(url, timeout=10, verify=False).raise_for_status().text
     return [
         (s.name, s.labels, s.value)
         for family in text_string_to_metric_families(text)
@@ -389,13 +403,23 @@ def start_extender(
 
 
 def scheduler_metrics_url(plane: ControlPlane) -> str | None:
-    """The /metrics URL of the scheduler being started, once control-plane.sh has written its
-    config (it picks a free port and writes it there before it launches kube-scheduler)."""
-    path = plane.dir / "scheduler-config.yaml"
-    if not path.is_file():
-        return None
-    address = yaml.safe_load(path.read_text()).get("metricsBindAddress")
-    return f"http://{address}/metrics" if address else None
+    """The /metrics URL of the kube-scheduler being started, as soon as its process exists
+    (``start_scheduler`` returns it only once /healthz answers, and a backlog is half bound by
+    then): 1.20 serves it on plain http at the config's ``metricsBindAddress``; later releases
+    on the ``--secure-port`` of its command line, https with a self-signed certificate."""
+    pid_file = plane.dir / "scheduler.pid"
+    try:
+        pid = int(pid_file.read_text().strip())
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except (OSError, ValueError):
+        return None  # not started yet, or gone
+    config = plane.dir / "scheduler-config.yaml"
+    address = yaml.safe_load(config.read_text()).get("metricsBindAddress")
+    if address:
+        return f"http://{address}/metrics"
+    if "--secure-port" in args:
+        return f"https://127.0.0.1:{args[args.index('--secure-port') + 1]}/metrics"
+    return None
 
 
 @dataclass
@@ -409,7 +433,11 @@ class Progress:
 
 
 def wait_scheduled(
-    plane: ControlPlane, tag: str, pods: int, failure: list[BaseException], deadline: float
+    plane: ControlPlane,
+    tag: str,
+    pods: int,
+    failure: list[BaseException],
+    deadline: float,
 ) -> Progress:
     """Poll the scheduler's metrics until ``pods`` pods of profile ``tag`` are bound."""
     first: tuple[float, float] | None = None
@@ -500,9 +528,9 @@ def measure(
                     {"name": GPU, "ignoredByScheduler": False}
                 ]
             config.write_text(yaml.safe_dump(stanza, sort_keys=False))
-        (plane.dir / "scheduler-config.yaml").unlink(missing_ok=True)
         failure: list[BaseException] = []
         created_at: list[float] = []
+        metrics_at: list[str] = []  # the scheduler's /metrics URL, once it serves
 
         def in_thread(work: Any) -> threading.Thread:
             def body() -> None:
@@ -526,28 +554,33 @@ def measure(
             cpu0 = cpu_seconds(pid)
             api0 = plane_cpu(plane, "apiserver")
             steal0 = steal_seconds()
+            load0 = os.getloadavg()[0]
             t0 = time.monotonic()
             with sampling(pid or 0, spy):
                 if start == "stream":
-                    plane.start_scheduler(config)
+                    metrics_at.append(plane.start_scheduler(config))
                     t0 = time.monotonic()
                     thread = in_thread(lambda: create_pods(plane, tag, tag, pods, gpu_pods))
                 else:
                     create_pods(plane, tag, tag, pods, gpu_pods)
                     created_at.append(time.monotonic())
                     create_cpu = cpu_seconds(pid) - cpu0
-                    thread = in_thread(lambda: plane.start_scheduler(config))
+                    thread = in_thread(lambda: metrics_at.append(plane.start_scheduler(config)))
                 seen = wait_scheduled(plane, tag, pods, failure, t0 + RUN_DEADLINE_S)
                 cpu = cpu_seconds(pid) - cpu0
                 api_cpu = plane_cpu(plane, "apiserver") - api0
                 steal = steal_seconds() - steal0
                 scheduler_cpu = plane_cpu(plane, "scheduler")
-                sched_url = scheduler_metrics_url(plane)
+                sched_url = metrics_at[0] if metrics_at else scheduler_metrics_url(plane)
                 assert sched_url is not None
                 algorithm = histogram_mean_ms(
                     sched_url, "scheduler_scheduling_algorithm_duration_seconds"
                 )
-                e2e = histogram_mean_ms(sched_url, "scheduler_e2e_scheduling_duration_seconds")
+                e2e = histogram_mean_ms(
+                    sched_url, "scheduler_e2e_scheduling_duration_seconds"
+                ) or histogram_mean_ms(  # its name from 1.23 (the old one gone by 1.28)
+                    sched_url, "scheduler_scheduling_attempt_duration_seconds"
+                )
             thread.join(timeout=120)
             if failure:
                 raise RuntimeError(f"{tag}: {failure[0]}") from failure[0]
@@ -559,6 +592,8 @@ def measure(
             else:
                 seconds, counted = seen.end_at - seen.first_at, pods - seen.first_count
             run = Run(
+                loadavg=load0,
+                release=plane.release,
                 extender=extender,
                 mode=mode,
                 round=rnd,
@@ -599,7 +634,7 @@ def measure(
             plane.stop_scheduler()
         delete_pods(plane, tag)
     print(
-        f"  round {rnd} {extender:13s} {mode:5s}: {run.seconds:6.2f} s, "
+        f"  {plane.release} round {rnd} {extender:13s} {mode:5s}: {run.seconds:6.2f} s, "
         f"{run.pods_per_s:6.1f} pods/s (creates done at {run.create_seconds:.2f} s)",
         flush=True,
     )
@@ -744,6 +779,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, default=OUT / "throughput.json")
     parser.add_argument(
+        "--release",
+        default=None,
+        help="comma-separated Kubernetes releases, measured one after the other (default: "
+        "$RUNWAY_K8S_RELEASES, else the e2e matrix's default)",
+    )
+    parser.add_argument(
         "--extenders",
         default=",".join(EXTENDERS),
         help=f"comma-separated, of {','.join(KINDS)}",
@@ -776,43 +817,84 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}")
     if "go" in ns.extenders.split(",") and not GO_PEER.exists():
         parser.error(f"Go peer not built: run /work/shared/tools/go-peer/build.sh ({GO_PEER})")
+    releases = bench_releases(ns.release)
     info = machine()
     print(
         f"{info['cpu']}, {info['cores']} cores, Python {info['python']}, "
         f"load {info['loadavg_start'][0]:.2f}; {ns.nodes} nodes, {ns.pods} pods, "
-        f"{ns.rounds} rounds, modes {', '.join(modes)}",
+        f"{ns.rounds} rounds, modes {', '.join(modes)}, releases {', '.join(releases)}",
         flush=True,
     )
     started = time.time()
     runs: list[Run] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
-        control_plane_up() as plane,
-    ):
-        create_nodes(plane, ns.nodes, gpus=ns.gpu_pods > 0)
-        print(f"control plane up at {plane.url}; {ns.nodes} nodes created", flush=True)
-        for rnd in range(ns.rounds):
-            for mode in modes:
-                chosen = [e for e in KINDS if e in ns.extenders.split(",")]
-                order = chosen if rnd % 2 == 0 else chosen[::-1]
-                for ext in order:
-                    runs.append(
-                        measure(
-                            plane,
-                            Path(tmp),
-                            ext,
-                            mode,
-                            rnd,
-                            ns.pods,
-                            ns.start,
-                            ns.profile,
-                            runway_config,
-                            ns.gpu_pods,
-                            ns.base_tree,
+    per_release: dict[str, dict[str, Any]] = {}
+    met = True
+    for release in releases:
+        mine: list[Run] = []
+        with (
+            tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
+            control_plane_up(release) as plane,
+        ):
+            create_nodes(plane, ns.nodes, gpus=ns.gpu_pods > 0)
+            print(f"{release}: control plane up at {plane.url}; {ns.nodes} nodes", flush=True)
+            for rnd in range(ns.rounds):
+                for mode in modes:
+                    chosen = [e for e in KINDS if e in ns.extenders.split(",")]
+                    order = chosen if rnd % 2 == 0 else chosen[::-1]
+                    for ext in order:
+                        mine.append(
+                            measure(
+                                plane,
+                                Path(tmp),
+                                ext,
+                                mode,
+                                rnd,
+                                ns.pods,
+                                ns.start,
+                                ns.profile,
+                                runway_config,
+                                ns.gpu_pods,
+                                ns.base_tree,
+                            )
                         )
-                    )
+        runs += mine
+        bars, four_way = report(mine, modes, ns, release)
+        per_release[release] = {"bars": bars, "against_stock": four_way}
+        met = met and all(b["met"] for b in bars) and (four_way is None or four_way["met"])
+    info["loadavg_end"] = os.getloadavg()
+    result = {
+        "machine": info,
+        "nodes": ns.nodes,
+        "pods": ns.pods,
+        "rounds": ns.rounds,
+        "gpu_pods": ns.gpu_pods,
+        "start": ns.start,
+        "releases": releases,
+        "started": started,
+        "seconds": round(time.time() - started, 1),
+        "runs": [asdict(r) for r in runs],
+        "per_release": per_release,
+    }
+    ns.out.parent.mkdir(parents=True, exist_ok=True)
+    ns.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {ns.out} ({result['seconds']} s)")
+    return 0 if met else 1
+
+
+def bench_releases(wanted: str | None) -> list[str]:
+    """The releases to measure: ``--release`` (comma-separated, ``1.34`` or ``1.34.4``), else
+    ``$RUNWAY_K8S_RELEASES``, else the e2e matrix's default."""
+    if not wanted:
+        return e2e_releases()
+    return [resolve_release(r) for r in wanted.split(",") if r.strip()]
+
+
+def report(
+    runs: Sequence[Run], modes: Sequence[str], ns: argparse.Namespace, release: str
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Print one release's table, bars and comparison with kube-scheduler alone."""
     print_table(
-        f"scheduling throughput: kube-scheduler 1.20, {ns.nodes} nodes, "
+        f"scheduling throughput: kube-scheduler {release}, {ns.nodes} nodes, "
         + ("first create -> last bind" if ns.start == "stream" else "backlog: first -> last bind"),
         (
             "extender",
@@ -821,6 +903,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "pods",
             "seconds",
             "pods/s",
+            "load",
             "ext CPU s",
             "of which create",
             "sched CPU s",
@@ -839,6 +922,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 str(r.pods),
                 f"{r.seconds:.2f}",
                 f"{r.pods_per_s:.1f}",
+                fmt_opt(r.loadavg),
                 f"{r.extender_cpu_s:.2f}",
                 fmt_opt(r.extender_create_cpu_s),
                 fmt_opt(r.scheduler_cpu_s),
@@ -853,7 +937,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     bars = summarise(runs, modes)
-    print("\nbars (DESIGN §10, issue #13)")
+    if bars:
+        print(f"\nbars (DESIGN §10, issue #13), {release}")
     for b in bars:
         unit = "pods/s" if "runway_pods_per_s" in b else "CPU-s/1000 pods"
         mine, go = (
@@ -890,7 +975,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     four_way = against_stock(runs)
     if four_way is not None:
         print_table(
-            "against kube-scheduler alone (issue #29; same-round ratios, median of the rounds; "
+            f"against kube-scheduler {release} alone (same-round ratios, median of the rounds; "
             "CPU-s per 1,000 pods)",
             (
                 "configuration",
@@ -917,25 +1002,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ],
         )
         print(f"  [{'MET' if four_way['met'] else 'MISSED':6s}] {four_way['bar']}")
-    info["loadavg_end"] = os.getloadavg()
-    result = {
-        "machine": info,
-        "nodes": ns.nodes,
-        "pods": ns.pods,
-        "rounds": ns.rounds,
-        "gpu_pods": ns.gpu_pods,
-        "start": ns.start,
-        "started": started,
-        "seconds": round(time.time() - started, 1),
-        "runs": [asdict(r) for r in runs],
-        "bars": bars,
-        "against_stock": four_way,
-    }
-    ns.out.parent.mkdir(parents=True, exist_ok=True)
-    ns.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {ns.out} ({result['seconds']} s)")
-    met = all(b["met"] for b in bars) and (four_way is None or four_way["met"])
-    return 0 if met else 1
+    return bars, four_way
 
 
 if __name__ == "__main__":

@@ -17,13 +17,24 @@ WIRE = DATA / "wire"
 UPSTREAM_CASES = DATA / "upstream-cases.json"
 
 
+WIRE_FIRST_RELEASE = "1.20.2"
+"""The release of the first captures, ``wire/*.json`` (later ones are in ``wire/RELEASE/``)."""
+
+
 def wire_cases() -> list[dict[str, Any]]:
-    """Every golden payload file, with its file name under ``name``."""
+    """Every golden payload file, oldest release first, with ``name`` (the 1.20.2 files by their
+    stem, ``nodecache-filter``; later ones as ``1.37.2/nodecache-filter``) and ``release``."""
     out = []
-    for path in sorted(WIRE.glob("*.json")):
-        case = json.loads(path.read_text())
-        case["name"] = path.stem
-        out.append(case)
+    folders = sorted(
+        (p for p in WIRE.iterdir() if p.is_dir()),
+        key=lambda p: tuple(int(x) for x in p.name.split(".")),
+    )
+    for folder in (WIRE, *folders):
+        for path in sorted(folder.glob("*.json")):
+            case = json.loads(path.read_text())
+            case["name"] = str(path.relative_to(WIRE).with_suffix(""))
+            case.setdefault("release", WIRE_FIRST_RELEASE if folder == WIRE else folder.name)
+            out.append(case)
     return out
 
 

@@ -18,8 +18,9 @@ class PreemptionConfig(Section):
         alias="async",
         description="`auto` (default): takeover where it was measured to clear a preemption "
         "storm faster than the scheduler executing, chosen by the scheduler's release (DESIGN "
-        "§1.1; today takeover on every release: it is measured to win on 1.20 and not yet measured "
-        "on 1.34+, where the scheduler's own preemption is asynchronous). "
+        "§1.1, bench/RESULTS.md §3): takeover up to 1.32 (measured on 1.20), the scheduler "
+        "executing from 1.33, where its own preemption is asynchronous (measured on 1.34 and "
+        "1.37: takeover loses there). "
         "Takeover (true): `preempt` answers `{}` and runway executes the preemption "
         "in a background task (nominate, then mark, record and delete each victim), so "
         "kube-scheduler's cycle never waits for those API calls. False: `preempt` returns the "

@@ -85,7 +85,8 @@ def stack(
             {"name": "team-f", "parent": "org"},
         ],
         "kubernetes": {"leaderElection": {"enable": False}},
-        "preemption": {"gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
+        # takeover on every release (auto lets kube-scheduler execute from 1.33: DESIGN §1.1)
+        "preemption": {"async": True, "gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
         "logging": {"level": "info"},
     }
     with runway_scheduling(

@@ -64,7 +64,8 @@ def stack(
             {"name": "team-c", "parent": "org", "reclaimMinRuntime": "1h"},
         ],
         "kubernetes": {"leaderElection": {"enable": False}},
-        "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
+        # takeover on every release (auto lets kube-scheduler execute from 1.33: DESIGN §1.1)
+        "preemption": {"async": True, "gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
         "logging": {"level": "info"},
     }
     with (

@@ -48,7 +48,8 @@ CONFIG: dict[str, Any] = {
     "kubernetes": {
         "leaderElection": {"leaseDuration": "6s", "renewDeadline": "4s", "retryPeriod": "1s"}
     },
-    "preemption": {"gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
+    # takeover on every release (auto lets kube-scheduler execute from 1.33: DESIGN §1.1)
+    "preemption": {"async": True, "gateTimeout": "120s", "schedulerNames": [SCHEDULER]},
     "logging": {"level": "info"},
 }
 
