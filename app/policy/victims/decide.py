@@ -86,7 +86,19 @@ def _plan_node(ctx: _Context, plan: _NodePlan, claims: Sequence[Claim]) -> str |
     plan.displaced = tuple(claims)  # only lower claims are left: choosing the node takes them
     for pod in _sorted_pods(plan.offer.victims):
         _judge_offered_victim(ctx, plan, pod)
-    return _reselect(ctx, plan) if plan.dropped else None
+    why = _reselect(ctx, plan) if plan.dropped else None
+    if why is None and plan.dropped and not (plan.victims or plan.off_node or plan.awaited):
+        # Every offered victim dropped, nothing to evict and nothing going: by runway's count
+        # the node has room already, by kube-scheduler's it does not (pods nominated there, a
+        # plugin beyond resources). A "preemption" of nobody would only nominate the pod there
+        # (two pods of one pending gang each nominated to the one node, each blocking the
+        # other), so it is not made.
+        return (
+            f"no victim needed on {plan.node} by runway's count (its offered victims are "
+            "dropped and the pods staying leave room): nothing to preempt; kube-scheduler "
+            "retries the pod when the node changes"
+        )
+    return why
 
 
 # --- rule 0: claims -----------------------------------------------------------------------

@@ -1152,3 +1152,22 @@ def test_shielded_elastic_member_is_dropped_its_siblings_may_go() -> None:
     wl = workload("ns/e", members, min_available=1)
     d = run({"n1": NodeOffer([members[1]], others=[members[0], members[2]])}, [wl])
     assert d.chosen == "n1" and "e2" not in d.victims and len(d.victims) == 1
+
+
+def test_no_preemption_of_nobody_when_every_offered_victim_is_dropped_and_room_is_left() -> None:
+    """Issue #35 (low): kube-scheduler offers a shielded victim, yet by runway's count the node
+    fits the preemptor once nothing goes (its dry run counted pods nominated there, or more
+    than resources). A "preemption" of nobody would only nominate the pod to the node — both
+    pods of a pending gang nominated to one node, each blocking the other — so the node is
+    dropped with the reason, and nothing is planned."""
+    pre = replace(P, requests={"cpu": 500})
+    offer = NodeOffer(
+        [replace(pod("runway-0", priority=0, cpu=500), shield="is shielded")],
+        others=[pod("job", priority=10, cpu=300)],
+        allocatable=NODE,
+    )
+    d = decide(pre, {"n1": offer}, {}, NOW)
+    assert d.reply() == {} and d.chosen is None
+    assert "no victim needed on n1" in node_record(d, "n1").reason
+    # kube-scheduler's own zero-victim node (it found the pod fits) is still taken as offered
+    assert run({"n1": NodeOffer([], others=[pod("job", cpu=300)])}).reply() == {"n1": ([], 0)}
