@@ -71,7 +71,6 @@ ELSEWHERE: dict[str, str] = {
     "scheduling_algorithm": "a kube-scheduler metric (bench/README.md)",
     "e2e_scheduling": "a kube-scheduler metric (bench/README.md)",
     "build.sh": "the Go peer's build script, outside the repository with the cluster tools",
-    "control-plane.sh": "a cluster tool, outside the repository (until it moves into tools/)",
     # Kubernetes API machinery, Python's and Starlette's
     "metav1.LabelSelector": "apimachinery's selector type (DESIGN §2.1)",
     "LabelSelectorAsSelector": "apimachinery's selector conversion (DESIGN §11)",
