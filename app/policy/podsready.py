@@ -230,8 +230,10 @@ def loss_time(pods: Sequence[Pod], since: float) -> float | None:
     not (a pod deleted, its replacement not created yet: the caller takes the moment it noticed).
 
     The earliest, among the pods not ready now and not being deleted (members, and the Failed
-    pods a Job keeps: they are how it loses a pod), of a Ready=False transition at or after
-    ``since`` that shows the pod had been Ready (well after its own start: the kubelet writes
+    pods a Job keeps: they are how it loses a pod), of a Ready=False transition after
+    ``since`` (strictly: times have second precision, and a transition in the very second the
+    workload recovered may be the loss it recovered from — then the moment runway noticed
+    dates it) that shows the pod had been Ready (well after its own start: the kubelet writes
     the first Ready=False when it starts a pod) and of a creation after ``since`` (a
     replacement: the pod it stands for was lost by then, and may be gone). A pod that was
     already not ready at ``since`` — one that failed before the workload recovered — is not the
@@ -245,7 +247,7 @@ def loss_time(pods: Sequence[Pod], since: float) -> float | None:
             continue
         cond = pod.condition("Ready")
         t = parse_time(cond.lastTransitionTime) if cond is not None else None
-        if t is not None and t >= since and _has_been_ready(pod):
+        if t is not None and t > since and _has_been_ready(pod):
             found = t if found is None else min(found, t)
             continue
         if pod.status.phase == "Failed":

@@ -174,6 +174,10 @@ def test_a_second_loss_runs_the_recovery_clock_from_itself(
     c.create_job(work)
     c.start_runway()
     c.until("the Job runs", lambda: workload(c, work)["podsReady"])
+    c.until("runway recorded it PodsReady", lambda: c.life(work).get("ready"))
+    # Ready for a while before a pod fails (on 1.37 the whole Job starts within one second):
+    # its Ready=False is then the pods' evidence of the loss (policy.podsready.FLIP_MARGIN_S)
+    hold(c, 3, lambda: True)
     # first loss: work-1 fails; the Job controller's replacement becomes Ready
     c.jobs[work] = 0  # the names -0/-1 stay taken: the replacement is -r
     set_status(c, f"{work}-1", "Failed")

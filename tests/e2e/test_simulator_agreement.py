@@ -57,7 +57,7 @@ CONFIG: dict[str, Any] = {
 }
 RUNWAY: dict[str, Any] = CONFIG | {
     "kubernetes": {"leaderElection": {"enable": False}},
-    "preemption": {"gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
+    "preemption": {"async": True, "gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
 }
 TRACE: list[dict[str, Any]] = [
     {"name": "stuck", "arrival": 0, "queue": "team-b", "priority": 100, "readyAfter": None},

@@ -55,7 +55,7 @@ CONFIG: dict[str, Any] = {
     },
     # records of gone workloads that hold nothing go quickly (the default is 10m)
     "kubernetes": {"leaderElection": {"enable": False}, "recordRetention": "15s"},
-    "preemption": {"schedulerNames": [SCHEDULER]},
+    "preemption": {"async": True, "schedulerNames": [SCHEDULER]},  # takeover: its reply is {}
     "logging": {"level": "info"},
 }
 
