@@ -19,7 +19,11 @@ the held pods an autoscaler counts as demand (pending, ``PodScheduled=False`` re
 kube-scheduler's unschedulable attempts. Then a burst of ``--burst`` pod CREATEs (16 at once)
 with the webhook up: runway's answer time per review (p50/p99 over loopback HTTP, measured by
 the front) and the creates' own p99; and 100 serial creates with the webhook registered but
-runway down (the front closes the connection: ``failurePolicy: Ignore``) against none.
+runway down (the front closes the connection: ``failurePolicy: Ignore``) against none. Last,
+the burst again as the chart wires the webhook: kube-apiserver calling runway's own HTTPS REST
+port (no front), runway alone on the plane, timed by kube-apiserver's own
+``apiserver_admission_webhook_admission_duration_seconds`` (what an operator monitors; its first
+bucket is 5 ms: the share of calls within it is the issue's bar) and runway's handler histogram.
 
 Prints tables and writes ``bench/out/gates.json``. Not a test: no bar, numbers for
 ``bench/RESULTS.md``.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import ssl
 import statistics
 import sys
 import tempfile
@@ -37,24 +42,29 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.extender import OUT, machine, print_table
 from bench.throughput import samples
+from tests.certs import CA
 from tests.e2e.conftest import (
     ControlPlane,
     RunwayFactory,
     control_plane_up,
+    harness_config,
     poll,
     rfc3339_now,
     write_scheduler_config,
 )
-from tests.e2e.webhook import GateWebhook
+from tests.e2e.webhook import GateWebhook, register_gate_webhook, unregister_gate_webhook
+from tests.runway_process import free_port, run_runway
 
 SCHEDULER = "runway-bench-gates"
+GATE = "runway.dev/admission"
 WORKLOADS = 50
 NODES = 8
 
@@ -80,14 +90,24 @@ def pod_body(name: str, workload: str) -> dict[str, Any]:
     }
 
 
-def create_many(plane: ControlPlane, ns: str, bodies: list[dict[str, Any]]) -> list[float]:
-    """Create ``bodies`` 16 at a time; each create's seconds."""
+class Created(NamedTuple):
+    """One pod CREATE: how long it took, and whether the API server's answer (the pod as the
+    webhooks left it) carries runway's gate."""
 
-    def one(body: dict[str, Any]) -> float:
+    seconds: float
+    gated: bool
+
+
+def create_many(plane: ControlPlane, ns: str, bodies: list[dict[str, Any]]) -> list[Created]:
+    """Create ``bodies`` 16 at a time."""
+
+    def one(body: dict[str, Any]) -> Created:
         start = time.perf_counter()
         r = plane.api.post(f"/api/v1/namespaces/{ns}/pods", json=body)
+        seconds = time.perf_counter() - start
         assert r.status_code == 201, r.text
-        return time.perf_counter() - start
+        gates = r.json()["spec"].get("schedulingGates") or []
+        return Created(seconds, any(g.get("name") == GATE for g in gates))
 
     with ThreadPoolExecutor(16) as pool:
         return list(pool.map(one, bodies))
@@ -256,18 +276,90 @@ def burst(plane: ControlPlane, hook: GateWebhook, n: int, rw_url: str) -> dict[s
     creates = create_many(plane, ns, [pod_body(f"b-{i}", f"b-{i}") for i in range(n)])
     after = handler_buckets(rw_url)
     runway = list(hook.latencies)
-    pods = pods_of(plane, ns)
     out = {
         "pods": n,
         "reviews": len(runway),
-        "gated_at_creation": sum(1 for p in pods if p["spec"].get("schedulingGates"))
-        + sum(1 for p in pods if p["spec"].get("nodeName")),
+        "gated_at_creation": sum(c.gated for c in creates),
         "runway_p50_ms": round(percentile(runway, 0.5) * 1e3, 2),
         "runway_p99_ms": round(percentile(runway, 0.99) * 1e3, 2),
         # in runway's handler, from its own histogram: the bucket's upper bound
         "handler_p99_le_ms": bucket_quantile(before, after, 0.99) * 1e3,
-        "create_p50_ms": round(percentile(creates, 0.5) * 1e3, 2),
-        "create_p99_ms": round(percentile(creates, 0.99) * 1e3, 2),
+        "create_p50_ms": round(percentile([c.seconds for c in creates], 0.5) * 1e3, 2),
+        "create_p99_ms": round(percentile([c.seconds for c in creates], 0.99) * 1e3, 2),
+    }
+    empty(plane, ns)
+    return out
+
+
+def apiserver_webhook_buckets(plane: ControlPlane) -> dict[float, float]:
+    """kube-apiserver's own ``apiserver_admission_webhook_admission_duration_seconds`` buckets
+    for runway's gate webhook (le → count so far): the call as the API server times it, the
+    connection, TLS and runway's answer included. Its first bucket is 5 ms."""
+    text = plane.api.get("/metrics").raise_for_status().text
+    out: dict[float, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if (
+                s.name == "apiserver_admission_webhook_admission_duration_seconds_bucket"
+                and s.labels.get("name") == "gate.runway.dev"
+                and s.labels.get("operation") == "CREATE"
+            ):
+                le = float(s.labels["le"])
+                out[le] = out.get(le, 0.0) + s.value
+    return out
+
+
+def direct_burst(plane: ControlPlane, tmp: Path, n: int, config: dict[str, Any]) -> dict[str, Any]:
+    """The burst as the chart wires the webhook: kube-apiserver calls runway's own HTTPS REST
+    port (``--rest-port``, the serving certificate, no relay in between), timed by
+    kube-apiserver's histogram and runway's; runway alone on the plane (no scheduler)."""
+    ca = CA("runway-bench-gates-ca")
+    leaf = ca.issue("127.0.0.1", server=True)
+    for name, data in (("tls.crt", leaf.cert), ("tls.key", leaf.key)):
+        (tmp / name).write_bytes(data)
+    tls = {"certFile": str(tmp / "tls.crt"), "keyFile": str(tmp / "tls.key")}
+    path = tmp / "runway-direct.yaml"
+    path.write_text(yaml.safe_dump(harness_config({**config, "server": {"tls": tls}})))
+    verify = ssl.create_default_context(cafile=None)
+    verify.load_verify_locations(cadata=ca.pem.decode())
+    rest_port = free_port()
+    ns = "gates-direct"
+    plane.ensure_namespace(ns)
+    args = ("--kubeconfig", str(plane.kubeconfig), "--config", str(path))
+    with run_runway(
+        tmp,
+        (*args, "--rest-port", str(rest_port)),
+        scheme="https",
+        client_options={"verify": verify},
+    ) as rw:
+        name = "runway-bench-gate-direct"
+        register_gate_webhook(
+            plane,
+            name,
+            f"https://127.0.0.1:{rest_port}/webhooks/gate",
+            ca.pem,
+            [ns],
+            scheduler=SCHEDULER,
+        )
+        try:
+            api0, handler0 = apiserver_webhook_buckets(plane), handler_buckets(rw.url)
+            creates = create_many(plane, ns, [pod_body(f"d-{i}", f"d-{i}") for i in range(n)])
+            api1, handler1 = apiserver_webhook_buckets(plane), handler_buckets(rw.url)
+        finally:
+            unregister_gate_webhook(plane, name)
+    within_5ms = api1.get(0.005, 0.0) - api0.get(0.005, 0.0)
+    calls = api1[max(api1)] - api0.get(max(api1), 0.0)
+    out = {
+        "pods": n,
+        "gated_at_creation": sum(c.gated for c in creates),
+        "apiserver_calls": calls,
+        "apiserver_within_5ms": within_5ms,
+        "apiserver_share_within_5ms": round(within_5ms / calls, 4) if calls else 0.0,
+        "apiserver_p99_le_ms": bucket_quantile(api0, api1, 0.99) * 1e3,
+        "apiserver_p50_le_ms": bucket_quantile(api0, api1, 0.5) * 1e3,
+        "handler_p99_le_ms": bucket_quantile(handler0, handler1, 0.99) * 1e3,
+        "create_p50_ms": round(percentile([c.seconds for c in creates], 0.5) * 1e3, 2),
+        "create_p99_ms": round(percentile([c.seconds for c in creates], 0.99) * 1e3, 2),
     }
     empty(plane, ns)
     return out
@@ -304,20 +396,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             plane.create_node(f"gates-n{n}", capacity={"cpu": "8", "memory": "32Gi", "pods": "110"})
         factory = RunwayFactory(plane, Path(tmp))
         try:
-            rw = factory.start(
-                {
-                    "queues": [{"name": "team"}],
-                    "kubernetes": {"leaderElection": {"enable": False}},
-                    "preemption": {"schedulerNames": [SCHEDULER]},
-                    # blockAdmission off: one workload at a time is not what this measures
-                    "waitForPodsReady": {
-                        "enable": True,
-                        "timeout": "30m",
-                        "blockAdmission": False,
-                    },
-                    "logging": {"level": "warning"},
-                }
-            )
+            runway_config: dict[str, Any] = {
+                "queues": [{"name": "team"}],
+                "kubernetes": {"leaderElection": {"enable": False}},
+                "preemption": {"schedulerNames": [SCHEDULER]},
+                # blockAdmission off: one workload at a time is not what this measures
+                "waitForPodsReady": {"enable": True, "timeout": "30m", "blockAdmission": False},
+                "logging": {"level": "warning"},
+            }
+            rw = factory.start(runway_config)
             config = write_scheduler_config(
                 Path(tmp) / "scheduler.yaml",
                 rw.url,
@@ -342,6 +429,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             down_ms = serial_creates(plane, "gates-down")
             hook.stop()  # unregistered
             none_ms = serial_creates(plane, "gates-none")
+            # the burst again as the chart wires it, runway alone on the plane
+            plane.stop_scheduler()
+            factory.close()
+            direct = direct_burst(plane, Path(tmp), args.burst, runway_config)
+            print(direct, flush=True)
         finally:
             factory.close()
             plane.stop_scheduler()
@@ -389,6 +481,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         ],
     )
     print_table(
+        f"webhook as the chart wires it: {args.burst} CREATEs (16 at once), kube-apiserver to "
+        "runway's HTTPS port",
+        [
+            "calls",
+            "within 5 ms",
+            "apiserver p50 <= ms",
+            "apiserver p99 <= ms",
+            "handler p99 <= ms",
+            "create p50 ms",
+            "create p99 ms",
+        ],
+        [
+            [
+                f"{direct['apiserver_calls']:g}",
+                f"{direct['apiserver_share_within_5ms']:.1%}",
+                f"{direct['apiserver_p50_le_ms']:g}",
+                f"{direct['apiserver_p99_le_ms']:g}",
+                f"{direct['handler_p99_le_ms']:g}",
+                f"{direct['create_p50_ms']:.2f}",
+                f"{direct['create_p99_ms']:.2f}",
+            ]
+        ],
+    )
+    print_table(
         "pod CREATE p50, 100 serial",
         ["no webhook ms", "webhook registered, runway down ms"],
         [[f"{none_ms:.2f}", f"{down_ms:.2f}"]],
@@ -401,6 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "release": args.release,
                 "modes": modes,
                 "burst": burst_result,
+                "burst_direct": direct,
                 "create_p50_ms": {"no_webhook": none_ms, "runway_down": down_ms},
             },
             indent=2,

@@ -42,6 +42,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -55,7 +56,9 @@ import httpx
 import pytest
 import yaml
 
+from app.kubectl.errors import EXIT_FORBIDDEN
 from app.model.timestamps import parse_time
+from app.policy.releases import parse_version
 from tests.e2e.conftest import poll
 from tests.helm_chart import CHART, notes_stanza
 from tests.reference import SHARED
@@ -538,6 +541,43 @@ def _rest(
         )
 
 
+def _has_gates(node: Node) -> bool:
+    """Whether the node's release has scheduling gates (GA in 1.30): the chart then registers
+    runway's gate webhook."""
+    return parse_version(node.release) >= (1, 30, 0)
+
+
+def _scheduled_reason(node: Node, pod: dict[str, Any]) -> str:
+    """The pod's PodScheduled reason as the API server has it now ("bound" once it has a node;
+    "" while no condition is written)."""
+    meta = pod["metadata"]
+    now = node.api.get(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}").json()
+    if now.get("spec", {}).get("nodeName"):
+        return "bound"
+    for c in now.get("status", {}).get("conditions") or []:
+        if c["type"] == "PodScheduled":
+            return str(c.get("reason", ""))
+    return ""
+
+
+def _plugin(node: Node, tmp: Path, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kubectl runway ARGS`` as the holder of ``token``: the node's kubeconfig with only that
+    token for credentials (the plugin reaches runway through the API server's service proxy)."""
+    config = yaml.safe_load(node.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path = tmp / f"kubeconfig-{uuid.uuid4().hex[:8]}"
+    path.write_text(yaml.safe_dump(config))
+    code = "import sys; from app.kubectl.cli import run; sys.exit(run(sys.argv[1:]))"
+    return subprocess.run(
+        [sys.executable, "-c", code, "--kubeconfig", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _person(node: Node, namespace: str, name: str, role: str) -> str:
     """A ServiceAccount standing for a person, bound to the ClusterRole ``role`` in ``namespace``
     only (a RoleBinding); returns its token."""
@@ -645,6 +685,13 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
             "enabled": True,
             "image": {"repository": repo, "tag": tag, "pullPolicy": "Never"},
         },
+        # issue #35 item 4: two teams given a view of their own namespaces
+        peopleRoles={
+            "teamViewers": [{"kind": "ServiceAccount", "name": "team-viewer", "namespace": TEAM}],
+            "teamAdmins": [
+                {"kind": "ServiceAccount", "name": "team-b-admin", "namespace": "team-b"}
+            ],
+        },
     )
     # issue #35: a queue typo is refused by the chart itself, before anything reaches the
     # cluster (the same rules as check-config), not found later in a crashing pod's log
@@ -680,6 +727,18 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
         container = first[0]["spec"]["containers"][0]
         assert container["readinessProbe"]["httpGet"]["port"] == "health"
         runway = Runway(node, tmp_path)
+        # issue #34: the gate webhook where the release has gates, trusting runway's CA (the
+        # chart's generated one here); none on 1.20
+        hook = node.api.get(
+            f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{RELEASE}-gate"
+        )
+        if _has_gates(node):
+            (webhook,) = hook.raise_for_status().json()["webhooks"]
+            assert webhook["failurePolicy"] == "Ignore" and webhook["timeoutSeconds"] <= 2
+            trusted = base64.b64decode(webhook["clientConfig"]["caBundle"])
+            assert node.secret(f"{RELEASE}-tls")["ca.crt"].strip() in trusted
+        else:
+            assert hook.status_code == 404, hook.text
 
         # 1. a low Job fills the node; a high one waits out its min-runtime, then preempts it
         node.apply(_job("low", cpu="1000m", priority="low", scheduler="runway-scheduler"))
@@ -774,6 +833,34 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
         assert evicted["reason"] == "PodsReadyTimeout"
         requeue_at = parse_time(evicted["requeueAt"])
         assert requeue_at is not None, evicted
+        if _has_gates(node):
+            # issue #34 on the real node: the chart's webhook gates the Job's re-created pod as the
+            # API server creates it, and it waits out its backoff SchedulingGated (kubectl get
+            # pods), never Unschedulable, until runway's leader removes the gate
+            waiting = poll(
+                lambda: next(
+                    (
+                        p
+                        for p in node.pods(TEAM, "job-name=stuck")
+                        if p["metadata"]["uid"] != stuck["metadata"]["uid"]
+                    ),
+                    None,
+                ),
+                within=60,
+                what="the stuck Job's re-created pod",
+                every=0.5,
+            )
+            gates = [g["name"] for g in waiting["spec"].get("schedulingGates") or []]
+            assert not _bound(waiting) and gates == ["runway.dev/admission"], waiting["spec"]
+            poll(
+                lambda: _scheduled_reason(node, waiting) in ("SchedulingGated", "bound"),
+                within=30,
+                what="the re-created pod SchedulingGated",
+                every=0.5,
+            )
+            assert _scheduled_reason(node, waiting) == "SchedulingGated" or (
+                time.time() >= requeue_at - 1
+            ), "the gate was lifted before the backoff ended"
         again = poll(
             lambda: next(
                 (
@@ -803,38 +890,65 @@ def test_bundled_scheduler_install_preempts_after_min_runtime_never_itself(
                 f"{d['metadata']['name']}"
             )
 
-        # issue #35 (a team's view): writes are authorised per namespace. A team-b admin
-        # (ClusterRole admin bound in team-b, runway's admin role aggregated into it) may not
-        # deactivate a team's workload; in its own namespace it passes the check (404: no such
-        # workload there). A viewer of the team's namespace reading it: printed (known gap,
-        # reads are authorised cluster-wide: docs/security.md).
-        team_b = _person(node, "team-b", "team-b-admin", "admin")
+        # issue #35 item 4 (a team's view; docs/security.md's three users) through the API
+        # server's service proxy, as kubectl runway goes: the chart's peopleRoles.teamViewers /
+        # teamAdmins let each team reach the proxy in runway's namespace and nothing else there;
+        # runway then authorises each namespace itself (TokenReview + SubjectAccessReview).
+        # team-viewer: `view` in TEAM (runway's viewer role aggregated into it); team-b-admin:
+        # runway's admin role in team-b (never aggregated into `admin`: a tenant).
         viewer = _person(node, TEAM, "team-viewer", "view")
-        replica = node.ready_runway()[0]
-        path = f"/v1/workloads/{TEAM}/stuck:deactivate"
-        denied = poll(
-            lambda: (r := _rest(runway, replica, "POST", path, team_b)).status_code != 401 and r,
+        team_b = _person(node, "team-b", "team-b-admin", f"{RELEASE}-admin")
+        proxy = f"/api/v1/namespaces/{NAMESPACE}/services/https:{RELEASE}-rest:rest/proxy"
+
+        def proxied(method: str, path: str, token: str) -> httpx.Response:
+            bearer = f"Bearer {token}"
+            return node.api.request(
+                method,
+                proxy + path,
+                headers={"Authorization": bearer, "X-Runway-Authorization": bearer},
+            )
+
+        # RBAC settles (aggregation, the new bindings) within moments of the apply
+        poll(
+            lambda: proxied("GET", f"/v1/workloads/{TEAM}/stuck", viewer).status_code == 200,
             within=60,
-            what="the team-b admin's token reviewed",
+            what="the team viewer reading its namespace's workload through the proxy",
         )
-        assert denied.status_code == 403, denied.text
+        poll(
+            lambda: proxied("GET", "/v1/workloads?namespace=team-b", team_b).status_code == 200,
+            within=60,
+            what="the team-b admin reading its namespace through the proxy",
+        )
+        cases = [
+            (viewer, "GET", "/v1/workloads?namespace=" + TEAM, 200),
+            (viewer, "GET", "/v1/workloads", 403),
+            (viewer, "GET", "/v1/workloads?namespace=team-b", 403),
+            (viewer, "GET", "/v1/preemptions/decisions", 403),
+            (team_b, "GET", f"/v1/workloads/{TEAM}/stuck", 403),
+            (team_b, "POST", f"/v1/workloads/{TEAM}/stuck:deactivate", 403),
+            (team_b, "POST", f"/v1/workloads/{TEAM}/stuck:activate", 403),
+            (team_b, "POST", "/v1/workloads/team-b/none:deactivate", 403),
+            # its own namespace passes runway's check: 404, no such workload there
+            (team_b, "POST", "/v1/workloads/team-b/none:activate", 404),
+        ]
+        for token, method, path, expected in cases:
+            r = proxied(method, path, token)
+            who = "viewer" if token == viewer else "team-b admin"
+            assert r.status_code == expected, (who, method, path, r.text)
+            if expected == 403:  # runway's refusal ({"error": why}), not the API server's Status
+                assert "error" in r.json(), (who, path, r.text)
+        # the viewer may not reach the proxy's POST at all: the API server refuses it
+        refused = proxied("POST", f"/v1/workloads/{TEAM}/stuck:activate", viewer)
+        assert refused.status_code == 403 and refused.json().get("kind") == "Status", refused.text
         assert node.record("job.stuck").get("spec", {}).get("active", True) is not False
-        own = poll(
-            lambda: (
-                (
-                    r := _rest(
-                        runway, replica, "POST", "/v1/workloads/team-b/none:deactivate", team_b
-                    )
-                ).status_code
-                != 403
-                and r
-            ),
-            within=60,
-            what="the team-b admin's rights in team-b (RBAC aggregation)",
-        )
-        assert own.status_code == 404, own.text
-        read = _rest(runway, replica, "GET", f"/v1/workloads/{TEAM}/stuck", viewer)
-        print(f"a viewer of {TEAM} reading its workload: {read.status_code} {read.text[:200]}")
+        listed = proxied("GET", f"/v1/workloads?namespace={TEAM}", viewer).json()["items"]
+        assert {i["namespace"] for i in listed} == {TEAM}
+        # ...and the plugin itself, with a kubeconfig holding only the viewer's token (README)
+        mine = _plugin(node, tmp_path, viewer, "workloads", "-n", TEAM, "-o", "json")
+        assert mine.returncode == 0, mine.stderr
+        assert "stuck" in {i["name"] for i in yaml.safe_load(mine.stdout)["items"]}
+        everyone = _plugin(node, tmp_path, viewer, "workloads", "-A")
+        assert everyone.returncode == EXIT_FORBIDDEN, (everyone.returncode, everyone.stderr)
         # the record is owned by the Job: the cluster's garbage collector deletes it with the
         # Job (issue #25; runway never writes a Job: it only reads its parallelism)
         owners = node.record("job.stuck")["metadata"]["ownerReferences"]

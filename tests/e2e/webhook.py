@@ -38,6 +38,9 @@ import httpx
 from tests.certs import CA
 from tests.e2e.conftest import ControlPlane, poll
 
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+"""Where MutatingWebhookConfigurations live."""
+
 UNDELETABLE = "e2e/undeletable"
 """Label of pods whose DELETE the webhook refuses."""
 
@@ -335,73 +338,23 @@ class GateWebhook:
         every_namespace: bool = False,
         scheduler: str = "default-scheduler",
     ) -> None:
-        """The MutatingWebhookConfiguration for pods of ``namespaces`` (``every_namespace``: of
-        every namespace but kube-system and default, as the chart leaves out its own); returns
-        once a dry-run pod CREATE in ``namespaces[0]`` comes back gated (the API server calls
-        the webhook; the probe names ``scheduler``, one runway serves)."""
-        expression = {
-            "key": "kubernetes.io/metadata.name",
-            "operator": "NotIn" if every_namespace else "In",
-            "values": ["kube-system", "default"] if every_namespace else namespaces,
-        }
-        body = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": self.name},
-            "webhooks": [
-                {
-                    "name": "gate.runway.dev",
-                    "clientConfig": {
-                        "url": self.url,
-                        "caBundle": base64.b64encode(self._ca.pem).decode(),
-                    },
-                    "rules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["pods"],
-                            "scope": "Namespaced",
-                        }
-                    ],
-                    "namespaceSelector": {"matchExpressions": [expression]},
-                    "failurePolicy": "Ignore",
-                    "sideEffects": "None",
-                    "admissionReviewVersions": ["v1"],
-                    "timeoutSeconds": 2,
-                }
-            ],
-        }
-        path = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-        plane.api.delete(f"{path}/{self.name}")
-        r = plane.api.post(path, json=body)
-        assert r.status_code == 201, r.text
+        """The MutatingWebhookConfiguration for pods of ``namespaces`` pointing at this front
+        (``register_gate_webhook``)."""
+        register_gate_webhook(
+            plane,
+            self.name,
+            self.url,
+            self._ca.pem,
+            namespaces,
+            every_namespace=every_namespace,
+            scheduler=scheduler,
+        )
         self._plane = plane
-        probe = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "gate-probe", "labels": {"runway.dev/queue": "probe"}},
-            "spec": {
-                "schedulerName": scheduler,
-                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
-            },
-        }
-
-        def gated() -> bool:
-            r = plane.api.post(
-                f"/api/v1/namespaces/{namespaces[0]}/pods", params={"dryRun": "All"}, json=probe
-            )
-            gates = (r.json().get("spec") or {}).get("schedulingGates") or []
-            return r.status_code == 201 and bool(gates)
-
-        poll(gated, within=30, what="the API server to call the gate webhook", every=0.2)
 
     def stop(self) -> None:
         """Unregister (if registered) and stop serving."""
         if self._plane is not None:
-            self._plane.api.delete(
-                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/" + self.name
-            )
+            unregister_gate_webhook(self._plane, self.name)
             self._plane = None
         if self._server is not None:
             self._server.shutdown()
@@ -414,3 +367,77 @@ class GateWebhook:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def register_gate_webhook(
+    plane: ControlPlane,
+    name: str,
+    url: str,
+    ca_pem: bytes,
+    namespaces: list[str],
+    *,
+    every_namespace: bool = False,
+    scheduler: str = "default-scheduler",
+) -> None:
+    """Register runway's gate webhook at ``url`` (HTTPS, its certificate signed by ``ca_pem``)
+    as the chart writes it (``failurePolicy: Ignore``, 2 s) for pods of ``namespaces``
+    (``every_namespace``: of every namespace but kube-system and default, as the chart leaves
+    out its own); returns once a dry-run pod CREATE in ``namespaces[0]`` comes back gated (the
+    API server calls the webhook; the probe names ``scheduler``, one runway serves).
+    ``unregister_gate_webhook(plane, name)`` removes it."""
+    expression = {
+        "key": "kubernetes.io/metadata.name",
+        "operator": "NotIn" if every_namespace else "In",
+        "values": ["kube-system", "default"] if every_namespace else namespaces,
+    }
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "gate.runway.dev",
+                "clientConfig": {"url": url, "caBundle": base64.b64encode(ca_pem).decode()},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchExpressions": [expression]},
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 2,
+            }
+        ],
+    }
+    unregister_gate_webhook(plane, name)
+    r = plane.api.post(WEBHOOKS, json=body)
+    assert r.status_code == 201, r.text
+    probe = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "gate-probe", "labels": {"runway.dev/queue": "probe"}},
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9"}],
+        },
+    }
+
+    def gated() -> bool:
+        r = plane.api.post(
+            f"/api/v1/namespaces/{namespaces[0]}/pods", params={"dryRun": "All"}, json=probe
+        )
+        gates = (r.json().get("spec") or {}).get("schedulingGates") or []
+        return r.status_code == 201 and bool(gates)
+
+    poll(gated, within=30, what="the API server to call the gate webhook", every=0.2)
+
+
+def unregister_gate_webhook(plane: ControlPlane, name: str) -> None:
+    """Delete the MutatingWebhookConfiguration ``name`` (gone already: fine)."""
+    plane.api.delete(f"{WEBHOOKS}/{name}")
