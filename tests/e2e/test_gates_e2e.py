@@ -10,6 +10,9 @@ and a real kube-scheduler places the pods runway ungates.
   demand), and each still binds within 2 s of its hold's end. The backoff's and the
   deactivation's pods are the evicted workload's re-created pods: gated by the webhook.
 * A gang (``runway.dev/min-available: 3``) is ungated together, once its third pod exists.
+* blockAdmission admits one workload at a time through gates too: two workloads free at the
+  same pass, the second keeps its gate (``SchedulingGated``, never ``Unschedulable`` nor bound)
+  while the first binds and until it is Ready.
 * The webhook down: pods are still created (``failurePolicy: Ignore``), without the gate, and
   the filter holds them.
 * A tenant who removes its pod's gate (its own token; the API allows it) gains nothing: the
@@ -228,6 +231,52 @@ def test_a_gang_is_ungated_together(
     gang_pod(2)
     c.until("the gang binds", lambda: c.bound_pods() == 3, within=30)
     assert {"gang-0", "gang-1", "gang-2"} <= c.seen_gated
+
+
+BLOCK: dict[str, Any] = {
+    **wakeups.BASE,
+    "waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True},
+}
+
+
+def stays(c: GatedCluster, what: str, check: Any, seconds: float) -> None:
+    """``check`` holds at every kubelet round for ``seconds`` (a few leader passes)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.step()
+        assert check(), what
+        time.sleep(0.2)  # the kubelet's round, as ``Cluster.until``
+
+
+def test_block_admission_ungates_one_workload_at_a_time(
+    plane_ns: ControlPlane, tmp_path: Path, gated: list[GatedCluster]
+) -> None:
+    """b and c wait gated behind a (bound, not Ready); a Ready frees both at the same pass:
+    ungating b admits it, so c keeps its gate while b binds and until b is Ready — it never
+    reaches kube-scheduler to be held by the filter (Unschedulable: autoscaler demand)."""
+    c = cluster(plane_ns, tmp_path, gated, "gt-block", config=BLOCK, jobs={"a": 1, "b": 1, "c": 1})
+    c.start_runway()
+    c.create_job("a")
+    c.until("a binds (Running, not Ready: it blocks admission)", lambda: c.bound_pods() == 1)
+    c.create_job("b")
+    c.create_job("c")
+    c.until("b and c are gated", lambda: {"b-0", "c-0"} <= c.seen_gated)
+
+    def waiting(name: str) -> bool:
+        pod = c.pods()[name]
+        return GATE in gates_of(pod) and not pod["spec"].get("nodeName")
+
+    stays(
+        c, "b and c stay gated while a is not Ready", lambda: waiting("b-0") and waiting("c-0"), 3
+    )
+    c.plane.set_pod_running("a-0", NS, ready=True)
+    c.until("b binds once a is Ready", lambda: c.pods()["b-0"]["spec"].get("nodeName"), within=30)
+    stays(c, "c keeps its gate while b is not Ready", lambda: waiting("c-0"), 4)
+    assert "c-0" not in c.seen_unschedulable, "c was ungated with b and held by the filter"
+    c.plane.set_pod_running("b-0", NS, ready=True)
+    c.until("c binds once b is Ready", lambda: c.bound_pods() == 3, within=30)
+    assert {"b-0", "c-0"} <= c.seen_gated
+    assert not {"b-0", "c-0"} & c.seen_unschedulable, c.seen_unschedulable
 
 
 def test_with_the_webhook_down_pods_are_created_and_held_by_the_filter(
