@@ -251,32 +251,50 @@ def stays(c: GatedCluster, what: str, check: Any, seconds: float) -> None:
 def test_block_admission_ungates_one_workload_at_a_time(
     plane_ns: ControlPlane, tmp_path: Path, gated: list[GatedCluster]
 ) -> None:
-    """b and c wait gated behind a (bound, not Ready); a Ready frees both at the same pass:
-    ungating b admits it, so c keeps its gate while b binds and until b is Ready — it never
-    reaches kube-scheduler to be held by the filter (Unschedulable: autoscaler demand)."""
-    c = cluster(plane_ns, tmp_path, gated, "gt-block", config=BLOCK, jobs={"a": 1, "b": 1, "c": 1})
+    """second and third wait gated behind first (bound, not Ready); first Ready frees both at
+    the same pass: ungating second admits it, so third keeps its gate while second binds and
+    until it is Ready — it never reaches kube-scheduler to be held by the filter
+    (Unschedulable: autoscaler demand). Job names of their own: the wake-up tests' Jobs a and b
+    stay in the namespace."""
+    c = cluster(
+        plane_ns,
+        tmp_path,
+        gated,
+        "gt-block",
+        config=BLOCK,
+        jobs={"first": 1, "second": 1, "third": 1},
+    )
     c.start_runway()
-    c.create_job("a")
-    c.until("a binds (Running, not Ready: it blocks admission)", lambda: c.bound_pods() == 1)
-    c.create_job("b")
-    c.create_job("c")
-    c.until("b and c are gated", lambda: {"b-0", "c-0"} <= c.seen_gated)
+    c.create_job("first")
+    c.until("first binds (Running, not Ready: it blocks admission)", lambda: c.bound_pods() == 1)
+    c.create_job("second")
+    c.create_job("third")
+    c.until("second and third are gated", lambda: {"second-0", "third-0"} <= c.seen_gated)
 
     def waiting(name: str) -> bool:
         pod = c.pods()[name]
         return GATE in gates_of(pod) and not pod["spec"].get("nodeName")
 
     stays(
-        c, "b and c stay gated while a is not Ready", lambda: waiting("b-0") and waiting("c-0"), 3
+        c,
+        "second and third stay gated while first is not Ready",
+        lambda: waiting("second-0") and waiting("third-0"),
+        3,
     )
-    c.plane.set_pod_running("a-0", NS, ready=True)
-    c.until("b binds once a is Ready", lambda: c.pods()["b-0"]["spec"].get("nodeName"), within=30)
-    stays(c, "c keeps its gate while b is not Ready", lambda: waiting("c-0"), 4)
-    assert "c-0" not in c.seen_unschedulable, "c was ungated with b and held by the filter"
-    c.plane.set_pod_running("b-0", NS, ready=True)
-    c.until("c binds once b is Ready", lambda: c.bound_pods() == 3, within=30)
-    assert {"b-0", "c-0"} <= c.seen_gated
-    assert not {"b-0", "c-0"} & c.seen_unschedulable, c.seen_unschedulable
+    c.plane.set_pod_running("first-0", NS, ready=True)
+    c.until(
+        "second binds once first is Ready",
+        lambda: c.pods()["second-0"]["spec"].get("nodeName"),
+        within=30,
+    )
+    stays(c, "third keeps its gate while second is not Ready", lambda: waiting("third-0"), 4)
+    assert "third-0" not in c.seen_unschedulable, (
+        "third was ungated with second and held by the filter"
+    )
+    c.plane.set_pod_running("second-0", NS, ready=True)
+    c.until("third binds once second is Ready", lambda: c.bound_pods() == 3, within=30)
+    assert {"second-0", "third-0"} <= c.seen_gated
+    assert not {"second-0", "third-0"} & c.seen_unschedulable, c.seen_unschedulable
 
 
 def test_with_the_webhook_down_pods_are_created_and_held_by_the_filter(
