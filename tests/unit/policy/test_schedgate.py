@@ -526,7 +526,9 @@ def test_what_a_pass_ungates_is_admissible_as_a_whole_by_the_chain(
             for x in admissions
             if x.queue == queue and x.facts and x.facts.queueing_strategy == "StrictFIFO"
         ]
-        assert len(strict) <= 1 and all(x.facts and x.facts.queue_head == x.workload for x in strict)
+        assert len(strict) <= 1 and all(
+            x.facts and x.facts.queue_head == x.workload for x in strict
+        )
     for name in plan.held:
         x = next(o for o in order if o.workload == name)
         assert x.facts is not None
