@@ -17,6 +17,18 @@ pod in the active queue at once. Kueue holds plain pods this way (``kueue.x-k8s.
   ``runway.dev/min-available`` only once that many of its pods exist (Kueue's pod groups wait for
   the whole group); workloads in queue order (``ungate_order``). A pod runway does not manage
   (any more) loses the gate at once: runway's gate must never strand a pod.
+* **A pass admits in order** (``ungate_pass``): removing a workload's gates admits it, so the
+  pass judges each workload with what it let go before it in the same pass, and what the leader
+  let go in earlier passes that has not bound yet (``admitting``). Of the chain's rules, two
+  depend on other workloads' admission: ``block-admission`` (an admitted workload not PodsReady
+  blocks every other admission) — a workload ungated counts as admitted and not PodsReady from
+  its ungating, so under blockAdmission one workload goes per pass and the next stays gated until
+  the first is PodsReady (or times out, as the filter counts it once it binds); and
+  ``strict-fifo`` (the queue's head is its first pending workload) — a workload ungated stays
+  pending, and its queue's head, until it binds, so the facts of the pass's start already hold
+  the next one. Without this, two workloads found free together would both lose their gates,
+  and the filter would then hold the second: ``Unschedulable``, scheduling cycles and autoscaler
+  demand for a pod runway holds on purpose.
 * **The filter stays authoritative**: a pod without the gate (created while the webhook was
   down, on a release without gates, or whose tenant removed the gate: the API allows removing
   a gate) is held by the filter as before.
@@ -27,10 +39,18 @@ Pure: pods and facts in, decisions out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from app.model import Pod
+from app.policy.admission import (
+    DEFAULT_POLICY,
+    Admission,
+    Blocker,
+    FilterInput,
+    FilterPolicy,
+    admit,
+)
 from app.policy.scope import Scope, unmanaged
 from app.policy.wakeup import Hold
 
@@ -39,7 +59,8 @@ GATE = "runway.dev/admission"
 
 WAITING_FOR_UNGATE = (
     "no runway rule holds it: the leader removes its scheduling gate runway.dev/admission on its "
-    "next pass (a gang's once all its pods exist)"
+    "next pass (a gang's once all its pods exist; under waitForPodsReady.blockAdmission one "
+    "workload at a time, in queue order)"
 )
 """Why a gated pod the rules admit still waits (the REST API's reason)."""
 
@@ -114,6 +135,11 @@ class GatedWorkload:
     min_available: int | None = None
     """``runway.dev/min-available`` when declared (a gang)."""
     admitted: bool = False
+    """It has been admitted (its first bind): its gated pods are replacements."""
+    facts: FilterInput | None = None
+    """What the admission chain read for its gated pods at the pass's start (the filter's
+    ``FilterInput`` of its first gated pod); None: no queue rule applies (a pod runway does not
+    manage)."""
 
 
 def incomplete(workload: GatedWorkload) -> str:
@@ -133,6 +159,70 @@ def ungate_order(workloads: Iterable[GatedWorkload]) -> list[GatedWorkload]:
     name so no queue starves another), complete gangs only."""
     ready = [w for w in workloads if not incomplete(w)]
     return sorted(ready, key=lambda w: (w.place, w.queue, w.workload))
+
+
+ADMITTING_S = 10.0
+"""How long a workload the leader ungated counts as admitted before any of its pods binds
+(``ungate_pass``'s ``admitting``): kube-scheduler binds a pod that fits within milliseconds of
+its gate's removal, and from its bind the filter's own facts count it. One that does not fit
+stops blocking after this (the filter never counts a workload that has not bound)."""
+
+
+@dataclass(frozen=True)
+class UngatePlan:
+    """What one pass decided: the workloads whose gates go, and those found free at its start
+    that stay gated for what goes before them."""
+
+    go: list[GatedWorkload]
+    """In order (``ungate_order``); the rate limit takes whole workloads from the front."""
+    held: dict[str, Admission] = field(default_factory=dict)
+    """Workload → the chain's verdict that keeps it gated this pass (e.g. ``block-admission``:
+    a workload ungated before it in this pass is not PodsReady yet)."""
+
+
+def new_admission(workload: GatedWorkload) -> bool:
+    """Whether removing ``workload``'s gates admits it: a workload runway manages that the
+    chain does not count as admitted (not yet bound, or these pods beyond its admission)."""
+    return workload.facts is not None and not workload.facts.admitted
+
+
+def ungate_pass(
+    workloads: Iterable[GatedWorkload],
+    now: float,
+    policy: FilterPolicy = DEFAULT_POLICY,
+    *,
+    block_admission: bool = False,
+    admitting: Mapping[str, float] | None = None,
+    admitting_for: float = ADMITTING_S,
+) -> UngatePlan:
+    """The workloads whose gates go in this pass (module docstring: a pass admits in order).
+
+    ``workloads``: those whose gated pods the chain let go at the pass's start, with the facts
+    it read (``GatedWorkload.facts``). Each is judged again, in ``ungate_order``, by the same
+    chain (``policy.admission.admit``) with one change of facts: under ``block_admission``
+    (``waitForPodsReady`` with ``blockAdmission``), every workload admitted before it in this
+    pass, and each of ``admitting`` (workload → until when: ungated by an earlier pass, not
+    bound yet), is an admitted workload not PodsReady (a ``Blocker`` that ends ``admitting_for``
+    after its ungating). Nothing else a pass does changes another workload's facts: StrictFIFO's
+    head moves only when it binds."""
+    blockers: list[Blocker] = []
+    if block_admission and admitting:
+        blockers = [Blocker(name, until) for name, until in sorted(admitting.items())]
+    go: list[GatedWorkload] = []
+    held: dict[str, Admission] = {}
+    for workload in ungate_order(workloads):
+        facts = workload.facts
+        if facts is not None:
+            if blockers:
+                facts = replace(facts, blockers=(*facts.blockers, *blockers))
+            verdict = admit(facts, now, policy)
+            if not verdict.allowed:
+                held[workload.workload] = verdict
+                continue
+        go.append(workload)
+        if block_admission and new_admission(workload):
+            blockers.append(Blocker(workload.workload, now + admitting_for))
+    return UngatePlan(go, held)
 
 
 def take_whole(order: Sequence[GatedWorkload], tokens: int, burst: int) -> int:
@@ -160,17 +250,21 @@ def held_by(holds: Mapping[str, Hold | None], gated_uids: Iterable[str]) -> dict
 
 
 __all__ = [
+    "ADMITTING_S",
     "GATE",
     "WAITING_FOR_UNGATE",
     "GatedWorkload",
     "HoldBy",
+    "UngatePlan",
     "gate_patch",
     "gated",
     "held_by",
     "hold_by",
     "incomplete",
+    "new_admission",
     "take_whole",
     "ungate_order",
+    "ungate_pass",
     "ungate_patch",
     "why_not_gate",
 ]

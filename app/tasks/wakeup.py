@@ -18,9 +18,12 @@ the gate keeper releases its gate (``wake_retry``). What to wake and when is dec
 The same pass removes runway's scheduling gate (``runway.dev/admission``, added by the webhook:
 ``api.webhook``) from each gated pending pod the admission chain lets go now (DESIGN §5.8):
 the free gated pods of a workload together, a declared gang once all its pods exist, workloads
-in queue order, from the same rate limit as the touches (``policy.schedgate``). A gated pod is
-never touched: nothing but the gate's removal moves it, and that puts it in kube-scheduler's
-active queue at once.
+in queue order, from the same rate limit as the touches (``policy.schedgate``). Removing the
+gates admits a workload: the pass judges each workload with those it let go before it, and those
+earlier passes let go that have not bound yet (``policy.schedgate.ungate_pass``), so under
+blockAdmission the next stays gated — not ``Unschedulable`` — until the first is PodsReady. A
+gated pod is never touched: nothing but the gate's removal moves it, and that puts it in
+kube-scheduler's active queue at once.
 
 One tracked asyncio task. A pass (~5 ms per 1,000 pending pods) runs when the cache or a record
 changed (debounced: at least 0.2 s and twice the last pass apart), when the
@@ -40,14 +43,17 @@ from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import PodRef
 from app.model.pod import Pod
+from app.policy.admission import Admission
 from app.policy.rate import TokenBucket
 from app.policy.schedgate import (
+    ADMITTING_S,
     GatedWorkload,
     gated,
     held_by,
     incomplete,
+    new_admission,
     take_whole,
-    ungate_order,
+    ungate_pass,
     ungate_patch,
 )
 from app.policy.wakeup import (
@@ -144,6 +150,12 @@ class RequeueWaker(Ticker):
         """Workloads whose gates go, in order (the last pass's plan, less what was done)."""
         self.waiting_gangs: dict[str, str] = {}
         """Gangs whose rules admit them but whose gates stay: why (``incomplete``)."""
+        self.held_back: dict[str, Admission] = {}
+        """Workloads free at the last pass's start that stay gated for what goes before them
+        (``UngatePlan.held``): the chain's verdict."""
+        self._admitting: dict[str, tuple[float, tuple[str, ...]]] = {}
+        """Workloads whose gates this leader removed, as admissions none of whose pods has bound
+        yet: until when they count as admitted (``ADMITTING_S``), and the pods ungated."""
         self.ungated = 0
         """Gates removed by this process (for tests and the log)."""
         self._ungated_at: dict[str, float] = {}
@@ -271,8 +283,9 @@ class RequeueWaker(Ticker):
                 self.held.clear()
                 self.schedule.clear()
                 self._retries.clear()
-                self.ungates, self.waiting_gangs = [], {}
+                self.ungates, self.waiting_gangs, self.held_back = [], {}, {}
                 self._ungate_retry.clear()
+                self._admitting.clear()
             self._generation, self._next_check = -1, None
             return self._evaluate_own_refusals(refused, now)
         self.own_refusals.clear()
@@ -305,8 +318,10 @@ class RequeueWaker(Ticker):
 
     def plan_ungates(self, current: dict[str, Hold | None], now: float) -> list[GatedWorkload]:
         """The workloads whose gated pods the chain lets go now (``current``: every pending
-        pod's hold), whole gangs only, in queue order (``policy.schedgate.ungate_order``)."""
-        cache = self.view.cache
+        pod's hold), whole gangs only, in queue order, each judged with the admissions before
+        it (``policy.schedgate.ungate_pass``)."""
+        view = self.view
+        cache = view.cache
         free: dict[WorkloadKey, list[Pod]] = {}
         for uid in self.gated:
             if current.get(uid, ...) is not None:  # held, or not a pending pod the pass saw
@@ -320,8 +335,33 @@ class RequeueWaker(Ticker):
             free.setdefault(cache.workload_key_of(uid) or workload_of(pod), []).append(pod)
         found = [self._gated_workload(key, pods, now) for key, pods in free.items()]
         self.waiting_gangs = {w.workload: why for w in found if (why := incomplete(w))}
-        self.ungates = ungate_order(found)
+        cfg = view.pods_ready
+        plan = ungate_pass(
+            found,
+            now,
+            view.policy,
+            block_admission=cfg.enable and cfg.block_admission,
+            admitting={name: until for name, (until, _) in self._still_admitting(now).items()},
+        )
+        self.ungates, self.held_back = plan.go, plan.held
+        if plan.held:
+            log.debug("gated workloads wait for those admitted before them", held=len(plan.held))
         return self.ungates
+
+    def _still_admitting(self, now: float) -> dict[str, tuple[float, tuple[str, ...]]]:
+        """The workloads this leader ungated that count as admitted still: none of their pods
+        bound (from its bind the filter's facts count it), some alive, ``ADMITTING_S`` not
+        over. The next pass is due when the first stops counting (another may go then)."""
+        cache = self.view.cache
+        admitting = self._admitting
+        for name, (until, uids) in list(admitting.items()):
+            pods = [p for uid in uids if (p := cache.pod(uid)) is not None]
+            if until <= now or not pods or any(p.spec.nodeName for p in pods):
+                del admitting[name]
+        if admitting:
+            first = min(until for until, _ in admitting.values())
+            self._next_check = min(self._next_check or first, first)
+        return admitting
 
     def _gated_workload(self, key: WorkloadKey, pods: list[Pod], now: float) -> GatedWorkload:
         view = self.view
@@ -331,8 +371,9 @@ class RequeueWaker(Ticker):
         members = live_pods(workload.pods) if workload is not None else pods
         queue = cache.queue_of_pod(pods[0])
         admitted = workload is not None and view.life(workload).life.admitted is not None
+        managed = not cache.unmanaged_reason(pods[0])
         place = -1
-        if not admitted and not cache.unmanaged_reason(pods[0]):
+        if not admitted and managed:
             name = str(key)
             order = view.pending_workloads(queue)
             place = next((i for i, w in enumerate(order) if w.name == name), len(order))
@@ -344,6 +385,7 @@ class RequeueWaker(Ticker):
             members=len(members),
             min_available=declared_min_available(members),
             admitted=admitted,
+            facts=view.filter_input(pods[0], now) if managed else None,
         )
 
     async def ungate_due(self, now: float) -> int:
@@ -379,6 +421,8 @@ class RequeueWaker(Ticker):
         for workload in batch:  # in order; a workload's pods at once
             outcome = await asyncio.gather(*(one(uid) for uid in workload.uids))
             results.extend(outcome)
+            if any(outcome) and new_admission(workload):  # admitted now: it blocks the next
+                self._admitting[workload.workload] = (now + ADMITTING_S, workload.uids)
             if all(outcome):
                 self._ungate_retry.pop(workload.workload, None)
         removed = sum(1 for r in results if r)

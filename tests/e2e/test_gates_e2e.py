@@ -10,6 +10,9 @@ and a real kube-scheduler places the pods runway ungates.
   demand), and each still binds within 2 s of its hold's end. The backoff's and the
   deactivation's pods are the evicted workload's re-created pods: gated by the webhook.
 * A gang (``runway.dev/min-available: 3``) is ungated together, once its third pod exists.
+* blockAdmission admits one workload at a time through gates too: two workloads free at the
+  same pass, the second keeps its gate (``SchedulingGated``, never ``Unschedulable`` nor bound)
+  while the first binds and until it is Ready.
 * The webhook down: pods are still created (``failurePolicy: Ignore``), without the gate, and
   the filter holds them.
 * A tenant who removes its pod's gate (its own token; the API allows it) gains nothing: the
@@ -228,6 +231,70 @@ def test_a_gang_is_ungated_together(
     gang_pod(2)
     c.until("the gang binds", lambda: c.bound_pods() == 3, within=30)
     assert {"gang-0", "gang-1", "gang-2"} <= c.seen_gated
+
+
+BLOCK: dict[str, Any] = {
+    **wakeups.BASE,
+    "waitForPodsReady": {"enable": True, "timeout": "5m", "blockAdmission": True},
+}
+
+
+def stays(c: GatedCluster, what: str, check: Any, seconds: float) -> None:
+    """``check`` holds at every kubelet round for ``seconds`` (a few leader passes)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.step()
+        assert check(), what
+        time.sleep(0.2)  # the kubelet's round, as ``Cluster.until``
+
+
+def test_block_admission_ungates_one_workload_at_a_time(
+    plane_ns: ControlPlane, tmp_path: Path, gated: list[GatedCluster]
+) -> None:
+    """second and third wait gated behind first (bound, not Ready); first Ready frees both at
+    the same pass: ungating second admits it, so third keeps its gate while second binds and
+    until it is Ready — it never reaches kube-scheduler to be held by the filter
+    (Unschedulable: autoscaler demand). Job names of their own: the wake-up tests' Jobs a and b
+    stay in the namespace."""
+    c = cluster(
+        plane_ns,
+        tmp_path,
+        gated,
+        "gt-block",
+        config=BLOCK,
+        jobs={"first": 1, "second": 1, "third": 1},
+    )
+    c.start_runway()
+    c.create_job("first")
+    c.until("first binds (Running, not Ready: it blocks admission)", lambda: c.bound_pods() == 1)
+    c.create_job("second")
+    c.create_job("third")
+    c.until("second and third are gated", lambda: {"second-0", "third-0"} <= c.seen_gated)
+
+    def waiting(name: str) -> bool:
+        pod = c.pods()[name]
+        return GATE in gates_of(pod) and not pod["spec"].get("nodeName")
+
+    stays(
+        c,
+        "second and third stay gated while first is not Ready",
+        lambda: waiting("second-0") and waiting("third-0"),
+        3,
+    )
+    c.plane.set_pod_running("first-0", NS, ready=True)
+    c.until(
+        "second binds once first is Ready",
+        lambda: c.pods()["second-0"]["spec"].get("nodeName"),
+        within=30,
+    )
+    stays(c, "third keeps its gate while second is not Ready", lambda: waiting("third-0"), 4)
+    assert "third-0" not in c.seen_unschedulable, (
+        "third was ungated with second and held by the filter"
+    )
+    c.plane.set_pod_running("second-0", NS, ready=True)
+    c.until("third binds once second is Ready", lambda: c.bound_pods() == 3, within=30)
+    assert {"second-0", "third-0"} <= c.seen_gated
+    assert not {"second-0", "third-0"} & c.seen_unschedulable, c.seen_unschedulable
 
 
 def test_with_the_webhook_down_pods_are_created_and_held_by_the_filter(

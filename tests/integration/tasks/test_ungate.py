@@ -14,7 +14,7 @@ import pytest
 
 from app import metrics
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
-from app.policy.schedgate import GATE
+from app.policy.schedgate import ADMITTING_S, GATE
 from tests.integration.tasks.test_wakeup import CONFIG, T0, World
 
 
@@ -101,8 +101,12 @@ async def test_a_gang_is_ungated_together_once_all_its_pods_exist(world: World) 
     assert w.waker.waiting_gangs == {}
 
 
+CONCURRENT = {"waitForPodsReady": {"enable": True, "timeout": "30s", "blockAdmission": False}}
+"""waitForPodsReady without blockAdmission: workloads are admitted concurrently."""
+
+
 async def test_workloads_are_ungated_whole_in_queue_order_within_the_rate_limit() -> None:
-    w = World(rate=1.0, burst=2)
+    w = World(CONCURRENT, rate=1.0, burst=2)
     try:
         w.api.jobs["ml/later"] = {**w.api.jobs["ml/train"]}
         w.api.jobs["ml/later"]["metadata"] = {
@@ -192,3 +196,88 @@ async def test_a_failed_removal_is_tried_again(world: World) -> None:
     w.clock.advance(0.6)
     await w.run()
     assert gates_of(w, "solo") == []
+
+
+BLOCK = {"waitForPodsReady": {"enable": True, "timeout": "30s", "blockAdmission": True}}
+
+
+def solo(w: World, name: str, **labels: str) -> None:
+    """A gated one-pod workload ``name`` created now, then a second later on the clock."""
+    gate(w.add_pod(name, labels={"runway.dev/workload": name, **labels}))
+    w.clock.advance(1)
+
+
+async def test_block_admission_ungates_one_workload_and_the_next_when_it_is_ready() -> None:
+    """Both free at the pass's start: ungating the first admits it, so the second keeps its
+    gate (not ungated to be held by the filter: Unschedulable, autoscaler demand) through the
+    first's bind until it is PodsReady."""
+    w = World(BLOCK)
+    try:
+        solo(w, "first")
+        solo(w, "second")
+        w.sync()
+        await w.run()
+        assert ungates(w) == ["first"]
+        assert gates_of(w, "second") == [GATE]
+        held = w.waker.held_back["ml/second"]
+        assert held.rule == "block-admission"
+        assert "admitted workload ml/first is not PodsReady" in held.reason
+        w.clock.advance(1)
+        await w.run()
+        assert ungates(w) == ["first"], "the first has not bound yet: it is still admitted"
+        w.bind("first")  # bound, not Ready: the filter's own facts block the second now
+        w.clock.advance(20)
+        await w.run()
+        assert ungates(w) == ["first"] and w.waker._admitting == {}
+        assert {u: h.rule for u, h in w.waker.held.items()} == {"uid-second": "block-admission"}
+        w.bind("first", ready=True)
+        await w.run()
+        assert ungates(w) == ["first", "second"]
+        assert w.wakes() == [], "a gated pod is never touched"
+    finally:
+        await w.close()
+
+
+async def test_an_ungated_workload_that_never_binds_stops_blocking_after_a_while() -> None:
+    """The filter counts a workload as admitted only from its bind: one that does not fit
+    blocks the next only ``ADMITTING_S``, and the pass is due then."""
+    w = World(BLOCK)
+    try:
+        solo(w, "first")
+        solo(w, "second")
+        w.sync()
+        await w.run()
+        assert ungates(w) == ["first"]
+        w.clock.advance(ADMITTING_S - 1)
+        wait = await w.run()
+        assert ungates(w) == ["first"] and wait <= 1.0 + 0.1
+        w.clock.advance(1.1)
+        await w.run()
+        assert ungates(w) == ["first", "second"]
+    finally:
+        await w.close()
+
+
+async def test_strict_fifo_ungates_only_each_queues_head() -> None:
+    config = {
+        **CONCURRENT,
+        "queues": [
+            {"name": "fifo", "queueingStrategy": "StrictFIFO"},
+            {"name": "other", "queueingStrategy": "StrictFIFO"},
+        ],
+    }
+    w = World(config)
+    try:
+        for name, queue in (("a", "fifo"), ("b", "fifo"), ("x", "other"), ("y", "other")):
+            solo(w, name, **{"runway.dev/queue": queue})
+        w.sync()
+        await w.run()
+        assert sorted(ungates(w)) == ["a", "x"], "one head per queue"
+        w.clock.advance(1)
+        await w.run()
+        assert sorted(ungates(w)) == ["a", "x"], "ungated, not bound: still the heads"
+        w.bind("a")
+        await w.run()
+        assert sorted(ungates(w)) == ["a", "b", "x"]
+    finally:
+        await w.close()
