@@ -34,12 +34,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
+import socket
 import ssl
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -65,6 +68,14 @@ from tests.runway_process import free_port, run_runway
 
 SCHEDULER = "runway-bench-gates"
 GATE = "runway.dev/admission"
+RUNWAY_CONFIG: dict[str, Any] = {
+    "queues": [{"name": "team"}],
+    "kubernetes": {"leaderElection": {"enable": False}},
+    "preemption": {"schedulerNames": [SCHEDULER]},
+    # blockAdmission off: one workload at a time is not what this measures
+    "waitForPodsReady": {"enable": True, "timeout": "30m", "blockAdmission": False},
+    "logging": {"level": "warning"},
+}
 WORKLOADS = 50
 NODES = 8
 
@@ -309,22 +320,34 @@ def apiserver_webhook_buckets(plane: ControlPlane) -> dict[float, float]:
     return out
 
 
-def direct_burst(plane: ControlPlane, tmp: Path, n: int, config: dict[str, Any]) -> dict[str, Any]:
-    """The burst as the chart wires the webhook: kube-apiserver calls runway's own HTTPS REST
-    port (``--rest-port``, the serving certificate, no relay in between), timed by
-    kube-apiserver's histogram and runway's; runway alone on the plane (no scheduler)."""
+class Https(NamedTuple):
+    """A webhook server on loopback HTTPS: its URL, and runway's metrics URL (None: not runway)."""
+
+    url: str
+    metrics: str | None
+
+
+def _serving_certificate(tmp: Path) -> tuple[CA, Path, Path]:
+    """A CA and a 127.0.0.1 serving certificate signed by it, written under ``tmp``."""
     ca = CA("runway-bench-gates-ca")
     leaf = ca.issue("127.0.0.1", server=True)
-    for name, data in (("tls.crt", leaf.cert), ("tls.key", leaf.key)):
-        (tmp / name).write_bytes(data)
-    tls = {"certFile": str(tmp / "tls.crt"), "keyFile": str(tmp / "tls.key")}
+    cert, key = tmp / "tls.crt", tmp / "tls.key"
+    cert.write_bytes(leaf.cert)
+    key.write_bytes(leaf.key)
+    return ca, cert, key
+
+
+@contextlib.contextmanager
+def runway_https(
+    plane: ControlPlane, tmp: Path, config: dict[str, Any], ca: CA, cert: Path, key: Path
+) -> Iterator[Https]:
+    """runway as the chart runs it: HTTPS, the REST API (and the webhook) on a port of its own."""
     path = tmp / "runway-direct.yaml"
+    tls = {"certFile": str(cert), "keyFile": str(key)}
     path.write_text(yaml.safe_dump(harness_config({**config, "server": {"tls": tls}})))
-    verify = ssl.create_default_context(cafile=None)
+    verify = ssl.create_default_context()
     verify.load_verify_locations(cadata=ca.pem.decode())
     rest_port = free_port()
-    ns = "gates-direct"
-    plane.ensure_namespace(ns)
     args = ("--kubeconfig", str(plane.kubeconfig), "--config", str(path))
     with run_runway(
         tmp,
@@ -332,24 +355,61 @@ def direct_burst(plane: ControlPlane, tmp: Path, n: int, config: dict[str, Any])
         scheme="https",
         client_options={"verify": verify},
     ) as rw:
-        name = "runway-bench-gate-direct"
-        register_gate_webhook(
-            plane,
-            name,
-            f"https://127.0.0.1:{rest_port}/webhooks/gate",
-            ca.pem,
-            [ns],
-            scheduler=SCHEDULER,
-        )
-        try:
-            api0, handler0 = apiserver_webhook_buckets(plane), handler_buckets(rw.url)
-            creates = create_many(plane, ns, [pod_body(f"d-{i}", f"d-{i}") for i in range(n)])
-            api1, handler1 = apiserver_webhook_buckets(plane), handler_buckets(rw.url)
-        finally:
-            unregister_gate_webhook(plane, name)
+        yield Https(f"https://127.0.0.1:{rest_port}/webhooks/gate", rw.url)
+
+
+@contextlib.contextmanager
+def go_floor(tmp: Path, cert: Path, key: Path) -> Iterator[Https | None]:
+    """The floor: ``bench/go_webhook`` (the same answer from Go, nothing decided), built with the
+    machine's Go; None where there is no Go. Stopped by its pid."""
+    go = shutil.which("go") or (
+        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
+    )
+    if go is None:
+        yield None
+        return
+    binary = tmp / "go-webhook"
+    source = Path(__file__).parent / "go_webhook"
+    subprocess.run([go, "build", "-o", str(binary), "."], cwd=source, check=True, timeout=600)
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(binary), "-cert", str(cert), "-key", str(key), "-addr", f"127.0.0.1:{port}"]
+    )
+    try:
+
+        def listening() -> bool:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+                return True
+            return False
+
+        poll(listening, within=30, what="the Go webhook listening", every=0.1)
+        yield Https(f"https://127.0.0.1:{port}/webhooks/gate", None)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def https_burst(plane: ControlPlane, name: str, server: Https, ca: CA, n: int) -> dict[str, Any]:
+    """``n`` pod CREATEs (16 at once) through the webhook at ``server`` as the chart registers
+    it, timed by kube-apiserver's histogram (and runway's, when it is runway)."""
+    ns = f"gates-{name}"
+    plane.ensure_namespace(ns)
+    hook = f"runway-bench-gate-{name}"
+    register_gate_webhook(plane, hook, server.url, ca.pem, [ns], scheduler=SCHEDULER)
+
+    def handler() -> dict[float, float]:
+        return handler_buckets(server.metrics) if server.metrics else {}
+
+    try:
+        api0, handler0 = apiserver_webhook_buckets(plane), handler()
+        creates = create_many(plane, ns, [pod_body(f"d-{i}", f"d-{i}") for i in range(n)])
+        api1, handler1 = apiserver_webhook_buckets(plane), handler()
+    finally:
+        unregister_gate_webhook(plane, hook)
     within_5ms = api1.get(0.005, 0.0) - api0.get(0.005, 0.0)
     calls = api1[max(api1)] - api0.get(max(api1), 0.0)
     out = {
+        "server": name,
         "pods": n,
         "gated_at_creation": sum(c.gated for c in creates),
         "apiserver_calls": calls,
@@ -357,11 +417,29 @@ def direct_burst(plane: ControlPlane, tmp: Path, n: int, config: dict[str, Any])
         "apiserver_share_within_5ms": round(within_5ms / calls, 4) if calls else 0.0,
         "apiserver_p99_le_ms": bucket_quantile(api0, api1, 0.99) * 1e3,
         "apiserver_p50_le_ms": bucket_quantile(api0, api1, 0.5) * 1e3,
-        "handler_p99_le_ms": bucket_quantile(handler0, handler1, 0.99) * 1e3,
+        "handler_p99_le_ms": bucket_quantile(handler0, handler1, 0.99) * 1e3 if handler1 else None,
         "create_p50_ms": round(percentile([c.seconds for c in creates], 0.5) * 1e3, 2),
         "create_p99_ms": round(percentile([c.seconds for c in creates], 0.99) * 1e3, 2),
     }
     empty(plane, ns)
+    return out
+
+
+def chart_bursts(
+    plane: ControlPlane, tmp: Path, n: int, config: dict[str, Any], rounds: int
+) -> list[dict[str, Any]]:
+    """The burst as the chart wires the webhook — kube-apiserver calling runway's own HTTPS REST
+    port, no relay — and against the Go floor, alternating ``rounds`` times; nothing else runs
+    on the plane (no scheduler)."""
+    ca, cert, key = _serving_certificate(tmp)
+    out: list[dict[str, Any]] = []
+    with runway_https(plane, tmp, config, ca, cert, key) as runway, go_floor(tmp, cert, key) as go:
+        for _ in range(rounds):
+            out.append(https_burst(plane, "runway", runway, ca, n))
+            print(out[-1], flush=True)
+            if go is not None:
+                out.append(https_burst(plane, "go-floor", go, ca, n))
+                print(out[-1], flush=True)
     return out
 
 
@@ -378,14 +456,58 @@ def serial_creates(plane: ControlPlane, ns: str, n: int = 100) -> float:
     return round(statistics.median(times) * 1e3, 2)
 
 
+def print_chart(direct: list[dict[str, Any]], burst: int) -> None:
+    print_table(
+        f"webhook as the chart wires it: {burst} CREATEs (16 at once), kube-apiserver to "
+        "HTTPS on loopback; go-floor: the same answer from Go",
+        [
+            "server",
+            "calls",
+            "within 5 ms",
+            "apiserver p50 <= ms",
+            "apiserver p99 <= ms",
+            "handler p99 <= ms",
+            "create p50 ms",
+            "create p99 ms",
+        ],
+        [
+            [
+                d["server"],
+                f"{d['apiserver_calls']:g}",
+                f"{d['apiserver_share_within_5ms']:.1%}",
+                f"{d['apiserver_p50_le_ms']:g}",
+                f"{d['apiserver_p99_le_ms']:g}",
+                "-" if d["handler_p99_le_ms"] is None else f"{d['handler_p99_le_ms']:g}",
+                f"{d['create_p50_ms']:.2f}",
+                f"{d['create_p99_ms']:.2f}",
+            ]
+            for d in direct
+        ],
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--release", default="1.37.2")
     ap.add_argument("--held", type=int, default=1000)
     ap.add_argument("--fit", type=int, default=200)
     ap.add_argument("--burst", type=int, default=500)
+    ap.add_argument(
+        "--chart-rounds", type=int, default=2, help="bursts as the chart wires the webhook"
+    )
     ap.add_argument("--out", type=Path, default=OUT / "gates.json")
+    ap.add_argument(
+        "--chart-only", action="store_true", help="only the bursts as the chart wires the webhook"
+    )
     args = ap.parse_args(argv)
+    if args.chart_only:
+        with control_plane_up(args.release) as plane, tempfile.TemporaryDirectory() as tmp:
+            direct = chart_bursts(plane, Path(tmp), args.burst, RUNWAY_CONFIG, args.chart_rounds)
+        print_chart(direct, args.burst)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        record = {"machine": machine(), "release": args.release, "burst_chart": direct}
+        args.out.write_text(json.dumps(record, indent=2))
+        return 0
     modes: list[dict[str, Any]] = []
     with (
         control_plane_up(args.release) as plane,
@@ -396,15 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             plane.create_node(f"gates-n{n}", capacity={"cpu": "8", "memory": "32Gi", "pods": "110"})
         factory = RunwayFactory(plane, Path(tmp))
         try:
-            runway_config: dict[str, Any] = {
-                "queues": [{"name": "team"}],
-                "kubernetes": {"leaderElection": {"enable": False}},
-                "preemption": {"schedulerNames": [SCHEDULER]},
-                # blockAdmission off: one workload at a time is not what this measures
-                "waitForPodsReady": {"enable": True, "timeout": "30m", "blockAdmission": False},
-                "logging": {"level": "warning"},
-            }
-            rw = factory.start(runway_config)
+            rw = factory.start(RUNWAY_CONFIG)
             config = write_scheduler_config(
                 Path(tmp) / "scheduler.yaml",
                 rw.url,
@@ -432,8 +546,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # the burst again as the chart wires it, runway alone on the plane
             plane.stop_scheduler()
             factory.close()
-            direct = direct_burst(plane, Path(tmp), args.burst, runway_config)
-            print(direct, flush=True)
+            direct = chart_bursts(plane, Path(tmp), args.burst, RUNWAY_CONFIG, args.chart_rounds)
         finally:
             factory.close()
             plane.stop_scheduler()
@@ -480,30 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
         ],
     )
-    print_table(
-        f"webhook as the chart wires it: {args.burst} CREATEs (16 at once), kube-apiserver to "
-        "runway's HTTPS port",
-        [
-            "calls",
-            "within 5 ms",
-            "apiserver p50 <= ms",
-            "apiserver p99 <= ms",
-            "handler p99 <= ms",
-            "create p50 ms",
-            "create p99 ms",
-        ],
-        [
-            [
-                f"{direct['apiserver_calls']:g}",
-                f"{direct['apiserver_share_within_5ms']:.1%}",
-                f"{direct['apiserver_p50_le_ms']:g}",
-                f"{direct['apiserver_p99_le_ms']:g}",
-                f"{direct['handler_p99_le_ms']:g}",
-                f"{direct['create_p50_ms']:.2f}",
-                f"{direct['create_p99_ms']:.2f}",
-            ]
-        ],
-    )
+    print_chart(direct, args.burst)
     print_table(
         "pod CREATE p50, 100 serial",
         ["no webhook ms", "webhook registered, runway down ms"],
@@ -517,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "release": args.release,
                 "modes": modes,
                 "burst": burst_result,
-                "burst_direct": direct,
+                "burst_chart": direct,
                 "create_p50_ms": {"no_webhook": none_ms, "runway_down": down_ms},
             },
             indent=2,

@@ -1,0 +1,3 @@
+module gowebhook
+
+go 1.21
