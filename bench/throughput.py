@@ -372,12 +372,12 @@ def start_extender(
         default = {"kubernetes": {"leaderElection": {"enable": False}}}
         config.write_text(yaml.safe_dump(runway_config or default))
         args = ["--kubeconfig", str(plane.kubeconfig), "--config", str(config)]
-        env = None
+        tree = None
         if name == "runway-base":
             if base_tree is None:
                 raise ValueError("runway-base needs --base-tree")
-            env = {"PYTHONPATH": str(base_tree)}
-        with run_runway(tmp, args, env=env) as proc:
+            tree = base_tree.resolve()
+        with run_runway(tmp, args, tree=tree) as proc:
             poll(lambda: _healthy(proc.url), within=60, what="runway ready")
             yield proc.url, proc.proc.pid
         return

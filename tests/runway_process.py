@@ -70,10 +70,14 @@ def run_runway(
     *,
     scheme: str = "http",
     client_options: Mapping[str, Any] | None = None,
+    tree: Path | None = None,
 ) -> Iterator[RunwayProcess]:
     """Run ``python -m app serve --port <free> *args``; stop it by pid on exit, even on failure.
 
     ``scheme="https"`` with ``client_options`` (httpx ``verify``/``cert``) for a TLS runway.
+    ``tree``: run the ``app`` package of that checkout (a benchmark's A/B): the process starts
+    there, since ``python -m`` puts its working directory first on ``sys.path``, before
+    ``PYTHONPATH`` (which alone would still run this tree's ``app``).
     """
     port = free_port()
     log = tmp / f"runway-{port}.log"
@@ -85,6 +89,7 @@ def run_runway(
             stdout=out,
             stderr=subprocess.STDOUT,
             env=full_env,
+            cwd=tree,
         )
     try:
         wait_until_healthy(f"{scheme}://127.0.0.1:{port}", proc, client_options=client_options)
