@@ -372,9 +372,7 @@ async def update_record(
     book: RecordBook, key: WorkloadKey, update: Callable[[EvictionRecord | None], Any]
 ) -> EvictionRecord | None:
     """Read-modify-write ``key``'s eviction record with ``update``; the record it made."""
-    applied: list[EvictionRecord] = []
-    state = await book.change(key, book.eviction_change(key, update, applied))
-    return applied[0] if state is not None and applied else None
+    return await book.record_eviction(key, update)
 
 
 async def write_record(

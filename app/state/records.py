@@ -397,8 +397,8 @@ class RecordBook:
     ) -> Change:
         """The change that read-modify-writes the workload's eviction record with ``update``;
         for ``change``. A record that says deactivated makes ``spec.active`` false; one that
-        does not, true. ``applied`` receives the record ``update`` made (a write of what memory
-        held may go out without it: ``change``'s return alone does not say it was applied)."""
+        does not, true. ``applied`` receives the record ``update`` made: ``record_eviction``,
+        which says whether the write applied it."""
 
         def on_state(current: RecordState) -> RecordState | None:
             new = update(current.record)
@@ -422,12 +422,21 @@ class RecordBook:
 
     # -- write (async) --------------------------------------------------------------------------
 
+    async def record_eviction(self, key: WorkloadKey, update: Update) -> EvictionRecord | None:
+        """``change`` with ``eviction_change(key, update)``; the record ``update`` made when
+        that write applied it, else None (``update`` made none, or the workload gets no
+        record). Did MY update apply, not merely was something written: a write of the state
+        held in memory may go out without it, so ``change``'s return alone does not say."""
+        applied: list[EvictionRecord] = []
+        state = await self.change(key, self.eviction_change(key, update, applied))
+        return applied[0] if state is not None and applied else None
+
     async def change(
         self, key: WorkloadKey, change: Change, *, durable: bool = False
     ) -> RecordState | None:
         """Read-modify-write the workload's record — the one way a record is written (the
-        changes: ``eviction_change``, ``life_change``, the gate's mirror, activation); returns
-        what was written (None: nothing).
+        changes: ``eviction_change`` through ``record_eviction``, ``life_change``, the gate's
+        mirror, activation); returns what was written (None: nothing).
         ``durable`` (a person's ``:activate``/``:deactivate``): a failed write raises
         ``RecordWriteFailed`` and nothing is kept in memory — the person is told.
 
@@ -644,9 +653,7 @@ class RecordBook:
         key = workload_of(victim)
         if not self.cache.is_managed(victim):
             return None  # a victim kube-scheduler offered that runway does not manage
-        applied: list[EvictionRecord] = []
-        state = await self.change(key, self.eviction_change(key, change, applied))
-        written = applied[0] if state is not None and applied else None
+        written = await self.record_eviction(key, change)
         if (key, preemptor_uid) not in self._preempted:
             self._preempted[(key, preemptor_uid)] = None
             while len(self._preempted) > MEMO_LIMIT:

@@ -223,9 +223,7 @@ class PodsReadyEvictor(Ticker):
                 failed_pools=pools,
             )
 
-        applied: list[EvictionRecord] = []
-        state = await self.records.change(key, self.records.eviction_change(key, change, applied))
-        record = applied[0] if state is not None and applied else None
+        record = await self.records.record_eviction(key, change)
         if record is not None:
             self.evicted += 1
             reason = DEACTIVATED if record.deactivated else PODS_READY_TIMEOUT

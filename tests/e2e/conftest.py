@@ -14,6 +14,8 @@ pointed at it, and helpers with which a test plays the kubelet and the scheduler
   directory, and ALWAYS ``tools/kube down DIR`` afterwards, even when a test or ``up`` fails.
 * ``runway`` (function): ``runway.start(...)`` runs ``python -m app serve --kubeconfig ... --port
   <free>`` and returns a handle; every process is stopped BY ITS PID at teardown (never by name).
+* ``made`` (function): the clusters a test makes, closed at teardown; then the module's
+  namespace (its ``NS``, on its ``plane`` fixture) is emptied (``ControlPlane.empty_namespace``).
 * ``write_scheduler_config`` / ``ControlPlane.start_scheduler``: register runway as an extender
   of a real kube-scheduler, in the KubeSchedulerConfiguration API the release reads
   (``ControlPlane.config_api``: v1beta1 on 1.20, v1 from 1.25).
@@ -33,7 +35,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pytest
@@ -474,6 +476,20 @@ class ControlPlane:
         )
         assert r.status_code in (200, 404), r.text
 
+    def empty_namespace(self, namespace: str) -> None:
+        """Delete every pod and Job of ``namespace``, so the next test starts from an empty one
+        (a Job in the background: orphaning, the default, waits for a garbage collector this
+        plane does not run)."""
+        for p in self.pods():
+            if p["metadata"]["namespace"] == namespace:
+                self.delete_pod(p["metadata"]["name"], namespace)
+        for job in self.api.get(f"/apis/batch/v1/namespaces/{namespace}/jobs").json()["items"]:
+            r = self.api.delete(
+                f"/apis/batch/v1/namespaces/{namespace}/jobs/{job['metadata']['name']}",
+                params={"propagationPolicy": "Background"},
+            )
+            assert r.status_code in (200, 404), r.text
+
     def pods(self) -> list[dict[str, Any]]:
         """Every pod in the cluster."""
         items: list[dict[str, Any]] = (
@@ -571,6 +587,26 @@ def dedicated_plane(k8s_release: str) -> Iterator[ControlPlane]:
     plane) or need a cluster no other test touches."""
     with control_plane_up(k8s_release) as plane:
         yield plane
+
+
+class Closes(Protocol):
+    """What a test makes and must close when it ends (``test_requeue_e2e.Cluster``)."""
+
+    def close(self) -> None: ...
+
+
+@pytest.fixture
+def made(request: pytest.FixtureRequest, plane: ControlPlane) -> Iterator[list[Closes]]:
+    """The clusters a test makes (``made.append(c)``), closed when it ends, even when it fails;
+    then the test module's namespace (its ``NS``) is emptied on the module's ``plane``, so each
+    test starts from an empty namespace."""
+    clusters: list[Closes] = []
+    try:
+        yield clusters
+    finally:
+        for c in clusters:
+            c.close()
+        plane.empty_namespace(request.module.NS)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

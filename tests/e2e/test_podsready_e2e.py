@@ -24,7 +24,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,24 +46,6 @@ def plane(dedicated_plane: ControlPlane) -> ControlPlane:
     dedicated_plane.ensure_priority_class("pr-low", 100)
     dedicated_plane.ensure_namespace(NS)
     return dedicated_plane
-
-
-@pytest.fixture
-def made(plane: ControlPlane) -> Iterator[list[Cluster]]:
-    clusters: list[Cluster] = []
-    try:
-        yield clusters
-    finally:
-        for c in clusters:
-            c.close()
-        for p in plane.pods():  # each test starts from an empty namespace
-            if p["metadata"]["namespace"] == NS:
-                plane.delete_pod(p["metadata"]["name"], NS)
-        for job in plane.api.get(f"/apis/batch/v1/namespaces/{NS}/jobs").json()["items"]:
-            plane.api.delete(
-                f"/apis/batch/v1/namespaces/{NS}/jobs/{job['metadata']['name']}",
-                params={"propagationPolicy": "Background"},  # no garbage collector to orphan
-            )
 
 
 def cluster(

@@ -9,7 +9,6 @@ so the bar is 2 s plus that round."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,20 +31,7 @@ BASE: dict[str, Any] = {
 @pytest.fixture
 def plane(dedicated_plane: ControlPlane) -> ControlPlane:
     dedicated_plane.ensure_namespace(NS)
-    for p in dedicated_plane.pods():  # each test starts from an empty namespace
-        if p["metadata"]["namespace"] == NS:
-            dedicated_plane.delete_pod(p["metadata"]["name"], NS)
     return dedicated_plane
-
-
-@pytest.fixture
-def made(plane: ControlPlane) -> Iterator[list[Cluster]]:
-    clusters: list[Cluster] = []
-    try:
-        yield clusters
-    finally:
-        for c in clusters:
-            c.close()
 
 
 def cluster(

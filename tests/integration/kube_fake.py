@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ import respx
 
 from app.clock import ManualClock
 from app.config.requeue import RequeuingStrategyConfig
-from app.kube.workloadrecords import KubeRecordStore
+from app.kube.workloadrecords import WORKLOAD_RECORDS, KubeRecordStore
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.backoff import no_jitter
 from app.policy.queues import QueueTree
@@ -274,7 +275,7 @@ class FakeApiServer:
         return httpx.Response(200, stream=_WatchStream(self, kind, after, self.generation))
 
 
-# --- jobs and pods over httpx.MockTransport (eviction records, PodsReady, the waker) ---
+# --- jobs, pods and records over a respx router (eviction records, PodsReady, the waker) ----
 
 BATCH = {
     "kind": "APIResourceList",
@@ -284,6 +285,18 @@ BATCH = {
         {"name": "jobs/status", "kind": "Job", "namespaced": True},
     ],
 }
+
+NS = r"/namespaces/(?P<namespace>[^/]+)"
+NAME = r"/(?P<name>[^/]+)(?P<status>/status)?"
+RECORDS = re.escape(f"/apis/{WORKLOAD_RECORDS.group}/{WORKLOAD_RECORDS.version}")
+FAULT = "fault"
+
+SideEffect = Callable[..., httpx.Response | None]
+"""A respx side effect: the request (and the route, when it asks) in, an answer or None out."""
+Obj = dict[str, Any]
+Store = dict[str, Obj]
+ObjectVerb = Callable[[httpx.Request, Store, str, Obj, bool], httpx.Response]
+"""What a method does to one pod or Job: (request, its store, its key, it, /status?)."""
 
 
 class _Hang(httpx.AsyncByteStream):
@@ -310,10 +323,42 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
             target[k] = v
 
 
+def _body(request: httpx.Request) -> Any:
+    return json.loads(request.content) if request.content else None
+
+
+def _status(code: int, reason: str, message: str) -> httpx.Response:
+    return httpx.Response(
+        code, json={"kind": "Status", "code": code, "reason": reason, "message": message}
+    )
+
+
+def _event(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(201 if request.method == "POST" else 200, json=_body(request))
+
+
+def _pass_on(request: httpx.Request) -> None:
+    """Answers nothing: the request goes on to the next route."""
+    del request
+
+
+def once(answer: httpx.Response) -> SideEffect:
+    """A side effect that answers ``answer`` the first time and passes every request on after
+    (a route records only the calls it answered)."""
+
+    def side_effect(request: httpx.Request, route: respx.Route) -> httpx.Response | None:
+        del request
+        return None if route.called else answer
+
+    return side_effect
+
+
 @dataclass
 class FakeApi:
     """Jobs and pods with discovery, GET, merge/strategic PATCH (with preconditions), DELETE,
-    and a LIST + hanging WATCH of jobs. ``conflicts`` PATCHes of owners answer 409 first."""
+    and a LIST + hanging WATCH of jobs. ``conflicts`` PATCHes of owners answer 409 first.
+    ``router``: a route per method and path, each a path regex (respx replaces a route of the
+    same pattern: a ``fault``'s plain path never is one), behind the one ``fault`` route."""
 
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -324,135 +369,178 @@ class FakeApi:
     between_conflicts: Any = None
     record_refusal: tuple[int, str] | None = None
     """``(code, reason)`` every record write is answered with (a quota, an old schema)."""
-    requests: list[tuple[str, str, Any]] = field(default_factory=list)
     stop: asyncio.Event = field(default_factory=asyncio.Event)
+    router: respx.Router = field(init=False)
+
+    def __post_init__(self) -> None:
+        r = self.router = respx.Router(base_url=BASE, assert_all_called=False)
+        r.route(name=FAULT).mock(side_effect=_pass_on)  # first: see ``fault``
+        r.get(path__regex=r"^/version$").respond(json=VERSION)
+        r.get(path__regex=r"^/apis/batch/v1$").respond(json=BATCH)
+        # Events: accepted (POST, or PATCH of a count), kept only in the router's calls
+        events = r"^/api/v1/namespaces/[^/]+/events(?:/[^/]+)?$"
+        r.route(path__regex=events).mock(side_effect=_event)
+        r.get(path__regex=r"^/apis/apps/v1/daemonsets$").mock(side_effect=self._listed({}))
+        jobs = r"^/apis/batch/v1(?:/namespaces/[^/]+)?/jobs$"
+        r.get(path__regex=jobs).mock(side_effect=self._listed(self.jobs))
+        for prefix, kind in (("/api/v1", "pods"), ("/apis/batch/v1", "jobs")):
+            path = rf"^{prefix}{NS}/{kind}{NAME}$"
+            r.get(path__regex=path).mock(side_effect=self._object(kind, self._get))
+            r.delete(path__regex=path).mock(side_effect=self._object(kind, self._delete))
+            r.patch(path__regex=path).mock(side_effect=self._object(kind, self._patch))
+        records = rf"^{RECORDS}(?:/namespaces/[^/]+)?/workloadrecords$"
+        r.get(path__regex=records).mock(side_effect=self._listed(self.records))
+        r.post(path__regex=rf"^{RECORDS}{NS}/workloadrecords$").mock(
+            side_effect=self._create_record
+        )
+        r.route(path__regex=rf"^{RECORDS}{NS}/workloadrecords{NAME}$").mock(
+            side_effect=self._record
+        )
 
     @property
     def transport(self) -> httpx.MockTransport:
-        return httpx.MockTransport(self.handle)
+        """Hand this to ``KubeClient(transport=...)``."""
+        return httpx.MockTransport(self.router.async_handler)
+
+    @property
+    def requests(self) -> list[tuple[str, str, Any]]:
+        """Every request answered, in order: ``(method, path, JSON body or None)``."""
+        return [(c.request.method, c.request.url.path, _body(c.request)) for c in self.router.calls]
 
     def calls(self, method: str, prefix: str = "") -> list[tuple[str, str, Any]]:
         return [r for r in self.requests if r[0] == method and r[1].startswith(prefix)]
 
-    def _status(self, code: int, reason: str, message: str) -> httpx.Response:
-        return httpx.Response(
-            code, json={"kind": "Status", "code": code, "reason": reason, "message": message}
-        )
+    def fault(
+        self, answer: httpx.Response | SideEffect | None = None, **pattern: Any
+    ) -> respx.Route:
+        """Answer the requests ``pattern`` matches (respx lookups: ``method``, ``path``…) with
+        ``answer`` before the fake does: a response, or a side effect (None from it passes the
+        request on to the fake, as ``once`` does after its first answer). ``fault()`` ends it.
+        The route, for its ``calls`` (the fault's only: one fault at a time)."""
+        route = self.router.route(name=FAULT, **pattern)  # a name's route keeps its place
+        route.reset()
+        if isinstance(answer, httpx.Response):
+            return route.mock(return_value=answer)
+        return route.mock(side_effect=answer or _pass_on)
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        path = request.url.path
-        body = json.loads(request.content) if request.content else None
-        self.requests.append((request.method, path, body))
-        if path == "/apis/batch/v1":
-            return httpx.Response(200, json=BATCH)
-        if path == "/version":
-            return httpx.Response(200, json=VERSION)
-        parts = path.strip("/").split("/")
-        if "events" in parts:  # Events: accepted, kept only in ``requests``
-            return httpx.Response(201 if request.method == "POST" else 200, json=body)
-        if path == "/apis/apps/v1/daemonsets":  # none, watched forever
+    # -- routes ------------------------------------------------------------------------------
+
+    def _listed(self, objects: dict[str, dict[str, Any]]) -> SideEffect:
+        """A LIST of ``objects`` as they are then, or a WATCH that hangs until ``stop``."""
+
+        def side_effect(request: httpx.Request) -> httpx.Response:
             if request.url.params.get("watch") == "true":
                 return httpx.Response(200, stream=_Hang(self.stop))
-            return httpx.Response(
-                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": []}
-            )
-        if path.startswith("/apis/batch/v1/") and parts[-1] == "jobs":
-            if request.url.params.get("watch") == "true":
-                return httpx.Response(200, stream=_Hang(self.stop))
-            items = list(self.jobs.values())
-            return httpx.Response(
-                200, json={"metadata": {"resourceVersion": str(self.rv)}, "items": items}
-            )
-        if "workloadrecords" in parts:
-            return self._record(request, parts, body)
-        store, kind = (self.jobs, "jobs") if "jobs" in parts else (self.pods, "pods")
-        i = parts.index(kind)
-        key = f"{parts[i - 1]}/{parts[i + 1]}"
-        obj = store.get(key)
-        if obj is None:
-            return self._status(404, "NotFound", f"{kind} {key} not found")
-        if request.method == "GET":
-            return httpx.Response(200, json=obj)
-        if request.method == "DELETE":
-            pre = (body or {}).get("preconditions", {})
-            if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
-                return self._status(409, "Conflict", "Precondition failed: UID")
-            del store[key]
-            return httpx.Response(200, json=obj)
-        assert request.method == "PATCH"
+            meta = {"resourceVersion": str(self.rv)}
+            return httpx.Response(200, json={"metadata": meta, "items": list(objects.values())})
+
+        return side_effect
+
+    def _object(self, kind: str, verb: ObjectVerb) -> SideEffect:
+        """A side effect for one pod or Job: 404 when there is none, else ``verb`` on it."""
+        store = self.jobs if kind == "jobs" else self.pods
+
+        def side_effect(
+            request: httpx.Request, namespace: str, name: str, status: str | None
+        ) -> httpx.Response:
+            key = f"{namespace}/{name}"
+            obj = store.get(key)
+            if obj is None:
+                return _status(404, "NotFound", f"{kind} {key} not found")
+            return verb(request, store, key, obj, bool(status))
+
+        return side_effect
+
+    def _get(
+        self, request: httpx.Request, store: Store, key: str, obj: Obj, status: bool
+    ) -> httpx.Response:
+        return httpx.Response(200, json=obj)
+
+    def _delete(
+        self, request: httpx.Request, store: Store, key: str, obj: Obj, status: bool
+    ) -> httpx.Response:
+        pre = (_body(request) or {}).get("preconditions", {})
+        if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
+            return _status(409, "Conflict", "Precondition failed: UID")
+        del store[key]
+        return httpx.Response(200, json=obj)
+
+    def _patch(
+        self, request: httpx.Request, store: Store, key: str, obj: Obj, status: bool
+    ) -> httpx.Response:
+        body = _body(request)
         if request.headers.get("content-type") == "application/json-patch+json":
             try:
                 patched = apply_patch(obj, body)
             except PatchFailed as exc:
-                return self._status(422, "Invalid", f"the server rejected our request: {exc}")
+                return _status(422, "Invalid", f"the server rejected our request: {exc}")
             store[key] = patched
             self.rv += 1
             patched["metadata"]["resourceVersion"] = str(self.rv)
             return httpx.Response(200, json=patched)
         meta = (body or {}).get("metadata", {})
-        if kind == "jobs" and self.conflicts > 0:
+        if store is self.jobs and self.conflicts > 0:
             self.conflicts -= 1
             if self.between_conflicts:
                 self.between_conflicts(obj)
-            return self._status(409, "Conflict", "the object has been modified")
+            return _status(409, "Conflict", "the object has been modified")
         if meta.get("uid") and meta["uid"] != obj["metadata"]["uid"]:
-            return self._status(409, "Conflict", "Precondition failed: UID")
+            return _status(409, "Conflict", "Precondition failed: UID")
         if (
             meta.get("resourceVersion")
             and meta["resourceVersion"] != obj["metadata"]["resourceVersion"]
         ):
-            return self._status(409, "Conflict", "the object has been modified")
+            return _status(409, "Conflict", "the object has been modified")
         patch = json.loads(json.dumps(body))
         patch.get("metadata", {}).pop("uid", None)
         patch.get("metadata", {}).pop("resourceVersion", None)
-        if parts[-1] == "status":  # strategic: conditions merged by type
-            status = patch.get("status", {})
+        if status:  # strategic: conditions merged by type
+            changes = patch.get("status", {})
             conds = obj.setdefault("status", {}).setdefault("conditions", [])
-            for c in status.pop("conditions", []):
+            for c in changes.pop("conditions", []):
                 conds[:] = [x for x in conds if x["type"] != c["type"]] + [c]
-            _merge(obj["status"], status)
+            _merge(obj["status"], changes)
         else:
             _merge(obj, patch)
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         return httpx.Response(200, json=obj)
 
-    def _record(self, request: httpx.Request, parts: list[str], body: Any) -> httpx.Response:
-        """``/apis/runway.dev/v1alpha1[/namespaces/NS]/workloadrecords[/NAME[/status]]``."""
-        i = parts.index("workloadrecords")
-        name = parts[i + 1] if len(parts) > i + 1 else None
-        if name is None and request.method == "GET":
-            if request.url.params.get("watch") == "true":
-                return httpx.Response(200, stream=_Hang(self.stop))
-            return httpx.Response(
-                200,
-                json={
-                    "metadata": {"resourceVersion": str(self.rv)},
-                    "items": list(self.records.values()),
-                },
-            )
-        ns = parts[i - 1]
+    def _create_record(self, request: httpx.Request, namespace: str) -> httpx.Response:
+        if self.record_refusal is not None:
+            return self._refused()
+        body = _body(request)
+        workload = body["spec"]["workload"]
+        if len(workload["name"]) > 253 or len(workload["source"]) > 316:
+            # the chart's CRD schema (maxLength), as the API server applies it
+            return _status(422, "Invalid", "spec.workload: Too long")
+        key = f"{namespace}/{body['metadata']['name']}"
+        if key in self.records:
+            return _status(409, "AlreadyExists", f"workloadrecords {key} exists")
+        self.rv += 1
+        obj = json.loads(json.dumps(body))
+        obj["metadata"].update(
+            uid=f"uid-wlr-{key}", resourceVersion=str(self.rv), namespace=namespace
+        )
+        obj.pop("status", None)  # the status subresource: ignored on create
+        self.records[key] = obj
+        return httpx.Response(201, json=obj)
+
+    def _refused(self) -> httpx.Response:
+        assert self.record_refusal is not None
+        code, reason = self.record_refusal
+        return _status(code, reason, f"workloadrecords refused: {reason}")
+
+    def _record(
+        self, request: httpx.Request, namespace: str, name: str, status: str | None
+    ) -> httpx.Response:
+        """GET, DELETE, PUT ``/status`` and merge PATCH of one WorkloadRecord."""
         if request.method != "GET" and self.record_refusal is not None:
-            code, reason = self.record_refusal
-            return self._status(code, reason, f"workloadrecords refused: {reason}")
-        if request.method == "POST":
-            workload = body["spec"]["workload"]
-            if len(workload["name"]) > 253 or len(workload["source"]) > 316:
-                # the chart's CRD schema (maxLength), as the API server applies it
-                return self._status(422, "Invalid", "spec.workload: Too long")
-            key = f"{ns}/{body['metadata']['name']}"
-            if key in self.records:
-                return self._status(409, "AlreadyExists", f"workloadrecords {key} exists")
-            self.rv += 1
-            obj = json.loads(json.dumps(body))
-            obj["metadata"].update(uid=f"uid-wlr-{key}", resourceVersion=str(self.rv), namespace=ns)
-            obj.pop("status", None)  # the status subresource: ignored on create
-            self.records[key] = obj
-            return httpx.Response(201, json=obj)
-        key = f"{ns}/{name}"
+            return self._refused()
+        key = f"{namespace}/{name}"
         obj = self.records.get(key)
         if obj is None:
-            return self._status(404, "NotFound", f"workloadrecords {key} not found")
+            return _status(404, "NotFound", f"workloadrecords {key} not found")
         if request.method == "GET":
             return httpx.Response(200, json=obj)
         if request.method == "DELETE":
@@ -462,15 +550,16 @@ class FakeApi:
             self.conflicts -= 1
             if self.between_conflicts:
                 self.between_conflicts(obj)
-            return self._status(409, "Conflict", "the object has been modified")
+            return _status(409, "Conflict", "the object has been modified")
+        body = _body(request)
         meta = (body or {}).get("metadata", {})
         if (
             meta.get("resourceVersion")
             and meta["resourceVersion"] != obj["metadata"]["resourceVersion"]
         ):
-            return self._status(409, "Conflict", "the object has been modified")
+            return _status(409, "Conflict", "the object has been modified")
         if request.method == "PUT":
-            assert parts[-1] == "status", "runway writes a record's status only through /status"
+            assert status, "runway writes a record's status only through /status"
             obj["status"] = body.get("status", {})
         else:
             assert request.method == "PATCH"

@@ -1,4 +1,4 @@
-"""Workload records over a faked API server (httpx.MockTransport): a WorkloadRecord created with
+"""Workload records over a faked API server (a respx router): a WorkloadRecord created with
 the workload's controllers as owners, its status written through the status subresource with a
 resourceVersion precondition, a conflict re-read, read back without I/O and after a restart
 (LIST), deactivation on ``spec.active``, nothing ever written to Jobs or pods, in memory without

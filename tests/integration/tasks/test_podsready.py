@@ -233,19 +233,12 @@ async def test_a_half_done_eviction_is_finished_without_counting_twice(world: Wo
     w.bind()
     w.clock.advance(31)
     # the first attempt records, then the delete of one pod fails for good (403)
-    real = w.api.handle
-
-    async def forbid_delete(request: httpx.Request) -> httpx.Response:
-        if request.method == "DELETE":
-            return httpx.Response(403, json={"kind": "Status", "code": 403, "reason": "Forbidden"})
-        return await real(request)
-
-    w.api.handle = forbid_delete  # type: ignore[method-assign]
-    w.kube.http._transport = httpx.MockTransport(forbid_delete)
+    forbidden = {"kind": "Status", "code": 403, "reason": "Forbidden"}
+    w.api.fault(httpx.Response(403, json=forbidden), method="DELETE")
     await w.evict_due()
     assert w.record().count == 1
     assert len(w.api.pods) == 2
-    w.kube.http._transport = httpx.MockTransport(real)
+    w.api.fault()
     w.clock.advance(1)
     await w.evict_due()
     assert w.api.pods == {}

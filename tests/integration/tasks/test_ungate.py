@@ -15,6 +15,7 @@ import pytest
 from app import metrics
 from app.model.eviction import PODS_READY_TIMEOUT, EvictionRecord
 from app.policy.schedgate import ADMITTING_S, GATE
+from tests.integration.kube_fake import once
 from tests.integration.tasks.test_wakeup import CONFIG, T0, World
 
 
@@ -175,17 +176,7 @@ async def test_a_failed_removal_is_tried_again(world: World) -> None:
     w = world
     gate(w.add_pod("solo"))
     w.sync()
-    real = w.api.handle
-    failures = {"n": 0}
-
-    async def flaky(request: httpx.Request) -> httpx.Response:
-        if request.method == "PATCH" and failures["n"] < 1:
-            failures["n"] += 1
-            return httpx.Response(403, json={"kind": "Status", "code": 403})
-        return await real(request)
-
-    assert w.kube is not None
-    w.kube.http._transport = httpx.MockTransport(flaky)
+    w.api.fault(once(httpx.Response(403, json={"kind": "Status", "code": 403})), method="PATCH")
     errors = metrics.GATES_REMOVED.labels("error")
     before = errors._value.get()
     await w.run()

@@ -12,7 +12,6 @@ from typing import Any
 
 import httpx
 import pytest
-import respx
 
 from app import metrics
 from app.clock import ManualClock
@@ -26,7 +25,7 @@ from app.wire import decode_preemption_args
 from app.wiring import Runway
 from tests.asgi import asgi_client
 from tests.builders import bind, job_obj, pod, pod_obj, pool_node, runway_config, write_record
-from tests.integration.kube_fake import FakeApi
+from tests.integration.kube_fake import FakeApi, once
 from tests.integration.kube_helpers import client, until
 
 T0 = 1_800_000_000.0
@@ -315,20 +314,8 @@ async def test_gone_pods_are_skipped_and_failed_patches_retried(world: World) ->
     # train-0 was deleted (the cache has not heard yet); train-1 re-created under a new UID
     del w.api.pods["ml/train-0"]
     w.api.pods["ml/train-1"]["metadata"]["uid"] = "uid-new"
-    assert w.kube is not None
-    real = w.kube.http._transport  # the fake API server, behind one refused PATCH
-    router = respx.Router(base_url="https://kube.test", assert_all_called=False)
-
-    def refuse_once(request: httpx.Request, route: respx.Route) -> httpx.Response | None:
-        # A route records only the calls it answered: after the 403, None passes on.
-        return None if route.called else httpx.Response(403, json={"kind": "Status", "code": 403})
-
-    async def forward(request: httpx.Request) -> httpx.Response:
-        return await real.handle_async_request(request)
-
-    refused = router.patch(path="/api/v1/namespaces/ml/pods/train-2").mock(side_effect=refuse_once)
-    router.route().mock(side_effect=forward)
-    w.kube.http._transport = httpx.MockTransport(router.async_handler)
+    refusal = once(httpx.Response(403, json={"kind": "Status", "code": 403}))
+    refused = w.api.fault(refusal, method="PATCH", path="/api/v1/namespaces/ml/pods/train-2")
     w.clock.advance(1.1)
     before = metrics.REQUEUE_WAKEUPS.labels("gone")._value.get()
     await w.waker.run_once()
