@@ -22,7 +22,6 @@ kube-scheduler with runway as its extender; the test plays the kubelet and the J
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,19 +63,6 @@ def cluster(
         priority_class="lc-low",
         ready=True,
     )
-
-
-@pytest.fixture
-def tmp_cluster(plane: ControlPlane, tmp_path: Path) -> Iterator[list[Cluster]]:
-    made: list[Cluster] = []
-    try:
-        yield made
-    finally:
-        for c in made:
-            c.close()
-        for p in plane.pods():  # each test starts from an empty namespace
-            if p["metadata"]["namespace"] == NS:
-                plane.delete_pod(p["metadata"]["name"], NS)
 
 
 def bound_names(c: Cluster) -> set[str]:
@@ -131,7 +117,7 @@ def unscheduled_pod(c: Cluster, name: str, owner: str) -> None:
 
 
 def test_partial_gang_times_out_and_the_workload_behind_it_binds(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     config = {
         "waitForPodsReady": {
@@ -142,7 +128,7 @@ def test_partial_gang_times_out_and_the_workload_behind_it_binds(
         }
     }
     c = cluster(plane, tmp_path, "lc-gang-node", "4", config, {"gang": 3})
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("gang")
     runway = c.start_runway()
     c.until("two of the gang's three pods bind", lambda: len(bound_names(c)) == 2)
@@ -168,12 +154,12 @@ def test_partial_gang_times_out_and_the_workload_behind_it_binds(
 
 
 def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     config = {"minRuntime": {"defaultPreemptMinRuntime": "10m"}}
     c = cluster(plane, tmp_path, "lc-protect-node", "2", config, {"guard": 2})
     c.cpu = "1"
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("guard")
     runway = c.start_runway()
     c.until("the gang runs", lambda: len(bound_names(c)) == 2)
@@ -202,7 +188,7 @@ def test_protected_gang_with_a_pending_replacement_keeps_its_protection(
 
 
 def test_failed_pod_with_a_ready_replacement_is_not_evicted(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     config = {
         "waitForPodsReady": {
@@ -213,7 +199,7 @@ def test_failed_pod_with_a_ready_replacement_is_not_evicted(
         }
     }
     c = cluster(plane, tmp_path, "lc-failed-node", "8", config, {"work": 2})
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("work")
     runway = c.start_runway()
     c.until("the Job runs", lambda: runway.get(f"/v1/workloads/{NS}/work")["podsReady"])
@@ -255,7 +241,7 @@ def set_ready(c: Cluster, name: str, ready: bool) -> None:
 
 
 def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     """Issue #27 item 5 (KEP-349: ``timeout`` "applies before the job has started"): a gang of 2
     whose first pod was Ready and then crashed, while the second never became Ready, was never
@@ -264,7 +250,7 @@ def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
     config = {"waitForPodsReady": {"enable": True, "timeout": "8s", "blockAdmission": False}}
     c = cluster(plane, tmp_path, "lc-crash-node", "8", config, {"crash": 2})
     c.ready = False  # the test's kubelet starts the pods not Ready
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("crash")
     runway = c.start_runway()
     c.until("both pods run", lambda: bound_names(c) == {"crash-0", "crash-1"})
@@ -287,7 +273,7 @@ def test_a_gang_never_pods_ready_times_out_although_one_pod_was_ready(
 
 
 def test_a_job_with_a_failed_pod_is_short_of_its_parallelism_and_times_out(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     """KEP-349: PodsReady is measured against the workload's size, "we don't take failed pods
     into account". A Job of 3 whose pods are all bound, 2 Ready and 1 Failed (no replacement: the
@@ -296,7 +282,7 @@ def test_a_job_with_a_failed_pod_is_short_of_its_parallelism_and_times_out(
     config = {"waitForPodsReady": {"enable": True, "timeout": "15s", "blockAdmission": False}}
     c = cluster(plane, tmp_path, "lc-parallel-node", "8", config, {"short": 3})
     c.ready = False  # the test's kubelet starts the pods not Ready; the test makes two Ready
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("short")
     runway = c.start_runway()
     names = {"short-0", "short-1", "short-2"}
@@ -342,10 +328,10 @@ def test_a_job_with_a_failed_pod_is_short_of_its_parallelism_and_times_out(
 
 
 def test_recreated_job_keeps_its_place_in_creation_order(
-    plane: ControlPlane, tmp_path: Path, tmp_cluster: list[Cluster]
+    plane: ControlPlane, tmp_path: Path, made: list[Cluster]
 ) -> None:
     c = cluster(plane, tmp_path, "lc-order-node", "2", {}, {"old": 1})
-    tmp_cluster.append(c)
+    made.append(c)
     c.create_job("old")
     runway = c.start_runway()
     c.until("the old Job runs", lambda: bound_names(c) == {"old-0"})
