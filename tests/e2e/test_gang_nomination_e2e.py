@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ControlPlane, RunwayHandle, poll, runway_scheduling
+from tests.e2e.conftest import ControlPlane, RunwayHandle, poll
 from tests.e2e.test_preemption_e2e import (
     SCHEDULER,
     bound_and_running,
@@ -44,7 +44,7 @@ from tests.e2e.test_preemption_e2e import (
     pod,
     setup_ns,
 )
-from tests.e2e.webhook import GateWebhook
+from tests.e2e.webhook import gated_runway_scheduling
 
 pytestmark = pytest.mark.e2e
 
@@ -70,22 +70,14 @@ def stack(
         "preemption": {"async": True, "gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
         "logging": {"level": "info"},
     }
-    with (
-        runway_scheduling(
-            plane,
-            tmp_path_factory.mktemp("gang"),
-            config,
-            scheduler_name=SCHEDULER,
-            priorities={"low": 100, "high": 1000},
-        ) as rw,
-        GateWebhook(rw.url) as gates,
-    ):
-        if plane.at_least("1.30"):
-            # holds as gates (issue #34), as in test_preemption_e2e: a gang pod reaches the
-            # scheduler only once runway has it (never refused as unknown, so its first
-            # attempt is the preemption this test is about)
-            plane.ensure_namespace("gang-probe")
-            gates.register(plane, ["gang-probe"], every_namespace=True, scheduler=SCHEDULER)
+    with gated_runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("gang"),
+        config,
+        scheduler_name=SCHEDULER,
+        priorities={"low": 100, "high": 1000},
+        probe_namespace="gang-probe",
+    ) as rw:
         yield plane, rw
 
 

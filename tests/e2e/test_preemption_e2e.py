@@ -36,9 +36,8 @@ from tests.e2e.conftest import (
     ControlPlane,
     RunwayHandle,
     poll,
-    runway_scheduling,
 )
-from tests.e2e.webhook import UNDELETABLE, DeleteWebhook, GateWebhook
+from tests.e2e.webhook import UNDELETABLE, DeleteWebhook, gated_runway_scheduling
 
 pytestmark = pytest.mark.e2e
 
@@ -68,21 +67,14 @@ def stack(
         "preemption": {"async": True, "gateTimeout": "60s", "schedulerNames": [SCHEDULER]},
         "logging": {"level": "info"},
     }
-    with (
-        runway_scheduling(
-            plane,
-            tmp_path_factory.mktemp("preempt"),
-            config,
-            scheduler_name=SCHEDULER,
-            priorities={"low": 100, "high": 1000, "top": 2000},
-        ) as rw,
-        GateWebhook(rw.url) as gates,
-    ):
-        if plane.at_least("1.30"):
-            # holds as gates (issue #34), as the chart registers them: a pod reaches the
-            # scheduler only once runway has it (a preemptor is never refused as unknown)
-            plane.ensure_namespace("pre-probe")
-            gates.register(plane, ["pre-probe"], every_namespace=True, scheduler=SCHEDULER)
+    with gated_runway_scheduling(
+        plane,
+        tmp_path_factory.mktemp("preempt"),
+        config,
+        scheduler_name=SCHEDULER,
+        priorities={"low": 100, "high": 1000, "top": 2000},
+        probe_namespace="pre-probe",
+    ) as rw:
         yield plane, rw
 
 

@@ -20,6 +20,7 @@ Shared by the e2e tests (``tests/e2e/test_takeover_e2e.py``) and the benchmark
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import ssl
 import sys
@@ -28,6 +29,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,7 +38,7 @@ from typing import Any, Literal
 import httpx
 
 from tests.certs import CA
-from tests.e2e.conftest import ControlPlane, poll
+from tests.e2e.conftest import ControlPlane, RunwayHandle, poll, runway_scheduling
 
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 """Where MutatingWebhookConfigurations live."""
@@ -441,3 +443,29 @@ def register_gate_webhook(
 def unregister_gate_webhook(plane: ControlPlane, name: str) -> None:
     """Delete the MutatingWebhookConfiguration ``name`` (gone already: fine)."""
     plane.api.delete(f"{WEBHOOKS}/{name}")
+
+
+@contextlib.contextmanager
+def gated_runway_scheduling(
+    plane: ControlPlane,
+    tmp: Path,
+    config: dict[str, Any],
+    *,
+    scheduler_name: str,
+    priorities: dict[str, int],
+    probe_namespace: str,
+) -> Iterator[RunwayHandle]:
+    """``runway_scheduling`` with runway's gate webhook registered as the chart registers it
+    where the release has gates (1.30+; issue #34): a pod reaches the scheduler only once
+    runway has it, so a preemptor is never refused as unknown. ``probe_namespace``: where the
+    registration's dry-run probe is created."""
+    with (
+        runway_scheduling(
+            plane, tmp, config, scheduler_name=scheduler_name, priorities=priorities
+        ) as rw,
+        GateWebhook(rw.url) as gates,
+    ):
+        if plane.at_least("1.30"):
+            plane.ensure_namespace(probe_namespace)
+            gates.register(plane, [probe_namespace], every_namespace=True, scheduler=scheduler_name)
+        yield rw
