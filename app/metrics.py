@@ -188,6 +188,14 @@ PREEMPTION_DURATION = Histogram(
     buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     registry=REGISTRY,
 )
+PREEMPTIONS_LEFT_BY_SCHEDULER = Counter(
+    "runway_preemptions_left_by_scheduler_total",
+    "Scheduler-executes mode: kube-scheduler asked preempt again for a preemptor runway held, "
+    "with a victim it was to delete still running (its DELETE refused or failed). runway opened "
+    "the gate and decided again, so the pod is retried at kube-scheduler's pace instead of "
+    "parked (DESIGN §4.4). Growing steadily: something refuses the scheduler's DELETEs.",
+    registry=REGISTRY,
+)
 PREEMPTIONS_REFUSED = Counter(
     "runway_preemptions_refused_total",
     "preempt calls refused because runway's cache does not confirm them (DESIGN §4: the preemptor "

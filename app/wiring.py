@@ -628,18 +628,6 @@ def _decisions_and_tasks(
         max_bytes=pre.decision_history_bytes,
         max_nodes=pre.decision_max_nodes,
     )
-    decider = PreemptDecider(
-        cache,
-        queues,
-        config.min_runtime,
-        gate,
-        decisions,
-        clock,
-        verify=kube is not None,
-        scheduler_names=pre.scheduler_names,
-        records=records,
-        shield=Shield.from_config(pre, home),
-    )
 
     def owners_of(pod: PodRef) -> tuple[ObjectRef, ...]:
         cached = cache.pod(pod.uid)
@@ -660,6 +648,20 @@ def _decisions_and_tasks(
         events=edge.events,
         owners_of=owners_of,
     )
+    decider = PreemptDecider(
+        cache,
+        queues,
+        config.min_runtime,
+        gate,
+        decisions,
+        clock,
+        verify=kube is not None,
+        scheduler_names=pre.scheduler_names,
+        records=records,
+        shield=Shield.from_config(pre, home),
+        scheduler_executes=lambda: not executor.takeover,
+    )
+
     is_leader = edge.is_leader
     return Runway(
         config=config,

@@ -8,7 +8,7 @@ bound passes, or after a failed task's back-off (``failed_retry_wait``) — whic
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from app.model.gate import GateEntry, PodRef
@@ -71,6 +71,33 @@ def check_gate(
     if now >= entry.deadline:
         return GateCheck(True, f"gate bound passed at {format_time(entry.deadline)}", outstanding)
     return GateCheck(False, "preemption in flight", outstanding)
+
+
+def left_by_the_scheduler(
+    entry: GateEntry,
+    state_of: Callable[[str], VictimState],
+    node_of: Callable[[str], str],
+    reserved: Collection[str],
+) -> tuple[PodRef, ...]:
+    """The victims kube-scheduler was to delete and did not, when it asks ``preempt`` for the
+    held preemptor again in scheduler-executes mode.
+
+    It asks again only once its own preemption's API calls are over (1.33+: its PreEnqueue holds
+    the pod while they run; before, they ran inside the cycle), so a victim on the chosen node
+    still running then was not deleted: its DELETE was refused (a webhook, a policy) or failed.
+    Left out: pods on other nodes (gang siblings runway deletes itself) and pods another
+    preemption in flight deletes (``reserved``: awaited here). Non-empty means the preemption
+    failed, and holding the gate would strand the pod: a held answer (``{}``) parks it as
+    unschedulable by NodeResourcesFit, which from 1.32 only a resource event re-queues (its
+    flush is 5 minutes). kube-scheduler's own retry — it re-activates a preemptor whose calls
+    failed — sets the pace then, as without runway."""
+    return tuple(
+        v
+        for v in entry.victims
+        if v.uid not in reserved
+        and node_of(v.uid) == entry.node
+        and state_of(v.uid) is VictimState.PRESENT
+    )
 
 
 def may_clear_nomination(

@@ -21,7 +21,13 @@ from app.model import Pod
 from app.model.gate import GateEntry, PodRef, is_sealed, seal
 from app.model.timestamps import format_time
 from app.policy.claims import Claim, room_after
-from app.policy.gate import GateCheck, VictimState, check_gate, failed_retry_wait
+from app.policy.gate import (
+    GateCheck,
+    VictimState,
+    check_gate,
+    failed_retry_wait,
+    left_by_the_scheduler,
+)
 from app.policy.quantity import QuantityError, add_resources, parse_resources, pod_requests
 from app.policy.workload import is_active
 from app.state.cache import CacheEvent, ClusterCache
@@ -190,6 +196,27 @@ class GateBook:
             self._failed[uid] = (now or 0.0) + wait
         for listener in self.listeners:
             listener()
+
+    def left_by_the_scheduler(self, entry: GateEntry, now: float) -> tuple[PodRef, ...]:
+        """``policy.gate.left_by_the_scheduler`` on the cache: the victims on ``entry``'s node
+        that kube-scheduler did not delete (scheduler-executes mode, asked again)."""
+
+        def node_of(uid: str) -> str:
+            pod = self.cache.pod(uid)
+            return (pod.spec.nodeName or "") if pod is not None else ""
+
+        return left_by_the_scheduler(
+            entry,
+            lambda uid: victim_state(self.cache, uid),
+            node_of,
+            self.reserved(now, besides=entry.preemptor.uid),
+        )
+
+    def scheduler_failed(self, uid: str) -> None:
+        """kube-scheduler's own preemption for ``uid`` failed (scheduler-executes mode): the
+        gate opens at once, without a back-off — a held answer would park the pod where, from
+        1.32, nothing runway does re-queues it; kube-scheduler paces its own retries."""
+        self.finish(uid, ok=False)
 
     def backing_off(self, uid: str) -> bool:
         """Whether ``uid``'s last preemption failed and its gate waits out the back-off (the

@@ -9,7 +9,7 @@ preemption budget per victim queue, against the preemption history in the worklo
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from app import metrics
@@ -81,7 +81,11 @@ class _Builder:
         preemptor: Pod,
         records: RecordBook | None = None,
         shield: Shield = NO_SHIELD,
+        scheduler_executes: Callable[[], bool] = lambda: False,
     ) -> None:
+        self.scheduler_executes = scheduler_executes
+        """Whether kube-scheduler executes the preemptions runway answers (``preemption.async``
+        false, or auto on 1.33+), asked on each call: the mode follows the detected release."""
         self.records = records
         self.shield = shield
         self.queues = queues
@@ -348,7 +352,11 @@ class PreemptDecider:
         scheduler_names: Collection[str] = ("default-scheduler",),
         records: RecordBook | None = None,
         shield: Shield = NO_SHIELD,
+        scheduler_executes: Callable[[], bool] = lambda: False,
     ) -> None:
+        self.scheduler_executes = scheduler_executes
+        """Whether kube-scheduler executes the preemptions runway answers (``preemption.async``
+        false, or auto on 1.33+), asked on each call: the mode follows the detected release."""
         self.records = records
         self.shield = shield
         """Pods never chosen as victims (protected namespaces, runway's own)."""
@@ -412,10 +420,24 @@ class PreemptDecider:
     def _decide(self, facts: PreemptionFacts, preemptor: Pod, now: float) -> Decision:
         """``policy.victims.decide`` with the gate's view: held (vetoed), the other preemptions'
         claims and their reserved victims."""
-        held = self.gate.held(preemptor, now)
-        # Only a failure's back-off has its own veto reason; in flight is the default one.
-        why = held[1].why if held is not None and self.gate.backing_off(preemptor.uid) else ""
         own = preemptor.metadata.uid
+        held = self.gate.held(preemptor, now)
+        if held is not None and self.scheduler_executes() and not self.gate.backing_off(own):
+            left = self.gate.left_by_the_scheduler(held[0], now)
+            if left:
+                # Asked again with victims still running: kube-scheduler's calls are over and
+                # did not delete them. Decide afresh rather than park the pod (DESIGN §4.4).
+                log.info(
+                    "kube-scheduler's preemption left victims running: deciding again",
+                    preemptor=preemptor.key,
+                    node=held[0].node,
+                    left=[v.key for v in left],
+                )
+                metrics.PREEMPTIONS_LEFT_BY_SCHEDULER.inc()
+                self.gate.scheduler_failed(own)
+                held = None
+        # Only a failure's back-off has its own veto reason; in flight is the default one.
+        why = held[1].why if held is not None and self.gate.backing_off(own) else ""
         return decide(
             facts.preemptor,
             facts.offers,

@@ -194,6 +194,30 @@ def test_a_held_preemptor_is_vetoed_as_in_flight_and_the_veto_is_logged() -> Non
     assert [d["reason"] for d in rt.decisions.latest()] == [outcome.decision.reason]
 
 
+def test_scheduler_executes_asked_again_with_a_victim_running_decides_again() -> None:
+    """kube-scheduler executes (``async`` false, auto on 1.33+) and asks again for a preemptor
+    runway holds while the victim it was to delete still runs: its DELETE was refused. The gate
+    opens (a failure, without back-off) and the call is decided again, so kube-scheduler retries
+    instead of parking the pod where nothing re-queues it from 1.32 (DESIGN §4.4)."""
+    rt = runtime()
+    rt.executor.takeover = False
+    hold(rt, HIGH, [LOW])
+    rt.gate.finish(HIGH.uid, ok=True)  # runway's part: gate mirrored, records written
+    outcome = rt.decider.decide(args(HIGH, ["uid-low"]))
+    assert outcome.decision is not None and not outcome.decision.vetoed_by_gate
+    assert outcome.plan is not None and [v.uid for v in outcome.plan.victims] == ["uid-low"]
+    assert rt.gate.failures(HIGH.uid) == 1
+
+
+def test_takeover_asked_again_with_a_victim_running_stays_held() -> None:
+    """In takeover runway makes the calls: its own task reports a failure (and backs off)."""
+    rt = runtime()
+    rt.executor.takeover = True
+    hold(rt, HIGH, [LOW])
+    outcome = rt.decider.decide(args(HIGH, ["uid-low"]))
+    assert outcome.decision is not None and outcome.decision.vetoed_by_gate
+
+
 def test_a_node_claimed_at_equal_priority_is_dropped_and_nothing_is_planned() -> None:
     rt = runtime()
     rival = pod("rival", node=None, priority=1000, nominated="n1")
