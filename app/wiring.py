@@ -684,6 +684,9 @@ def _decisions_and_tasks(
             is_leader=is_leader,
             mirror=records,
             scheduler_names=tuple(pre.scheduler_names),
+            # takeover where a touch re-queues nothing (1.32+): runway re-runs a failed
+            # preemption's calls when its back-off ends (DESIGN §4.4)
+            rerun_failed=lambda: executor.takeover and not decider.release.touch_requeues,
         ),
         evictor=PodsReadyEvictor(
             requeue,

@@ -105,6 +105,15 @@ class Release:
         return 60.0 if self.minor < (1, 21) else 300.0
 
     @property
+    def touch_requeues(self) -> bool:
+        """Whether a pod update (runway's wake-up touch) moves an unschedulable pod back to the
+        queue whatever rejected it: up to 1.31. From 1.32 QueueingHints (on by default; locked
+        on from 1.34) re-queue it only when a rejector's hint says the update may help, and an
+        extender counts among the rejectors only when its filter refused nodes: a preemptor
+        rejected by NodeResourcesFit alone waits for a resource event or the flush."""
+        return self.minor < (1, 32)
+
+    @property
     def scheduling_gates(self) -> bool:
         """Whether ``spec.schedulingGates`` holds pods for sure (GA 1.30; beta, on by default,
         1.27 to 1.29; alpha 1.26; absent on 1.20)."""
@@ -199,6 +208,7 @@ class Release:
             "takeover": self.takeover(configured_async),
             "zeroVictimNodes": self.zero_victim_nodes,
             "flushSeconds": self.flush_seconds,
+            "touchRequeues": self.touch_requeues,
             "schedulingGates": self.scheduling_gates,
             "holdsAsGates": self.gates(configured_gates),
             "schedulerNominates": self.scheduler_nominates,

@@ -2,7 +2,9 @@
 disappear, its failed task's back-off ends or its bound passes (removing its mirror from the
 preemptor's WorkloadRecord), and at startup resumes (leader) or releases the gates mirrored by a
 previous run or another replica — a resumed preemption only after the same cross-check against
-the cache a live ``preempt`` gets (``policy.crosscheck``)."""
+the cache a live ``preempt`` gets (``policy.crosscheck``). Where kube-scheduler cannot be made to
+ask again (takeover from 1.32), a failed preemption's calls are re-run, with that cross-check,
+when its back-off ends."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from collections.abc import Callable
 from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import GateEntry, PodRef, PreemptionPlan
-from app.policy.crosscheck import check_preemptor, check_victims
+from app.policy.crosscheck import Refusal, check_preemptor, check_victims
+from app.policy.gate import VictimState
 from app.state.cache import CacheEvent, ClusterCache
-from app.state.gate import GateBook
+from app.state.gate import GateBook, victim_state
 from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi, PreemptionRecorder
 from app.tasks.preemption import PreemptionExecutor
@@ -38,8 +41,14 @@ class GateKeeper(Ticker):
         interval_s: float = 1.0,
         mirror: PreemptionRecorder | None = None,
         scheduler_names: tuple[str, ...] = ("default-scheduler",),
+        rerun_failed: Callable[[], bool] = lambda: False,
     ) -> None:
         super().__init__("gatekeeper", tick=interval_s, debounce=0.0)
+        self.rerun_failed = rerun_failed
+        """Whether a failed preemption's calls are re-run by runway when its back-off ends,
+        rather than the preemptor woken for kube-scheduler to ask again: takeover on a release
+        where a touch does not re-queue a pod rejected by NodeResourcesFit (1.32+, QueueingHints;
+        ``Release.touch_requeues``). A victim's deletion is an event that re-queues it there."""
         self.gate = gate
         self.cache = cache
         self.executor = executor
@@ -110,6 +119,8 @@ class GateKeeper(Ticker):
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
         if retry:
+            if self.rerun_failed() and self._rerun_failed(entry):
+                return
             self.on_retry(entry.preemptor.uid)
 
     def pending_tasks(self) -> int:
@@ -143,14 +154,7 @@ class GateKeeper(Ticker):
                 self.release(entry, check.why)
                 log.info("released a gate left in flight", pod=entry.preemptor.key, why=check.why)
                 continue
-            pod = self.cache.pod(uid)
-            refusal = check_preemptor(uid, pod, self.scheduler_names)
-            if refusal is None and pod is not None:
-                refusal = check_victims(
-                    pod.priority,
-                    entry.node,
-                    [(v.uid, self.cache.pod(v.uid)) for v in check.outstanding],
-                )
+            refusal = self._rerun(entry, check.outstanding, "resumed after a runway restart")
             if refusal is not None:
                 self.release(entry, f"not resumed: {refusal.message}")
                 log.warning(
@@ -163,20 +167,61 @@ class GateKeeper(Ticker):
             log.info(
                 "resuming a preemption left in flight", pod=entry.preemptor.key, node=entry.node
             )
-            # Every API call names the pods as the cache knows them by UID (never by the names
-            # a record carries): a condition or a delete can only reach the checked pod.
-            victims = tuple(
-                PodRef.of(cached)
-                for v in check.outstanding
-                if (cached := self.cache.pod(v.uid)) is not None
+
+    def _rerun_failed(self, entry: GateEntry) -> bool:
+        """Re-run the calls of ``entry``'s failed preemption for the victims still running
+        (its gate just released at the end of its back-off); False when there are none or the
+        cross-check refuses (the preemptor is then woken as on any release)."""
+        outstanding = tuple(
+            v for v in entry.victims if victim_state(self.cache, v.uid) is VictimState.PRESENT
+        )
+        if not outstanding:
+            return False
+        refusal = self._rerun(entry, outstanding, "retried after a refused call")
+        if refusal is not None:
+            log.info(
+                "a failed preemption not retried: the cross-check refused it",
+                pod=entry.preemptor.key,
+                reason=refusal.reason,
+                why=refusal.message,
             )
-            self.executor.submit(
-                PreemptionPlan(
-                    preemptor=PodRef.of(pod) if pod is not None else entry.preemptor,
-                    node=entry.node,
-                    victims=victims,
-                    message=f"Preempted by {entry.preemptor.key} (resumed after a runway restart)",
-                    rule=entry.rule,
-                    priority=pod.priority if pod is not None else entry.priority,
-                )
+            return False
+        log.info(
+            "retrying a failed preemption's calls",
+            pod=entry.preemptor.key,
+            node=entry.node,
+            victims=[v.key for v in outstanding],
+        )
+        return True
+
+    def _rerun(self, entry: GateEntry, outstanding: tuple[PodRef, ...], why: str) -> Refusal | None:
+        """Submit ``entry``'s calls again for its ``outstanding`` victims after the cross-check a
+        live ``preempt`` gets (preemptor pending and handled by a scheduler runway serves, every
+        victim on that node with a lower priority than the cached preemptor's); the refusal
+        instead, and nothing called. The calls are idempotent (condition patch with a UID
+        precondition, record once, UID-precondition delete with 404 = done)."""
+        uid = entry.preemptor.uid
+        pod = self.cache.pod(uid)
+        refusal = check_preemptor(uid, pod, self.scheduler_names)
+        if refusal is None and pod is not None:
+            refusal = check_victims(
+                pod.priority, entry.node, [(v.uid, self.cache.pod(v.uid)) for v in outstanding]
             )
+        if refusal is not None or pod is None:
+            return refusal
+        # Every API call names the pods as the cache knows them by UID (never by the names a
+        # record carries): a condition or a delete can only reach the checked pod.
+        victims = tuple(
+            PodRef.of(cached) for v in outstanding if (cached := self.cache.pod(v.uid)) is not None
+        )
+        self.executor.submit(
+            PreemptionPlan(
+                preemptor=PodRef.of(pod),
+                node=entry.node,
+                victims=victims,
+                message=f"Preempted by {entry.preemptor.key} ({why})",
+                rule=entry.rule,
+                priority=pod.priority,
+            )
+        )
+        return None

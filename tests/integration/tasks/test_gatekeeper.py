@@ -136,3 +136,53 @@ async def test_the_end_of_a_failed_preemptions_back_off_wakes_the_preemptor() ->
     assert gk.sweep() == 1 and woken == [P.uid]
     await gk.stop()
     await rt.executor.drain(5)
+
+
+async def test_where_a_touch_requeues_nothing_the_end_of_the_back_off_reruns_the_calls() -> None:
+    """Takeover from 1.32 (``rerun_failed``): kube-scheduler re-queues a preemptor rejected by
+    NodeResourcesFit only on a resource event, so a touch would not bring it back; the keeper
+    re-runs the failed preemption's calls for the victims still running instead. Once the
+    refusal ends, the DELETE that succeeds is the event that re-queues the preemptor."""
+    api = FakeApi()
+    api.fail = lambda op, pod: RuntimeError("refused") if op == "delete" else None
+    rt = runtime_with(api, [preemptor(), pod(V[0]), pod(V[1])])
+    gk = GateKeeper(
+        rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api, rerun_failed=lambda: True
+    )
+    woken: list[str] = []
+    gk.on_retry = woken.append
+    assert rt.executor is not None and isinstance(rt.clock, ManualClock)
+    await rt.executor.run(PreemptionPlan(P, "n1", V, message="m"))
+    rt.cache.delete_pod(pod(V[1]))  # b went anyway; a still runs
+    rt.clock.advance(1.0)
+    api.fail = lambda op, pod: None  # the refusal ended
+    assert gk.sweep() == 1
+    assert woken == []  # re-run, not touched
+    await rt.executor.drain(5)
+    rerun = rt.executor.recent()[0]  # newest first
+    assert rerun.result == "success" and rerun.plan.victims == (V[0],)
+    assert "retried after a refused call" in rerun.plan.message
+    assert [c for c in api.calls if c[0] == "delete"][-1] == ("delete", "ns/a", None)
+    await gk.stop()
+
+
+async def test_a_rerun_the_cross_check_refuses_wakes_the_preemptor_instead() -> None:
+    """The preemptor bound elsewhere meanwhile (or gone): nothing is called; it is woken as on
+    any release (the waker skips a pod that is not pending)."""
+    api = FakeApi()
+    api.fail = lambda op, pod: RuntimeError("refused") if op == "delete" else None
+    rt = runtime_with(api, [preemptor(), pod(V[0])])
+    gk = GateKeeper(
+        rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api, rerun_failed=lambda: True
+    )
+    woken: list[str] = []
+    gk.on_retry = woken.append
+    assert rt.executor is not None and isinstance(rt.clock, ManualClock)
+    await rt.executor.run(PreemptionPlan(P, "n1", (V[0],), message="m"))
+    rt.cache.replace_pods([pod(P, node="n2", priority=10), pod(V[0])])  # bound elsewhere
+    rt.clock.advance(1.0)
+    calls = len(api.calls)
+    assert gk.sweep() == 1 and woken == [P.uid]
+    await rt.executor.drain(5)
+    assert len(rt.executor.recent()) == 1 and len(api.calls) == calls
+    await gk.stop()

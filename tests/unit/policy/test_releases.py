@@ -44,6 +44,7 @@ def test_an_unreadable_version_names_itself(text: str) -> None:
         ("1.24.0", "v1beta1", False, 300.0, False, False, True),
         ("1.25.0", "v1", False, 300.0, False, False, True),
         ("1.30.0", "v1", False, 300.0, True, False, True),
+        ("1.31.9", "v1", False, 300.0, True, False, True),
         ("1.32.9", "v1", False, 300.0, True, False, True),
         # from 1.33 the scheduler's own preemption is asynchronous; measured on 1.34 and 1.37,
         # takeover loses the storm to the scheduler executing (bench/RESULTS.md §3)
@@ -72,6 +73,8 @@ def test_decisions_per_release(
     assert release.takeover("auto") is takeover
     # an explicit setting wins on every release
     assert release.takeover(True) is True and release.takeover(False) is False
+    # from 1.32 QueueingHints: a touch does not re-queue a pod NodeResourcesFit rejected
+    assert release.touch_requeues is (release.minor < (1, 32))
 
 
 def test_the_auto_preemption_mode_is_the_measured_one() -> None:
