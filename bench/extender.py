@@ -57,6 +57,13 @@ MB = 1_000_000
 IN_PROCESS_BAR_S = 0.005
 HTTP_BAR_RATIO = 1.5
 SLOW_CALL_S = 2.0  # an in-process call slower than this is timed cold, not repeated
+GO_TOOLCHAIN = Path("/usr/local/go/bin/go")
+
+
+def go_command() -> str | None:
+    """The machine's ``go`` (on PATH, else ``/usr/local/go/bin/go``) for the benchmarks' Go
+    floors (``bench/go_webhook``, ``bench/go_extender``); None where there is none."""
+    return shutil.which("go") or (str(GO_TOOLCHAIN) if GO_TOOLCHAIN.exists() else None)
 
 
 # --------------------------------------------------------------------------- statistics

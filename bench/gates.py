@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import shutil
 import socket
 import ssl
 import statistics
@@ -51,7 +50,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.extender import OUT, machine, print_table
+from bench.extender import OUT, go_command, machine, print_table
 from bench.throughput import samples
 from tests.certs import CA
 from tests.e2e.conftest import (
@@ -362,9 +361,7 @@ def runway_https(
 def go_floor(tmp: Path, cert: Path, key: Path) -> Iterator[Https | None]:
     """The floor: ``bench/go_webhook`` (the same answer from Go, nothing decided), built with the
     machine's Go; None where there is no Go. Stopped by its pid."""
-    go = shutil.which("go") or (
-        "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
-    )
+    go = go_command()
     if go is None:
         yield None
         return

@@ -3,7 +3,7 @@
 Run ``python -m bench.throughput [--nodes 200] [--pods 1000] [--rounds 2] [--modes cache,list]
 [--extenders runway,go] [--release 1.20.2,1.34.4,1.37.2]``; issue #29's four-way comparison:
 ``--modes cache --extenders stock,go,runway-filter,runway``; issue #39's per-release one:
-``--start backlog --modes cache --extenders stock,runway-filter,runway --release
+``--start backlog --modes cache --extenders stock,go-floor,runway-filter,runway --release
 1.20.2,1.34.4,1.37.2``.
 
 Per release (``--release``, comma-separated; default ``$RUNWAY_K8S_RELEASES``, else the e2e
@@ -17,7 +17,10 @@ neither extender always runs first):
    leader election off, so it watches the plane's pods and nodes as in production) or the Go peer
    (``tools/go-peer``: official Kubernetes types, encoding/json); ``runway-filter`` is runway with
    the stanza runway documents when no preference needs ``prioritize`` (no ``prioritizeVerb``:
-   one call per cycle); ``stock`` is no extender at all (kube-scheduler alone);
+   one call per cycle); ``go-floor`` is ``bench/go_extender`` (Go, stdlib: filter passes every
+   node, nothing decided) registered with that filter-only stanza, built once per run with the
+   machine's Go (skipped, with a line saying so, where there is none): what the extender call
+   itself costs the cycle; ``stock`` is no extender at all (kube-scheduler alone);
 2. start a kube-scheduler whose only profile (a schedulerName unique to the run) calls that
    extender for filter and prioritize, ``nodeCacheCapable`` true (mode ``cache``: node names) or
    false (mode ``list``: full NodeList bodies), with ``clientConnection`` qps/burst 1000 so that
@@ -30,8 +33,10 @@ neither extender always runs first):
    https with a self-signed certificate from 1.21 (read without verification);
 4. stop the scheduler and the extender by pid; delete the pods (grace 0: there is no kubelet).
 
-Prints a table and the verdict (runway pods/s >= Go pods/s, per mode, mean over the rounds) and
-writes ``bench/out/throughput.json`` with the machine info.
+Prints a table and the verdict (runway pods/s >= Go pods/s, per mode, mean over the rounds),
+and with ``stock`` each configuration against kube-scheduler alone: the bar (runway filter-only
+>= ``FILTER_ONLY_BAR`` x stock) and, with ``go-floor``, the floor's ratio beside runway's (how
+much of the gap is the call itself). Writes ``bench/out/throughput.json`` with the machine info.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import payloads
 from bench import profile as cpu_profile
-from bench.extender import GO_PEER, OUT, machine, print_table
+from bench.extender import GO_PEER, GO_TOOLCHAIN, OUT, go_command, machine, print_table
 from tests.e2e.conftest import (
     ControlPlane,
     control_plane_up,
@@ -74,11 +79,18 @@ from tests.runway_process import free_port, run_runway
 
 EXTENDERS = ("runway", "go")
 """The pair issue #13's bars compare."""
-KINDS = ("stock", "go", "runway-filter", "runway", "runway-managed", "runway-base")
-"""Every configuration a run can measure (``--extenders``). ``runway-managed``: runway's
-filter-only stanza with ``managedResources: [nvidia.com/gpu]`` — kube-scheduler calls it only for
-pods requesting a GPU (``--gpu-pods``); ``runway-base``: runway (both verbs) from another tree
-(``--base-tree``: a same-run A/B of a change)."""
+KINDS = ("stock", "go", "go-floor", "runway-filter", "runway", "runway-managed", "runway-base")
+"""Every configuration a run can measure (``--extenders``). ``stock``: kube-scheduler alone;
+``go``: the Go peer (both verbs); ``go-floor``: ``bench/go_extender``, the cheapest extender
+(Go, stdlib, every node passes) with the filter-only stanza — what any extender's call costs
+here; ``runway-filter``: runway with the filter-only stanza; ``runway``: both verbs;
+``runway-managed``: runway's filter-only stanza with ``managedResources: [nvidia.com/gpu]`` —
+kube-scheduler calls it only for pods requesting a GPU (``--gpu-pods``); ``runway-base``: runway
+(both verbs) from another tree (``--base-tree``: a same-run A/B of a change)."""
+FILTER_ONLY = frozenset({"go-floor", "runway-filter", "runway-managed"})
+"""The kinds registered without ``prioritizeVerb`` (the stanza runway documents when no
+preference needs prioritize: one call per cycle)."""
+GO_FLOOR_SOURCE = Path(__file__).resolve().parent / "go_extender"
 GPU = "nvidia.com/gpu"
 GPUS_PER_NODE = "8"
 FILTER_ONLY_BAR = 0.9
@@ -353,6 +365,47 @@ def _healthy(url: str) -> bool:
         return False
 
 
+def build_go_floor(into: Path) -> Path | None:
+    """Build ``bench/go_extender`` into ``into`` with the machine's Go (``go_command``); the
+    binary, or None where there is no Go."""
+    go = go_command()
+    if go is None:
+        return None
+    binary = into / "go-extender"
+    subprocess.run(
+        [go, "build", "-o", str(binary), "."], cwd=GO_FLOOR_SOURCE, check=True, timeout=600
+    )
+    return binary
+
+
+@contextmanager
+def go_server(command: Sequence[str], url: str, log: Path, what: str) -> Iterator[int]:
+    """Run a Go extender (``command``, serving at ``url``) with its output in ``log``; yield
+    its pid once ``/readyz`` answers; stop it by pid (SIGTERM, then SIGKILL)."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(list(command), stdout=out, stderr=subprocess.STDOUT)
+    try:
+        poll(lambda: proc.poll() is None and _healthy(url), within=30, what=f"{what} ready")
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+@contextmanager
+def go_floor_server(binary: Path, tmp: Path) -> Iterator[tuple[str, int]]:
+    """The built ``bench/go_extender`` on a free loopback port: its URL and pid."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(binary), "-addr", f"127.0.0.1:{port}"]
+    with go_server(command, url, tmp / f"go-floor-{port}.log", "the Go floor") as pid:
+        yield url, pid
+
+
 @contextmanager
 def start_extender(
     name: str,
@@ -360,12 +413,20 @@ def start_extender(
     tmp: Path,
     runway_config: dict[str, Any] | None = None,
     base_tree: Path | None = None,
+    go_floor: Path | None = None,
 ) -> Iterator[tuple[str, int | None]]:
     """Run extender ``name`` on a free loopback port; yield its URL and pid; stop it by pid.
     runway reads ``runway_config`` (default: leader election off); ``runway-base`` runs the
-    ``app`` package of ``base_tree``. ``stock``: nothing runs (yields ``("", None)``)."""
+    ``app`` package of ``base_tree``; ``go-floor`` runs the binary ``go_floor``
+    (``build_go_floor``). ``stock``: nothing runs (yields ``("", None)``)."""
     if name == "stock":
         yield "", None
+        return
+    if name == "go-floor":
+        if go_floor is None:
+            raise ValueError("go-floor needs the bench/go_extender binary (build_go_floor)")
+        with go_floor_server(go_floor, tmp) as (url, pid):
+            yield url, pid
         return
     if name.startswith("runway"):
         config = tmp / "runway.yaml"
@@ -382,21 +443,10 @@ def start_extender(
             yield proc.url, proc.proc.pid
         return
     port = free_port()
-    with (tmp / f"go-{port}.log").open("wb") as log:
-        go = subprocess.Popen(
-            [str(GO_PEER), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        poll(lambda: go.poll() is None and _healthy(url), within=30, what="Go peer ready")
-        yield url, go.pid
-    finally:
-        go.terminate()
-        try:
-            go.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            go.kill()
-            go.wait(timeout=5)
+    url = f"http://127.0.0.1:{port}"
+    command = [str(GO_PEER), "--port", str(port)]
+    with go_server(command, url, tmp / f"go-{port}.log", "Go peer") as pid:
+        yield url, pid
 
 
 # --------------------------------------------------------------------------- one run
@@ -486,6 +536,36 @@ def watch_events(url: str) -> float:
     return sum(v for n, _, v in samples(f"{url}/metrics") if n == "runway_watch_events_total")
 
 
+def scheduler_config(
+    path: Path, extender: str, url: str, release: str, mode: str, scheduler_name: str
+) -> Path:
+    """The KubeSchedulerConfiguration of one run, written to ``path``: profile
+    ``scheduler_name`` calling extender ``extender`` at ``url`` (``nodeCacheCapable`` by
+    ``mode``) with filter and prioritize, or filter only (``FILTER_ONLY``); for ``stock`` no
+    extender; for ``runway-managed`` only pods requesting a GPU reach it. Client-side throttling
+    off (qps/burst 1000), so that it caps nothing."""
+    config = write_scheduler_config(
+        path,
+        url or "http://unused",
+        release=release,
+        node_cache_capable=MODES[mode],
+        scheduler_name=scheduler_name,
+        http_timeout="30s",
+        extra={"clientConnection": {"qps": 1000, "burst": 1000}},
+        prioritize=extender not in FILTER_ONLY,
+    )
+    if extender in ("stock", "runway-managed"):
+        stanza = yaml.safe_load(config.read_text())
+        if extender == "stock":  # kube-scheduler alone
+            del stanza["extenders"]
+        else:  # only pods requesting a GPU reach the extender
+            stanza["extenders"][0]["managedResources"] = [
+                {"name": GPU, "ignoredByScheduler": False}
+            ]
+        config.write_text(yaml.safe_dump(stanza, sort_keys=False))
+    return config
+
+
 def measure(
     plane: ControlPlane,
     tmp: Path,
@@ -498,6 +578,7 @@ def measure(
     runway_config: dict[str, Any] | None = None,
     gpu_pods: int = 0,
     base_tree: Path | None = None,
+    go_floor: Path | None = None,
 ) -> Run:
     """Start the extender and a scheduler pointing at it, schedule ``pods`` pods, clean up.
 
@@ -508,26 +589,8 @@ def measure(
     """
     tag = f"tp-r{rnd}-{extender}-{mode}"
     plane.ensure_namespace(tag)
-    with start_extender(extender, plane, tmp, runway_config, base_tree) as (url, pid):
-        config = write_scheduler_config(
-            tmp / f"{tag}.yaml",
-            url or "http://unused",
-            release=plane.release,
-            node_cache_capable=MODES[mode],
-            scheduler_name=tag,
-            http_timeout="30s",
-            extra={"clientConnection": {"qps": 1000, "burst": 1000}},
-            prioritize=extender not in ("runway-filter", "runway-managed"),
-        )
-        if extender in ("stock", "runway-managed"):
-            stanza = yaml.safe_load(config.read_text())
-            if extender == "stock":  # kube-scheduler alone
-                del stanza["extenders"]
-            else:  # only pods requesting a GPU reach the extender
-                stanza["extenders"][0]["managedResources"] = [
-                    {"name": GPU, "ignoredByScheduler": False}
-                ]
-            config.write_text(yaml.safe_dump(stanza, sort_keys=False))
+    with start_extender(extender, plane, tmp, runway_config, base_tree, go_floor) as (url, pid):
+        config = scheduler_config(tmp / f"{tag}.yaml", extender, url, plane.release, mode, tag)
         failure: list[BaseException] = []
         created_at: list[float] = []
         metrics_at: list[str] = []  # the scheduler's /metrics URL, once it serves
@@ -696,7 +759,8 @@ def summarise(runs: Sequence[Run], modes: Sequence[str]) -> list[dict[str, Any]]
 def against_stock(runs: Sequence[Run], mode: str = "cache") -> dict[str, Any] | None:
     """Issue #29: each configuration's pods/s as a ratio to kube-scheduler alone in the same
     round (median over the rounds), CPU-s per 1,000 pods of the extender and of the scheduler,
-    and the bar: runway filter-only >= ``FILTER_ONLY_BAR`` x stock. None without stock runs."""
+    and the bar: runway filter-only >= ``FILTER_ONLY_BAR`` x stock (``filter_only``), beside the
+    Go floor's ratio (``floor``: None without go-floor runs). None without stock runs."""
     mine = [r for r in runs if r.mode == mode]
     stock = {r.round: r.pods_per_s for r in mine if r.extender == "stock"}
     if not stock:
@@ -727,7 +791,31 @@ def against_stock(runs: Sequence[Run], mode: str = "cache") -> dict[str, Any] | 
         "bar": f"pods/s with runway filter-only >= {FILTER_ONLY_BAR}x kube-scheduler alone "
         "(same-round ratio, median over the rounds)",
         "met": filter_only is not None and filter_only >= FILTER_ONLY_BAR,
+        "filter_only": filter_only,
+        "floor": rows.get("go-floor", {}).get("ratio_to_stock"),
     }
+
+
+def floor_line(four_way: dict[str, Any]) -> str | None:
+    """The filter-only ratio beside the Go floor's (``against_stock``), in one line: how much
+    of runway's gap to kube-scheduler alone any extender's call costs on this machine. None
+    unless both were measured."""
+    mine, floor = four_way.get("filter_only"), four_way.get("floor")
+    if mine is None or floor is None:
+        return None
+    if mine >= FILTER_ONLY_BAR:
+        verdict = f"runway meets the {FILTER_ONLY_BAR}x bar"
+    elif floor >= FILTER_ONLY_BAR:
+        verdict = f"the floor meets the {FILTER_ONLY_BAR}x bar: the rest of the gap is runway's own"
+    else:
+        verdict = (
+            f"the floor is under the {FILTER_ONLY_BAR}x bar too: the call itself costs more "
+            "than the bar allows on this machine"
+        )
+    return (
+        f"runway filter-only {mine:.2f}x stock; the Go floor (bench/go_extender) {floor:.2f}x; "
+        f"runway {mine / floor:.2f}x the floor; {verdict}"
+    )
 
 
 def median_interval(
@@ -746,6 +834,46 @@ def median_interval(
 def fmt_opt(value: float | None) -> str:
     """Two decimals for the table, or a dash."""
     return "-" if value is None else f"{value:.2f}"
+
+
+def measure_release(
+    release: str,
+    ns: argparse.Namespace,
+    chosen: Sequence[str],
+    modes: Sequence[str],
+    runway_config: dict[str, Any] | None,
+    go_floor: Path | None,
+) -> list[Run]:
+    """Every round, mode and configuration of ``chosen`` on one control plane of ``release``
+    (``--nodes`` nodes; the order reversed every other round)."""
+    mine: list[Run] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
+        control_plane_up(release) as plane,
+    ):
+        create_nodes(plane, ns.nodes, gpus=ns.gpu_pods > 0)
+        print(f"{release}: control plane up at {plane.url}; {ns.nodes} nodes", flush=True)
+        for rnd in range(ns.rounds):
+            for mode in modes:
+                order = list(chosen) if rnd % 2 == 0 else list(chosen)[::-1]
+                for ext in order:
+                    mine.append(
+                        measure(
+                            plane,
+                            Path(tmp),
+                            ext,
+                            mode,
+                            rnd,
+                            ns.pods,
+                            ns.start,
+                            ns.profile,
+                            runway_config,
+                            ns.gpu_pods,
+                            ns.base_tree,
+                            go_floor,
+                        )
+                    )
+    return mine
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -815,7 +943,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     modes = ns.modes.split(",")
     if unknown := set(modes) - set(MODES):
         parser.error(f"unknown mode(s) {', '.join(sorted(unknown))}")
-    if "go" in ns.extenders.split(",") and not GO_PEER.exists():
+    wanted = [e.strip() for e in ns.extenders.split(",") if e.strip()]
+    if unknown := set(wanted) - set(KINDS):
+        parser.error(f"unknown extender(s) {', '.join(sorted(unknown))}")
+    if "go" in wanted and not GO_PEER.exists():
         parser.error(f"Go peer not built: run /work/shared/tools/go-peer/build.sh ({GO_PEER})")
     releases = bench_releases(ns.release)
     info = machine()
@@ -829,38 +960,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[Run] = []
     per_release: dict[str, dict[str, Any]] = {}
     met = True
-    for release in releases:
-        mine: list[Run] = []
-        with (
-            tempfile.TemporaryDirectory(prefix="runway-throughput-") as tmp,
-            control_plane_up(release) as plane,
-        ):
-            create_nodes(plane, ns.nodes, gpus=ns.gpu_pods > 0)
-            print(f"{release}: control plane up at {plane.url}; {ns.nodes} nodes", flush=True)
-            for rnd in range(ns.rounds):
-                for mode in modes:
-                    chosen = [e for e in KINDS if e in ns.extenders.split(",")]
-                    order = chosen if rnd % 2 == 0 else chosen[::-1]
-                    for ext in order:
-                        mine.append(
-                            measure(
-                                plane,
-                                Path(tmp),
-                                ext,
-                                mode,
-                                rnd,
-                                ns.pods,
-                                ns.start,
-                                ns.profile,
-                                runway_config,
-                                ns.gpu_pods,
-                                ns.base_tree,
-                            )
-                        )
-        runs += mine
-        bars, four_way = report(mine, modes, ns, release)
-        per_release[release] = {"bars": bars, "against_stock": four_way}
-        met = met and all(b["met"] for b in bars) and (four_way is None or four_way["met"])
+    with tempfile.TemporaryDirectory(prefix="runway-throughput-go-") as build:
+        go_floor = build_go_floor(Path(build)) if "go-floor" in wanted else None
+        if "go-floor" in wanted and go_floor is None:
+            wanted.remove("go-floor")
+            print(
+                "go-floor skipped: no Go on this machine (neither `go` on PATH nor "
+                f"{GO_TOOLCHAIN}) to build bench/go_extender",
+                flush=True,
+            )
+        chosen = [e for e in KINDS if e in wanted]
+        for release in releases:
+            mine = measure_release(release, ns, chosen, modes, runway_config, go_floor)
+            runs += mine
+            bars, four_way = report(mine, modes, ns, release)
+            per_release[release] = {"bars": bars, "against_stock": four_way}
+            met = met and all(b["met"] for b in bars) and (four_way is None or four_way["met"])
     info["loadavg_end"] = os.getloadavg()
     result = {
         "machine": info,
@@ -1002,6 +1117,8 @@ def report(
             ],
         )
         print(f"  [{'MET' if four_way['met'] else 'MISSED':6s}] {four_way['bar']}")
+        if line := floor_line(four_way):
+            print(f"           {line}")
     return bars, four_way
 
 

@@ -1,0 +1,3 @@
+module goextender
+
+go 1.21
