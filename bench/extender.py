@@ -46,6 +46,7 @@ from app.server import settle_heap
 from app.wire import ArgsReader, decode_extender_args
 from app.wiring import build
 from bench import payloads
+from tests.runway_process import stop
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out"
@@ -510,13 +511,7 @@ def serve(name: str, argv: Sequence[str], port: int, logs: Path) -> Iterator[Ser
         _wait_healthy(url, proc)
         yield Server(name, url, proc.pid, log)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop(proc)
 
 
 def ensure_go_peer() -> Path | None:

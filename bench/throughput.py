@@ -75,7 +75,7 @@ from tests.e2e.conftest import (
     write_scheduler_config,
 )
 from tests.e2e.conftest import releases as e2e_releases
-from tests.runway_process import free_port, run_runway
+from tests.runway_process import free_port, run_runway, stop
 
 EXTENDERS = ("runway", "go")
 """The pair issue #13's bars compare."""
@@ -388,12 +388,7 @@ def go_server(command: Sequence[str], url: str, log: Path, what: str) -> Iterato
         poll(lambda: proc.poll() is None and _healthy(url), within=30, what=f"{what} ready")
         yield proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc, grace_s=10)
 
 
 @contextmanager

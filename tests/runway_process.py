@@ -23,6 +23,18 @@ def free_port() -> int:
         return port
 
 
+def stop(proc: subprocess.Popen[bytes], grace_s: float = 15.0) -> None:
+    """Stop ``proc`` by its pid: SIGTERM, up to ``grace_s`` to exit, then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
 class RunwayProcess:
     """A running runway: its URL, pid and captured log file."""
 
@@ -95,10 +107,4 @@ def run_runway(
         wait_until_healthy(f"{scheme}://127.0.0.1:{port}", proc, client_options=client_options)
         yield RunwayProcess(proc, port, log, scheme)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop(proc)

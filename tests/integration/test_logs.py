@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.runway_process import free_port, run_runway
+from tests.runway_process import free_port, run_runway, stop
 
 FILTER = {"Pod": {"metadata": {"name": "p", "namespace": "default"}}, "NodeNames": ["n1"]}
 
@@ -80,12 +80,7 @@ def test_started_is_logged_after_the_bind_with_the_url(tmp_path: Path) -> None:
         # the moment it is logged, the port answers (no retry: it must already be bound)
         assert httpx.get(f"{started['url']}/healthz", timeout=5).status_code == 200
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
 
 
 def test_bad_flags_are_config_errors_not_binds(tmp_path: Path) -> None:
