@@ -109,18 +109,20 @@ class GateKeeper(Ticker):
 
     def release(self, entry: GateEntry, why: str) -> None:
         """Open the gate of ``entry`` and remove its mirror in a tracked task; a preemptor whose
-        failed preemption backed off is woken (``on_retry``)."""
+        failed preemption backed off is woken (``on_retry``), or its calls re-run
+        (``rerun_failed``) — then the re-run mirrors its own entry over this one, and no removal
+        races that write."""
         retry = self.gate.backing_off(entry.preemptor.uid)
         self.gate.release(entry.preemptor.uid)
         log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
+        if retry and self.rerun_failed() and self._rerun_failed(entry):
+            return
         task = asyncio.get_running_loop().create_task(
             self._unmirror(entry.preemptor), name=f"gate-release:{entry.preemptor.key}"
         )
         self._releases.add(task)
         task.add_done_callback(self._releases.discard)
         if retry:
-            if self.rerun_failed() and self._rerun_failed(entry):
-                return
             self.on_retry(entry.preemptor.uid)
 
     def pending_tasks(self) -> int:
@@ -177,7 +179,10 @@ class GateKeeper(Ticker):
         )
         if not outstanding:
             return False
-        refusal = self._rerun(entry, outstanding, "retried after a refused call")
+        try:
+            refusal = self._rerun(entry, outstanding, "retried after a refused call")
+        except RuntimeError:  # the executor is shutting down: woken instead, nothing called
+            return False
         if refusal is not None:
             log.info(
                 "a failed preemption not retried: the cross-check refused it",

@@ -163,6 +163,8 @@ async def test_where_a_touch_requeues_nothing_the_end_of_the_back_off_reruns_the
     assert rerun.result == "success" and rerun.plan.victims == (V[0],)
     assert "retried after a refused call" in rerun.plan.message
     assert [c for c in api.calls if c[0] == "delete"][-1] == ("delete", "ns/a", None)
+    # the re-run mirrored its own entry; the released one's mirror was not removed under it
+    assert ("mirror", "ns/high", False) not in api.calls
     await gk.stop()
 
 
