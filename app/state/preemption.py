@@ -81,11 +81,7 @@ class _Builder:
         preemptor: Pod,
         records: RecordBook | None = None,
         shield: Shield = NO_SHIELD,
-        scheduler_executes: Callable[[], bool] = lambda: False,
     ) -> None:
-        self.scheduler_executes = scheduler_executes
-        """Whether kube-scheduler executes the preemptions runway answers (``preemption.async``
-        false, or auto on 1.33+), asked on each call: the mode follows the detected release."""
         self.records = records
         self.shield = shield
         self.queues = queues
