@@ -117,6 +117,7 @@ class GateKeeper(Ticker):
         log.info("gate opened", preemptor=entry.preemptor.key, node=entry.node, why=why)
         if retry and self.rerun_failed() and self._rerun_failed(entry):
             return
+        self.executor.mirror_removed(entry.preemptor.uid)
         task = asyncio.get_running_loop().create_task(
             self._unmirror(entry.preemptor), name=f"gate-release:{entry.preemptor.key}"
         )

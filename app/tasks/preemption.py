@@ -38,6 +38,15 @@ from app.tasks.ports import EventSink, NoEvents, PodApi, PreemptionRecorder
 
 log = get_logger("preemption")
 
+MIRROR_KEPT_S = 10.0
+"""Scheduler executes: kube-scheduler retries a preemption whose DELETE is refused as fast as its
+queue allows (~18 a second on 1.37.2, ``e2e/test_default_mode_e2e.py``), and runway decides each
+retry again (``policy.gate.left_by_the_scheduler``). The same claim (node and victims) mirrored
+on the preemptor's record less than this long ago is not written again: each retry would add a
+record write to the scheduler's DELETE, twice the API load of a refusal."""
+MIRROR_MEMO = 4096
+"""Preemptors whose last mirror this executor remembers (the oldest forgotten first)."""
+
 Result = Literal["running", "success", "error", "cancelled"]
 
 
@@ -109,6 +118,8 @@ class PreemptionExecutor:
         self._owners_of = owners_of
         # A gang's pods share one record: write it once per (victim, preemptor).
         self._recorded: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._mirrored: OrderedDict[str, tuple[tuple[str, frozenset[str]], float]] = OrderedDict()
+        """Preemptor UID → the claim (node, victim UIDs) last mirrored, and when."""
         self._gate = gate
         self._clock = clock
         self._slots = asyncio.Semaphore(concurrency)
@@ -253,9 +264,15 @@ class PreemptionExecutor:
     async def _execute(
         self, plan: PreemptionPlan, entry: GateEntry, record: PreemptionRecord
     ) -> None:
-        if self._recorder is not None and not await self._recorder.mirror_gate(entry):
-            raise PreemptorGone(f"preemptor {plan.preemptor.key} is gone: nothing to preempt for")
-        record.steps.append("gate mirrored")
+        if self._mirror_kept(entry):
+            record.steps.append("gate mirror kept (the same claim, mirrored just before)")
+        elif self._recorder is not None:
+            if not await self._recorder.mirror_gate(entry):
+                raise PreemptorGone(
+                    f"preemptor {plan.preemptor.key} is gone: nothing to preempt for"
+                )
+            self._note_mirrored(entry)
+            record.steps.append("gate mirrored")
         if not self.takeover:
             # kube-scheduler deletes the chosen node's victims; runway keeps the records and
             # evicts the gang siblings on other nodes, which kube-scheduler does not know of.
@@ -352,6 +369,32 @@ class PreemptionExecutor:
         self._recorded[key] = None
         while len(self._recorded) > RECORDED_MEMO:
             self._recorded.popitem(last=False)
+
+    def _claim_of(self, entry: GateEntry) -> tuple[str, frozenset[str]]:
+        return entry.node, frozenset(v.uid for v in entry.victims)
+
+    def _mirror_kept(self, entry: GateEntry) -> bool:
+        """Whether ``entry``'s claim is on the record already, mirrored less than
+        ``MIRROR_KEPT_S`` ago (scheduler executes only: in takeover a retry follows a back-off)."""
+        if self.takeover:
+            return False
+        last = self._mirrored.get(entry.preemptor.uid)
+        return (
+            last is not None
+            and last[0] == self._claim_of(entry)
+            and self._clock.now() - last[1] < MIRROR_KEPT_S
+        )
+
+    def mirror_removed(self, uid: str) -> None:
+        """The gate keeper removes the mirror of ``uid``'s gate: the next claim is written."""
+        self._mirrored.pop(uid, None)
+
+    def _note_mirrored(self, entry: GateEntry) -> None:
+        uid = entry.preemptor.uid
+        self._mirrored[uid] = (self._claim_of(entry), self._clock.now())
+        self._mirrored.move_to_end(uid)
+        while len(self._mirrored) > MIRROR_MEMO:
+            self._mirrored.popitem(last=False)
 
     async def _fail(
         self, plan: PreemptionPlan, record: PreemptionRecord, *, back_off: bool = True

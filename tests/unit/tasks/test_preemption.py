@@ -13,7 +13,7 @@ from app.model.gate import (
 )
 from app.policy.gate import VictimState, check_gate
 from app.state.gate import GateBook
-from app.tasks.preemption import PreemptionExecutor
+from app.tasks.preemption import MIRROR_KEPT_S, PreemptionExecutor
 from tests.builders import cluster_cache, preemption_executor
 from tests.preemption_fakes import FakeApi
 
@@ -222,3 +222,34 @@ async def test_a_displaced_preemption_keeps_deleting_but_never_nominates() -> No
     assert [key for op, key, _ in api.calls if op == "delete"] == [v.key for v in VICTIMS]
     assert ("nominate", P.key, "node-0") not in api.calls
     assert any("not nominated" in step for step in low.steps)
+
+
+async def test_scheduler_executes_the_same_claim_retried_is_mirrored_once_per_window() -> None:
+    """kube-scheduler retries a refused preemption many times a second, and runway decides each
+    retry again: the same claim (node, victims) is mirrored once per ``MIRROR_KEPT_S``, a
+    different claim at once, and again once the gate keeper removed the mirror."""
+    api = FakeApi()
+    clock = ManualClock(1_000.0)
+    ex, _ = executor(api, clock)
+    ex.takeover = False
+
+    def mirrors() -> int:
+        return sum(1 for c in api.calls if c[0] == "mirror" and c[2] is True)
+
+    for _ in range(5):
+        await ex.run(PLAN)
+    assert mirrors() == 1
+    assert "gate mirror kept" in ex.recent()[0].steps[0]
+    await ex.run(PreemptionPlan(P, "node-1", VICTIMS, message="m"))  # another node: written
+    assert mirrors() == 2
+    clock.advance(MIRROR_KEPT_S)
+    await ex.run(PreemptionPlan(P, "node-1", VICTIMS, message="m"))  # the window passed
+    assert mirrors() == 3
+    ex.mirror_removed(P.uid)
+    await ex.run(PreemptionPlan(P, "node-1", VICTIMS, message="m"))  # its mirror was removed
+    assert mirrors() == 4
+    # takeover: every run mirrors (its retries follow a back-off)
+    ex.takeover = True
+    await ex.run(PLAN)
+    await ex.run(PLAN)
+    assert mirrors() == 6
