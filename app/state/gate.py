@@ -212,12 +212,6 @@ class GateBook:
             self.reserved(now, besides=entry.preemptor.uid),
         )
 
-    def scheduler_failed(self, uid: str) -> None:
-        """kube-scheduler's own preemption for ``uid`` failed (scheduler-executes mode): the
-        gate opens at once, without a back-off — a held answer would park the pod where, from
-        1.32, nothing runway does re-queues it; kube-scheduler paces its own retries."""
-        self.finish(uid, ok=False)
-
     def backing_off(self, uid: str) -> bool:
         """Whether ``uid``'s last preemption failed and its gate waits out the back-off (the
         pod may be placed anywhere meanwhile; only a new preemption is vetoed)."""

@@ -430,7 +430,9 @@ class PreemptDecider:
                     left=[v.key for v in left],
                 )
                 metrics.PREEMPTIONS_LEFT_BY_SCHEDULER.inc()
-                self.gate.scheduler_failed(own)
+                # A failure without back-off: the gate opens at once (a held answer would park
+                # the pod where, from 1.32, nothing runway does re-queues it).
+                self.gate.finish(own, ok=False)
                 held = None
         # Only a failure's back-off has its own veto reason; in flight is the default one.
         why = held[1].why if held is not None and self.gate.backing_off(own) else ""

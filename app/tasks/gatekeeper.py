@@ -15,9 +15,8 @@ from app.clock import Clock
 from app.logs import get_logger
 from app.model.gate import GateEntry, PodRef, PreemptionPlan
 from app.policy.crosscheck import Refusal, check_preemptor, check_victims
-from app.policy.gate import VictimState
 from app.state.cache import CacheEvent, ClusterCache
-from app.state.gate import GateBook, victim_state
+from app.state.gate import GateBook
 from app.tasks.loop import Ticker, listen
 from app.tasks.ports import PodApi, PreemptionRecorder
 from app.tasks.preemption import PreemptionExecutor
@@ -175,9 +174,9 @@ class GateKeeper(Ticker):
         """Re-run the calls of ``entry``'s failed preemption for the victims still running
         (its gate just released at the end of its back-off); False when there are none or the
         cross-check refuses (the preemptor is then woken as on any release)."""
-        outstanding = tuple(
-            v for v in entry.victims if victim_state(self.cache, v.uid) is VictimState.PRESENT
-        )
+        # The gate's own check, its failure released: what it still waits for (none when the
+        # victims went, or when a higher-priority preemption took the claim).
+        outstanding = self.gate.check(entry, self.clock.now()).outstanding
         if not outstanding:
             return False
         try:

@@ -44,15 +44,14 @@ queue allows (~18 a second on 1.37.2, ``e2e/test_default_mode_e2e.py``), and run
 retry again (``policy.gate.left_by_the_scheduler``). The same claim (node and victims) mirrored
 on the preemptor's record less than this long ago is not written again: each retry would add a
 record write to the scheduler's DELETE, twice the API load of a refusal."""
-MIRROR_MEMO = 4096
-"""Preemptors whose last mirror this executor remembers (the oldest forgotten first)."""
 
 Result = Literal["running", "success", "error", "cancelled"]
 
 
 PREEMPTION_REASON = "PreemptionByScheduler"
-RECORDED_MEMO = 4096
-"""(victim, preemptor) pairs whose eviction record was written, remembered against repeats."""
+MEMO_LIMIT = 4096
+"""Entries per memo of the executor, the oldest forgotten first: (victim, preemptor) pairs whose
+eviction record was written, remembered against repeats; preemptors' last mirrored claims."""
 
 
 class PreemptorGone(Exception):
@@ -367,7 +366,7 @@ class PreemptionExecutor:
             return
         await self._recorder.record_preemption(victim.uid, preemptor.uid, now)
         self._recorded[key] = None
-        while len(self._recorded) > RECORDED_MEMO:
+        while len(self._recorded) > MEMO_LIMIT:
             self._recorded.popitem(last=False)
 
     def _claim_of(self, entry: GateEntry) -> tuple[str, frozenset[str]]:
@@ -393,7 +392,7 @@ class PreemptionExecutor:
         uid = entry.preemptor.uid
         self._mirrored[uid] = (self._claim_of(entry), self._clock.now())
         self._mirrored.move_to_end(uid)
-        while len(self._mirrored) > MIRROR_MEMO:
+        while len(self._mirrored) > MEMO_LIMIT:
             self._mirrored.popitem(last=False)
 
     async def _fail(
