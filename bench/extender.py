@@ -67,6 +67,16 @@ def go_command() -> str | None:
     return shutil.which("go") or (str(GO_TOOLCHAIN) if GO_TOOLCHAIN.exists() else None)
 
 
+def build_go(source: Path, binary: Path) -> Path | None:
+    """Build the Go module in ``source`` (a benchmark's floor) to ``binary`` with the machine's
+    Go (``go_command``); the binary, or None where there is no Go."""
+    go = go_command()
+    if go is None:
+        return None
+    subprocess.run([go, "build", "-o", str(binary), "."], cwd=source, check=True, timeout=600)
+    return binary
+
+
 # --------------------------------------------------------------------------- statistics
 
 

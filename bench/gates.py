@@ -50,7 +50,7 @@ import httpx
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.extender import OUT, go_command, machine, print_table
+from bench.extender import OUT, build_go, machine, print_table
 from bench.throughput import samples
 from tests.certs import CA
 from tests.e2e.conftest import (
@@ -361,13 +361,10 @@ def runway_https(
 def go_floor(tmp: Path, cert: Path, key: Path) -> Iterator[Https | None]:
     """The floor: ``bench/go_webhook`` (the same answer from Go, nothing decided), built with the
     machine's Go; None where there is no Go. Stopped by its pid."""
-    go = go_command()
-    if go is None:
+    binary = build_go(Path(__file__).parent / "go_webhook", tmp / "go-webhook")
+    if binary is None:
         yield None
         return
-    binary = tmp / "go-webhook"
-    source = Path(__file__).parent / "go_webhook"
-    subprocess.run([go, "build", "-o", str(binary), "."], cwd=source, check=True, timeout=600)
     port = free_port()
     proc = subprocess.Popen(
         [str(binary), "-cert", str(cert), "-key", str(key), "-addr", f"127.0.0.1:{port}"]

@@ -65,7 +65,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench import payloads
 from bench import profile as cpu_profile
-from bench.extender import GO_PEER, GO_TOOLCHAIN, OUT, go_command, machine, print_table
+from bench.extender import GO_PEER, GO_TOOLCHAIN, OUT, build_go, machine, print_table
 from tests.e2e.conftest import (
     ControlPlane,
     control_plane_up,
@@ -366,16 +366,9 @@ def _healthy(url: str) -> bool:
 
 
 def build_go_floor(into: Path) -> Path | None:
-    """Build ``bench/go_extender`` into ``into`` with the machine's Go (``go_command``); the
+    """Build ``bench/go_extender`` into ``into`` with the machine's Go (``build_go``); the
     binary, or None where there is no Go."""
-    go = go_command()
-    if go is None:
-        return None
-    binary = into / "go-extender"
-    subprocess.run(
-        [go, "build", "-o", str(binary), "."], cwd=GO_FLOOR_SOURCE, check=True, timeout=600
-    )
-    return binary
+    return build_go(GO_FLOOR_SOURCE, into / "go-extender")
 
 
 @contextmanager
