@@ -4,6 +4,8 @@ startup, and held gates open as the cache sees the victims go."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from app.clock import ManualClock
 from app.config import RunwayConfig
 from app.model import Pod
@@ -36,8 +38,8 @@ def runtime_with(api: FakeApi, pods: list[Pod]) -> Runway:
     return rt
 
 
-def keeper(rt: Runway, api: FakeApi) -> GateKeeper:
-    return GateKeeper(rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api)
+def keeper(rt: Runway, api: FakeApi, **options: Any) -> GateKeeper:
+    return GateKeeper(rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api, **options)
 
 
 def mirror(rt: Runway, deadline: float, victims: tuple[PodRef, ...] = V, node: str = "n1") -> None:
@@ -146,9 +148,7 @@ async def test_where_a_touch_requeues_nothing_the_end_of_the_back_off_reruns_the
     api = FakeApi()
     api.fail = lambda op, pod: RuntimeError("refused") if op == "delete" else None
     rt = runtime_with(api, [preemptor(), pod(V[0]), pod(V[1])])
-    gk = GateKeeper(
-        rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api, rerun_failed=lambda: True
-    )
+    gk = keeper(rt, api, rerun_failed=lambda: True)
     woken: list[str] = []
     gk.on_retry = woken.append
     assert rt.executor is not None and isinstance(rt.clock, ManualClock)
@@ -174,9 +174,7 @@ async def test_a_rerun_the_cross_check_refuses_wakes_the_preemptor_instead() -> 
     api = FakeApi()
     api.fail = lambda op, pod: RuntimeError("refused") if op == "delete" else None
     rt = runtime_with(api, [preemptor(), pod(V[0])])
-    gk = GateKeeper(
-        rt.gate, rt.cache, rt.executor, api, rt.clock, mirror=api, rerun_failed=lambda: True
-    )
+    gk = keeper(rt, api, rerun_failed=lambda: True)
     woken: list[str] = []
     gk.on_retry = woken.append
     assert rt.executor is not None and isinstance(rt.clock, ManualClock)
